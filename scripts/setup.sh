@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Idempotent set-up of a development machine: venv, ROS 2 Kilted wheels, the
+# CMake path fix, and a colcon build of robot_harness (plus the nav2_msgs
+# stand-in where the real one is absent). Fast when nothing changed.
+set -euo pipefail
+# shellcheck source=/dev/null
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/_paths.sh"
+ROOT="$RH_ROOT"; VENV="$RH_VENV"; WS="$RH_WS"
+cd "$ROOT"
+PY="${PYTHON:-python3.11}"
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+# 1. venv + wheels (re-run only when a requirements file changed).
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating venv at $VENV"
+  mkdir -p "$(dirname "$VENV")"
+  "$PY" -m venv "$VENV"
+fi
+req_hash="$RH_REQ_HASH"
+if [ "$(cat "$VENV/.rh_requirements" 2>/dev/null)" != "$req_hash" ]; then
+  log "installing Python and ROS 2 wheels"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+    -r requirements/ros.txt -r requirements/python.txt -r requirements/test.txt 2>&1 \
+    | { grep -v "^WARNING: Location .* is ignored" || true; }
+  rm -f "$VENV/.rh_cmake_fixed"
+  echo "$req_hash" > "$VENV/.rh_requirements"
+fi
+
+# 2. The wheels' CMake files name their build-time prefix; point them at this venv.
+if [ ! -f "$VENV/.rh_cmake_fixed" ]; then
+  py_inc=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+  np_inc=$("$VENV/bin/python" -c 'import numpy; print(numpy.get_include())')
+  log "rewriting wheel CMake paths -> $py_inc, $np_inc"
+  grep -rl --include='*.cmake' '/opt/python/cp311-cp311' "$VENV/share" 2>/dev/null | while read -r f; do
+    sed -i -e "s#/opt/python/cp311-cp311/lib/python3.11/site-packages/numpy/_core/include#$np_inc#g" \
+           -e "s#/opt/python/cp311-cp311/include/python3.11#$py_inc#g" "$f"
+  done
+  touch "$VENV/.rh_cmake_fixed"
+fi
+
+# 3. colcon build (skipped when no build input changed).
+# shellcheck source=/dev/null
+source "$ROOT/scripts/_ros_env.sh" --no-install
+paths=("$ROOT")
+if ! "$VENV/bin/python" - <<'PYEOF' 2>/dev/null
+import os, sys
+for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
+    if prefix and os.path.isfile(os.path.join(prefix, "share", "nav2_msgs", "package.xml")) \
+       and "/.ws/install/" not in prefix + "/":
+        sys.exit(0)
+sys.exit(1)
+PYEOF
+then
+  paths+=("$ROOT/stubs/nav2_msgs")
+fi
+# Interface and build files by content; Python, scripts, launch and config
+# files by name only (they are symlinked into the install space, so editing
+# one needs no rebuild, but adding one does).
+build_hash=$( { printf '%s\n' "${paths[@]}";
+  find CMakeLists.txt package.xml msg srv action stubs -type f -print0 | sort -z | xargs -0 sha256sum;
+  find robot_harness bin launch config -type f -not -name '*.pyc' -not -path '*/__pycache__/*' | sort; } \
+  | sha256sum | cut -c1-16)
+if [ "$(cat "$WS/.rh_build" 2>/dev/null)" != "$build_hash" ] || [ ! -f "$WS/install/setup.sh" ]; then
+  log "colcon build (${#paths[@]} package(s))"
+  mkdir -p "$WS"
+  ( cd "$WS" && "$VENV/bin/colcon" --log-base "$WS/log" build --symlink-install \
+      --build-base "$WS/build" --install-base "$WS/install" --paths "${paths[@]}" \
+      --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE="$VENV/bin/python" \
+      --event-handlers console_cohesion- summary+ >"$WS/build.log" 2>&1 ) || {
+        tail -50 "$WS/build.log" >&2; log "colcon build failed (full log: $WS/build.log)"; exit 1; }
+  echo "$build_hash" > "$WS/.rh_build"
+fi
+log "ready: source scripts/env.sh"
