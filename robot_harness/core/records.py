@@ -1,0 +1,352 @@
+"""Records that cross a boundary: snapshots, actions, tool calls and results,
+journal events. Each is a pydantic model with a ``kind`` literal and a format
+version, serialized through ``to_json``/``from_json`` in this module.
+"""
+from __future__ import annotations
+
+import enum
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+__all__ = [
+    "FORMAT_VERSION",
+    "Availability",
+    "ControllerState",
+    "FieldMeta",
+    "Pose2D",
+    "Velocity",
+    "ArtifactRef",
+    "ActionStatus",
+    "ActionView",
+    "WorldSnapshot",
+    "ToolCall",
+    "ModelResponse",
+    "ToolResultStatus",
+    "ToolResult",
+    "RuntimeEvent",
+    "EventType",
+    "EventDraft",
+    "JournalEvent",
+    "MissionStatus",
+    "Record",
+    "to_json",
+    "from_json",
+    "normalize_angle",
+]
+
+FORMAT_VERSION = 1
+
+
+def normalize_angle(a: float) -> float:
+    """Wrap an angle to (-pi, pi]."""
+    a = math.fmod(a + math.pi, 2.0 * math.pi)
+    if a <= 0.0:
+        a += 2.0 * math.pi
+    return a - math.pi
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Availability(str, enum.Enum):
+    """Whether a snapshot field can be trusted."""
+
+    AVAILABLE = "AVAILABLE"
+    """Observed and younger than its freshness bound."""
+    STALE = "STALE"
+    """Observed, but older than its freshness bound; value kept only for diagnosis."""
+    MISSING = "MISSING"
+    """Never observed; there is no value."""
+
+
+class ControllerState(str, enum.Enum):
+    """The navigation controller as seen on the backend's status topic."""
+
+    IDLE = "idle"
+    """No goal is accepted or executing."""
+    ACTIVE = "active"
+    """A goal is accepted or executing."""
+    UNKNOWN = "unknown"
+    """No status has been observed (or it is stale)."""
+
+
+class FieldMeta(_Frozen):
+    availability: Availability = Availability.MISSING
+    source_stamp: float | None = None
+    """Header stamp of the observation (epoch seconds)."""
+    age_s: float | None = None
+    max_age_s: float = 0.0
+    source: str = ""
+
+    @property
+    def fresh(self) -> bool:
+        return self.availability is Availability.AVAILABLE
+
+
+class Pose2D(_Frozen):
+    x: float
+    y: float
+    yaw: float = 0.0
+
+    def distance_to(self, other: "Pose2D") -> float:
+        return math.hypot(self.x - other.x, self.y - other.y)
+
+    def yaw_error(self, other: "Pose2D") -> float:
+        return abs(normalize_angle(self.yaw - other.yaw))
+
+
+class Velocity(_Frozen):
+    vx: float = 0.0
+    vy: float = 0.0
+    wz: float = 0.0
+
+
+class ArtifactRef(_Frozen):
+    kind: Literal["artifact_ref"] = "artifact_ref"
+    uri: str
+    sha256: str
+    media_type: str = "application/octet-stream"
+    size_bytes: int = 0
+
+
+class ActionStatus(str, enum.Enum):
+    """Lifecycle of a managed physical action (transitions live in ``lifecycle``)."""
+
+    REQUESTED = "REQUESTED"
+    """Recorded and about to be sent; the backend has not answered."""
+    ACCEPTED = "ACCEPTED"
+    """The backend accepted the goal; nothing has moved yet as far as we know."""
+    RUNNING = "RUNNING"
+    """Correlated progress from the backend has been observed."""
+    VERIFYING = "VERIFYING"
+    """The backend reported terminal (or went silent); the outcome check runs."""
+    SUCCEEDED = "SUCCEEDED"
+    """The outcome check passed on fresh evidence."""
+    FAILED = "FAILED"
+    """Rejected, aborted, cancelled, or contradicted by fresh evidence."""
+    UNKNOWN = "UNKNOWN"
+    """Evidence missing, stale or conflicting: never counted as success."""
+
+    @property
+    def terminal(self) -> bool:
+        return self in (ActionStatus.SUCCEEDED, ActionStatus.FAILED, ActionStatus.UNKNOWN)
+
+
+class ActionView(_Frozen):
+    """A managed action as other records see it (snapshot fields, tool results)."""
+
+    action_id: str
+    tool_call_id: str
+    skill: str
+    state: ActionStatus
+    revision: int = 0
+    backend_goal_id: str = ""
+    backend_status: str = ""
+    reason: str = ""
+    target: Pose2D | None = None
+    decision_snapshot_id: str = ""
+    outcome_snapshot_id: str = ""
+    requested_at: float = 0.0
+    updated_at: float = 0.0
+
+
+class WorldSnapshot(_Frozen):
+    """What the harness believed about the world at one instant.
+
+    Every observed field carries a ``FieldMeta``; a MISSING or STALE field is
+    explicit, never a silent zero.
+    """
+
+    kind: Literal["world_snapshot"] = "world_snapshot"
+    format_version: int = FORMAT_VERSION
+    snapshot_id: str
+    mission_id: str = ""
+    reason: str = "on_request"
+    captured_at: float
+    frame_id: str = "map"
+    pose: Pose2D | None = None
+    pose_meta: FieldMeta = FieldMeta()
+    pose_jumps: int = 0
+    last_pose_jump_at: float | None = None
+    velocity: Velocity | None = None
+    velocity_meta: FieldMeta = FieldMeta()
+    controller_state: ControllerState = ControllerState.UNKNOWN
+    nav_goal_id: str = ""
+    nav_goal: Pose2D | None = None
+    distance_remaining: float | None = None
+    navigation_meta: FieldMeta = FieldMeta()
+    battery: float | None = None
+    """State of charge, 0..1 (sensor_msgs/BatteryState.percentage)."""
+    battery_meta: FieldMeta = FieldMeta()
+    active_action: ActionView | None = None
+    recent_outcome: ActionView | None = None
+    artifacts: tuple[ArtifactRef, ...] = ()
+
+
+class ToolCall(_Frozen):
+    kind: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ModelResponse(_Frozen):
+    """What the model said in one turn: tool calls, or a done proposal, or nothing.
+
+    A done proposal is only a proposal; the harness decides the mission status.
+    """
+
+    kind: Literal["model_response"] = "model_response"
+    format_version: int = FORMAT_VERSION
+    tool_calls: tuple[ToolCall, ...] = ()
+    done: str | None = None
+    text: str = ""
+
+    @property
+    def silent(self) -> bool:
+        return not self.tool_calls and self.done is None
+
+
+class ToolResultStatus(str, enum.Enum):
+    """What a tool call established, immediately. Never the physical outcome."""
+
+    OK = "ok"
+    """An ordinary tool completed synchronously."""
+    ACCEPTED = "accepted"
+    """A managed physical action was accepted by its backend; the outcome comes later."""
+    REJECTED = "rejected"
+    """The backend, or a harness rule, refused the call; nothing moved."""
+    PRECONDITION_CHANGED = "precondition_changed"
+    """The world changed since the decision snapshot; nothing moved."""
+    ERROR = "error"
+    """The call was invalid or its implementation raised."""
+    SKIPPED = "skipped"
+    """Not run because an earlier call in the same turn stopped the turn."""
+
+
+class ToolResult(_Frozen):
+    kind: Literal["tool_result"] = "tool_result"
+    format_version: int = FORMAT_VERSION
+    tool_call_id: str
+    name: str
+    status: ToolResultStatus
+    content: dict[str, Any] = Field(default_factory=dict)
+    error: dict[str, Any] | None = None
+    action_id: str | None = None
+
+    def to_model_message(self) -> dict[str, Any]:
+        """The OpenAI-style tool message the model receives."""
+        body: dict[str, Any] = {"status": self.status.value, **self.content}
+        if self.error:
+            body["error"] = self.error
+        if self.action_id:
+            body["action_id"] = self.action_id
+        return {"role": "tool", "tool_call_id": self.tool_call_id, "content": body}
+
+
+class RuntimeEvent(_Frozen):
+    """A correlated runtime fact delivered to the next model turn (e.g. an action outcome)."""
+
+    kind: Literal["runtime_event"] = "runtime_event"
+    type: str
+    tool_call_id: str = ""
+    action_id: str = ""
+    state: str = ""
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class MissionStatus(str, enum.Enum):
+    """Final status of a mission (Mission.action result constants)."""
+
+    SUCCEEDED = "SUCCEEDED"
+    """Done, and every physical step is verified on fresh evidence."""
+    FAILED = "FAILED"
+    """Evidence says the goal was not achieved."""
+    UNKNOWN = "UNKNOWN"
+    """The harness cannot establish the outcome (fail closed)."""
+    BLOCKED = "BLOCKED"
+    """The harness refused to continue (journal failure, backend unavailable)."""
+    WAITING_USER = "WAITING_USER"
+    """Waiting on an operator decision."""
+    CANCELLED = "CANCELLED"
+    """Cancelled by the user or an operator Stop."""
+
+
+class EventType(str, enum.Enum):
+    """Journal event types. Ordered by seq within the journal."""
+
+    MISSION_STARTED = "MISSION_STARTED"
+    """A mission was admitted with its goal."""
+    MODEL_TURN_STARTED = "MODEL_TURN_STARTED"
+    """A model turn began, bound to the snapshot its context was built from."""
+    WORLD_SNAPSHOT_CAPTURED = "WORLD_SNAPSHOT_CAPTURED"
+    """A snapshot was captured and persisted (payload: the snapshot)."""
+    MODEL_RESPONSE_RECORDED = "MODEL_RESPONSE_RECORDED"
+    """The model's response, verbatim (redacted)."""
+    TOOL_CALL_RECORDED = "TOOL_CALL_RECORDED"
+    """One tool call, with redacted arguments."""
+    ACTION_PRECONDITION_CHECKED = "ACTION_PRECONDITION_CHECKED"
+    """Pre-dispatch precondition report for a managed action."""
+    TOOL_RESULT_RECORDED = "TOOL_RESULT_RECORDED"
+    """The one standard result for a tool call."""
+    ROBOT_ACTION_STARTED = "ROBOT_ACTION_STARTED"
+    """A managed action was created (REQUESTED), before the backend was asked."""
+    ROBOT_ACTION_STATE_CHANGED = "ROBOT_ACTION_STATE_CHANGED"
+    """A lifecycle transition (revision-checked)."""
+    ROBOT_ACTION_PROGRESS = "ROBOT_ACTION_PROGRESS"
+    """Correlated backend feedback (rate-limited)."""
+    ROBOT_ACTION_OUTCOME = "ROBOT_ACTION_OUTCOME"
+    """The verified outcome with its evidence."""
+    BACKEND_EVENT_UNCORRELATED = "BACKEND_EVENT_UNCORRELATED"
+    """A backend event for a goal this mission did not start; ignored."""
+    RUNTIME_EVENT_DELIVERED = "RUNTIME_EVENT_DELIVERED"
+    """A runtime event was placed into a model turn's context."""
+    MISSION_FINISHED = "MISSION_FINISHED"
+    """Final status, summary and evidence."""
+
+
+class EventDraft(_Frozen):
+    """An event before the journal gives it a seq, id and stamp."""
+
+    type: EventType
+    mission_id: str = ""
+    model_turn_id: str = ""
+    tool_call_id: str = ""
+    robot_action_id: str = ""
+    snapshot_id: str = ""
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+class JournalEvent(_Frozen):
+    kind: Literal["journal_event"] = "journal_event"
+    format_version: int = FORMAT_VERSION
+    seq: int
+    event_id: str
+    type: EventType
+    stamp: float
+    mission_id: str = ""
+    model_turn_id: str = ""
+    tool_call_id: str = ""
+    robot_action_id: str = ""
+    snapshot_id: str = ""
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+Record = Annotated[
+    WorldSnapshot | ToolCall | ModelResponse | ToolResult | RuntimeEvent | JournalEvent | ArtifactRef,
+    Field(discriminator="kind"),
+]
+_RECORD_ADAPTER: TypeAdapter[Any] = TypeAdapter(Record)
+
+
+def to_json(record: BaseModel) -> str:
+    """Serialize any record (one adapter for every boundary)."""
+    return record.model_dump_json()
+
+
+def from_json(data: str | bytes) -> Any:
+    """Parse a record of any kind, dispatching on its ``kind`` field."""
+    return _RECORD_ADAPTER.validate_json(data)
