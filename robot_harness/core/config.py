@@ -1,0 +1,121 @@
+"""Harness configuration (the ``harness`` section of config/*.yaml and scenarios)."""
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["Preconditions", "OutcomeTolerance", "NavigationConfig", "LimitsConfig", "HarnessConfig"]
+
+
+class _Cfg(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Preconditions(_Cfg):
+    """What must still hold, on a fresh snapshot, right before a managed dispatch."""
+
+    max_observation_age_s: float = 0.5
+    """The fresh pose must be AVAILABLE and at most this old."""
+    max_pose_drift_m: float = 0.3
+    """Fresh pose vs. the pose in the snapshot the model decided on."""
+    max_yaw_drift_rad: float = 0.6
+    controller_idle: bool = True
+    """The navigation controller must report no active goal."""
+    no_conflicting_action: bool = True
+    """No other managed action of this harness may be in flight."""
+    target_unchanged: bool = True
+    """The resolved target must be the same as when the model decided."""
+    battery_min: float | None = 0.1
+    """Minimum state of charge (0..1); None disables the check."""
+
+
+class OutcomeTolerance(_Cfg):
+    """How the navigation outcome check decides SUCCEEDED."""
+
+    xy_m: float = 0.25
+    yaw_rad: float = 0.35
+    max_pose_age_s: float = 0.5
+    """The post-terminal pose must be at most this old."""
+    require_no_pose_jump: bool = True
+    """A localization discontinuity during the action makes the outcome UNKNOWN."""
+
+
+class NavigationConfig(_Cfg):
+    backend: str = "nav2/navigate_to_pose"
+    accept_timeout_s: float = 5.0
+    timeout_s: float = 20.0
+    """Fixed part of the whole-action timeout."""
+    timeout_per_m_s: float = 4.0
+    """Added per metre of straight-line distance (0.25 m/s worst-case average)."""
+    cancel_timeout_s: float = 3.0
+    progress_journal_period_s: float = 0.5
+    """ROBOT_ACTION_PROGRESS events are journaled at most this often."""
+    preconditions: Preconditions = Preconditions()
+    outcome: OutcomeTolerance = OutcomeTolerance()
+
+
+class LimitsConfig(_Cfg):
+    mission_timeout_s: float = 300.0
+    max_turns: int = 20
+    max_silent_turns: int = 1
+    """Consecutive model turns with neither tool calls nor a done proposal before the mission ends."""
+    max_tool_calls_per_turn: int = 8
+
+
+class HarnessConfig(_Cfg):
+    frame_id: str = "map"
+    context_byte_cap: int = 6000
+    """Upper bound on the JSON context the model receives per turn."""
+    snapshot_byte_cap: int = 1500
+    """Upper bound on the snapshot projection inside that context."""
+    places: dict[str, dict[str, float]] = Field(default_factory=dict)
+    navigation: NavigationConfig = NavigationConfig()
+    limits: LimitsConfig = LimitsConfig()
+    artifacts_dir: str = ""
+    """Where capture_image writes artifacts; empty: beside the journal."""
+
+
+def load_harness_config(*, file_text: str | None = None, overrides: dict | None = None) -> HarnessConfig:
+    """Build a HarnessConfig from YAML text plus nested overrides (deep-merged)."""
+    import yaml
+
+    from .errors import UsageError
+
+    base = yaml.safe_load(file_text) if file_text else {}
+    if base is None:
+        base = {}
+    if not isinstance(base, dict):
+        raise UsageError("harness configuration must be a mapping")
+    merged = _deep_merge(base, overrides or {})
+    try:
+        return HarnessConfig.model_validate(merged)
+    except Exception as exc:  # pydantic.ValidationError
+        raise UsageError(f"invalid harness configuration: {exc}") from None
+
+
+def dotted_overrides(pairs: list[tuple[str, str]]) -> dict:
+    """``[("limits.mission_timeout_s", "60")]`` -> ``{"limits": {"mission_timeout_s": 60}}`` (values parsed as YAML)."""
+    import yaml
+
+    from .errors import UsageError
+
+    out: dict = {}
+    for key, raw in pairs:
+        if not key or any(not part for part in key.split(".")):
+            raise UsageError(f"bad override key {key!r}")
+        try:
+            value = yaml.safe_load(raw) if raw != "" else ""
+        except yaml.YAMLError as exc:
+            raise UsageError(f"override {key}: value is not valid YAML: {exc}") from None
+        node = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+    return out
+
+
+def _deep_merge(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out

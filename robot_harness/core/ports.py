@@ -1,0 +1,79 @@
+"""What the core needs from the outside world, as small protocols.
+
+The ROS adapters in ``robot_harness.nodes`` implement these over topics,
+services and actions; unit tests implement them with scripted fakes.
+"""
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .records import ArtifactRef, ModelResponse, Pose2D, WorldSnapshot
+
+__all__ = ["SnapshotPort", "PlannerRequest", "PlannerPort", "GoalAck", "BackendEvent", "NavigationPort", "RobotIO"]
+
+
+class SnapshotPort(Protocol):
+    def capture(self, *, reason: str, mission_id: str) -> WorldSnapshot:
+        """Capture a fresh snapshot now (raises HarnessError when the aggregator is unreachable)."""
+
+
+class PlannerRequest(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    mission_id: str
+    model_turn_id: str
+    turn_index: int
+    context: dict[str, Any]
+    tools: tuple[dict[str, Any], ...]
+
+
+class PlannerPort(Protocol):
+    def next_turn(self, request: PlannerRequest) -> ModelResponse:
+        """One model turn. The planner proposes; it never approves."""
+
+
+class GoalAck(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    accepted: bool
+    goal_id: str = ""
+    reason: str = ""
+
+
+class BackendEvent(BaseModel):
+    """Something the navigation backend said about one goal."""
+
+    model_config = ConfigDict(frozen=True)
+    goal_id: str
+    type: str
+    """feedback | status | result"""
+    status: str = ""
+    """accepted | executing | canceling | succeeded | aborted | canceled"""
+    distance_remaining: float | None = None
+    current_pose: Pose2D | None = None
+    stamp: float = 0.0
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class NavigationPort(Protocol):
+    name: str
+
+    def send_goal(self, *, target: Pose2D, frame_id: str, timeout_s: float) -> GoalAck:
+        """Send a goal and wait (bounded) for accept/reject. Raises BackendUnavailable or HarnessTimeout."""
+
+    def poll(self, timeout_s: float) -> list[BackendEvent]:
+        """Backend events received since the last poll, waiting at most timeout_s for the first."""
+
+    def cancel(self, goal_id: str, *, timeout_s: float) -> bool:
+        """Ask the backend to cancel a goal; True when the cancel was acknowledged."""
+
+
+class RobotIO(Protocol):
+    def capture_image(self, *, label: str) -> ArtifactRef:
+        """Save the latest camera frame as an artifact (raises when there is no fresh frame)."""
+
+    def speak(self, *, text: str) -> dict[str, Any]:
+        """Say something; returns a receipt."""
+
+    def send_message(self, *, to: str, text: str, artifacts: list[ArtifactRef]) -> dict[str, Any]:
+        """Deliver a message; returns a delivery receipt."""

@@ -1,0 +1,105 @@
+"""Pre-dispatch revalidation: is the world still what the model decided on?"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from .config import Preconditions
+from .records import ActionView, Availability, ControllerState, Pose2D, WorldSnapshot
+
+__all__ = ["Check", "PreconditionReport", "check_preconditions"]
+
+
+class Check(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    name: str
+    ok: bool
+    detail: str
+
+
+class PreconditionReport(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    kind: str = "precondition_report"
+    ok: bool
+    checks: tuple[Check, ...]
+    decision_snapshot_id: str
+    fresh_snapshot_id: str
+
+    @property
+    def failed(self) -> list[Check]:
+        return [c for c in self.checks if not c.ok]
+
+
+def check_preconditions(
+    pre: Preconditions,
+    *,
+    decision: WorldSnapshot,
+    fresh: WorldSnapshot,
+    target_at_decision: Pose2D | None,
+    target_now: Pose2D | None,
+    active_actions: Sequence[ActionView],
+) -> PreconditionReport:
+    """Evaluate every declared precondition; all of them, so the report is complete."""
+    checks: list[Check] = []
+    meta = fresh.pose_meta
+    age_ok = meta.availability is Availability.AVAILABLE and meta.age_s is not None and meta.age_s <= pre.max_observation_age_s
+    checks.append(Check(
+        name="observation_age",
+        ok=age_ok,
+        detail=f"pose {meta.availability.value}, age {_fmt(meta.age_s)} s (max {pre.max_observation_age_s} s)",
+    ))
+    if decision.pose is None or decision.pose_meta.availability is not Availability.AVAILABLE:
+        checks.append(Check(name="pose_drift", ok=False, detail="the decision snapshot had no fresh pose"))
+    elif fresh.pose is None:
+        checks.append(Check(name="pose_drift", ok=False, detail="no pose in the fresh snapshot"))
+    else:
+        drift = decision.pose.distance_to(fresh.pose)
+        yaw_drift = decision.pose.yaw_error(fresh.pose)
+        ok = drift <= pre.max_pose_drift_m and yaw_drift <= pre.max_yaw_drift_rad
+        checks.append(Check(
+            name="pose_drift",
+            ok=ok,
+            detail=f"moved {drift:.2f} m / {yaw_drift:.2f} rad since decision (max {pre.max_pose_drift_m} m / {pre.max_yaw_drift_rad} rad)",
+        ))
+    jumps_ok = fresh.pose_jumps == decision.pose_jumps
+    checks.append(Check(
+        name="localization_continuous",
+        ok=jumps_ok,
+        detail=f"{fresh.pose_jumps - decision.pose_jumps} localization jump(s) since decision",
+    ))
+    if pre.controller_idle:
+        idle = fresh.controller_state is ControllerState.IDLE and fresh.navigation_meta.availability is Availability.AVAILABLE
+        checks.append(Check(
+            name="controller_idle",
+            ok=idle,
+            detail=f"controller {fresh.controller_state.value} ({fresh.navigation_meta.availability.value})",
+        ))
+    if pre.no_conflicting_action:
+        live = [a for a in active_actions if not a.state.terminal]
+        checks.append(Check(
+            name="no_conflicting_action",
+            ok=not live,
+            detail="none in flight" if not live else "in flight: " + ", ".join(f"{a.action_id} ({a.state.value})" for a in live),
+        ))
+    if pre.target_unchanged:
+        same = target_at_decision is not None and target_now is not None and target_at_decision == target_now
+        checks.append(Check(name="target_unchanged", ok=same, detail=f"decision {target_at_decision}, now {target_now}"))
+    if pre.battery_min is not None:
+        bm = fresh.battery_meta
+        ok = bm.availability is Availability.AVAILABLE and fresh.battery is not None and fresh.battery >= pre.battery_min
+        checks.append(Check(
+            name="battery_min",
+            ok=ok,
+            detail=f"battery {_fmt(fresh.battery)} ({bm.availability.value}), min {pre.battery_min}",
+        ))
+    return PreconditionReport(
+        ok=all(c.ok for c in checks),
+        checks=tuple(checks),
+        decision_snapshot_id=decision.snapshot_id,
+        fresh_snapshot_id=fresh.snapshot_id,
+    )
+
+
+def _fmt(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.2f}"

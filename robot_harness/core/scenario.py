@@ -1,0 +1,127 @@
+"""Scenario files: a world, a robot with faults, a scripted model, limits.
+
+The schema is documented in docs/scenario.schema.json (generated from these
+models; a test keeps the two in sync).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import ScenarioError
+from .planner_script import ScriptTurn
+
+__all__ = ["PlaceSpec", "WorldSpec", "RobotSpec", "PlannerSpec", "LimitsSpec", "Scenario", "load_scenario", "scenario_json_schema"]
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PlaceSpec(_Spec):
+    x: float
+    y: float
+    yaw: float = 0.0
+
+
+class WorldSpec(_Spec):
+    frame: str = "map"
+    places: dict[str, PlaceSpec] = Field(default_factory=dict)
+    start: str | PlaceSpec = Field(default_factory=lambda: PlaceSpec(x=0.0, y=0.0))
+    """A place name or {x, y, yaw}."""
+
+    @model_validator(mode="after")
+    def _start_known(self) -> "WorldSpec":
+        if isinstance(self.start, str) and self.start not in self.places:
+            raise ValueError(f"start place {self.start!r} is not in places {sorted(self.places)}")
+        return self
+
+    def start_pose(self) -> PlaceSpec:
+        return self.places[self.start] if isinstance(self.start, str) else self.start
+
+
+class FaultSpec(_Spec):
+    kind: str
+    on_goal: int | None = Field(default=None, ge=1)
+    at_s: float | None = Field(default=None, ge=0.0)
+    after_s: float | None = Field(default=None, ge=0.0)
+    dx: float | None = None
+    dy: float | None = None
+    std_xy: float | None = None
+    std_yaw: float | None = None
+
+    @field_validator("kind")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        kinds = {"reject", "early_success", "stall", "no_feedback", "localization_jump", "frozen_pose", "pose_noise", "die"}
+        if v not in kinds:
+            raise ValueError(f"unknown fault kind {v!r}; known: {sorted(kinds)}")
+        return v
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> "FaultSpec":
+        if (self.on_goal is None) == (self.at_s is None):
+            raise ValueError("a fault needs exactly one trigger: on_goal or at_s")
+        return self
+
+
+class RobotSpec(_Spec):
+    speed: float = Field(default=0.5, gt=0.0, le=10.0)
+    """m/s"""
+    yaw_rate: float = Field(default=1.5, gt=0.0)
+    pose_rate_hz: float = Field(default=20.0, gt=0.0, le=500.0)
+    odom_rate_hz: float = Field(default=50.0, gt=0.0, le=500.0)
+    camera: bool = True
+    battery_start: float = Field(default=0.9, ge=0.0, le=1.0)
+    faults: list[FaultSpec] = Field(default_factory=list)
+
+
+class PlannerSpec(_Spec):
+    turns: list[ScriptTurn] = Field(default_factory=list)
+
+
+class LimitsSpec(_Spec):
+    mission_timeout_s: float = Field(default=120.0, gt=0.0)
+    max_turns: int = Field(default=20, ge=1)
+
+
+class Scenario(_Spec):
+    name: str = ""
+    description: str = ""
+    goal: str = Field(min_length=1)
+    world: WorldSpec = Field(default_factory=WorldSpec)
+    robot: RobotSpec = Field(default_factory=RobotSpec)
+    planner: PlannerSpec = Field(default_factory=PlannerSpec)
+    limits: LimitsSpec = Field(default_factory=LimitsSpec)
+    harness: dict[str, Any] = Field(default_factory=dict)
+    """Overrides of the harness configuration (same keys as config/harness.yaml's harness section)."""
+    expect: dict[str, Any] = Field(default_factory=dict)
+    """What the scenario's author expects (e.g. {status: SUCCEEDED}); used by tests, not by the harness."""
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    p = Path(path)
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except OSError as exc:
+        raise ScenarioError(f"cannot read scenario {p}: {exc.strerror}", path=str(p)) from None
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"scenario {p} is not valid YAML: {exc}", path=str(p)) from None
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"scenario {p} must be a YAML mapping, got {type(raw).__name__}", path=str(p))
+    try:
+        return Scenario.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(x) for x in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors(include_url=False))
+        raise ScenarioError(f"scenario {p} is invalid: {problems}", path=str(p), problems=problems) from None
+
+
+def scenario_json_schema() -> str:
+    schema = Scenario.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "robot_harness scenario"
+    return json.dumps(schema, indent=2, sort_keys=True) + "\n"

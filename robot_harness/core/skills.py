@@ -1,0 +1,277 @@
+"""Skills are ordinary tools; some carry managed-physical-action metadata.
+
+A tool is a name, a description and a JSON schema generated from a pydantic
+model. ``ManagedActionSpec`` adds how the action is dispatched, tracked and
+verified; it never changes the tool's name, description or schema, so the
+model sees the same tool either way.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .config import NavigationConfig
+from .errors import InvalidArgumentsError, ToolExecutionError, UnknownToolError, UsageError
+from .ports import RobotIO
+from .records import ArtifactRef, Pose2D, WorldSnapshot
+
+__all__ = [
+    "ManagedActionSpec",
+    "ToolEnv",
+    "Skill",
+    "SkillRegistry",
+    "NavigateToArgs",
+    "default_skills",
+    "resolve_target",
+]
+
+
+class ManagedActionSpec(BaseModel):
+    """Metadata that turns a tool into a managed physical action."""
+
+    model_config = ConfigDict(frozen=True)
+    resource: str = "base"
+    backend: str = "nav2/navigate_to_pose"
+    progress_source: str = "backend feedback correlated by goal id"
+    completion_source: str = "backend terminal status + fresh post-terminal pose"
+    correlation: str = "backend goal id"
+    outcome_check: str = "navigation_pose_within_tolerance"
+    navigation: NavigationConfig = NavigationConfig()
+
+
+class ToolEnv:
+    """What an ordinary tool may touch: places, the last snapshot, robot I/O."""
+
+    def __init__(self, *, places: Mapping[str, Pose2D], robot_io: RobotIO | None, snapshot: WorldSnapshot | None) -> None:
+        self.places = places
+        self.robot_io = robot_io
+        self.snapshot = snapshot
+
+    def require_io(self) -> RobotIO:
+        if self.robot_io is None:
+            raise ToolExecutionError("this harness has no robot I/O configured")
+        return self.robot_io
+
+
+class Skill:
+    """One tool the model can call."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        description: str,
+        args_model: type[BaseModel],
+        handler: Callable[[ToolEnv, Any], dict[str, Any]] | None = None,
+        managed: ManagedActionSpec | None = None,
+    ) -> None:
+        if (handler is None) == (managed is None):
+            raise UsageError(f"skill {name!r} needs exactly one of handler or managed")
+        self.name = name
+        self.description = description
+        self.args_model = args_model
+        self.handler = handler
+        self.managed = managed
+
+    @property
+    def physical(self) -> bool:
+        return self.managed is not None
+
+    def parameters_schema(self) -> dict[str, Any]:
+        return self.args_model.model_json_schema()
+
+    def tool_spec(self) -> dict[str, Any]:
+        """The OpenAI function-calling tool definition (identical with or without metadata)."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters_schema()},
+        }
+
+    def validate(self, arguments: Any) -> BaseModel:
+        if not isinstance(arguments, dict):
+            raise InvalidArgumentsError(
+                f"{self.name}: arguments must be a JSON object, got {type(arguments).__name__}", tool=self.name
+            )
+        try:
+            return self.args_model.model_validate(arguments)
+        except ValidationError as exc:
+            raise InvalidArgumentsError(
+                f"{self.name}: invalid arguments",
+                tool=self.name,
+                problems=[{"loc": list(e["loc"]), "msg": e["msg"]} for e in exc.errors(include_url=False)],
+            ) from None
+
+
+class SkillRegistry:
+    def __init__(self, skills: Iterable[Skill]) -> None:
+        self._skills: dict[str, Skill] = {}
+        for s in skills:
+            if s.name in self._skills:
+                raise UsageError(f"duplicate skill {s.name!r}")
+            self._skills[s.name] = s
+
+    def get(self, name: str) -> Skill:
+        try:
+            return self._skills[name]
+        except KeyError:
+            raise UnknownToolError(f"unknown tool {name!r}", tool=name, available=sorted(self._skills)) from None
+
+    def names(self) -> list[str]:
+        return list(self._skills)
+
+    def tool_specs(self) -> list[dict[str, Any]]:
+        return [s.tool_spec() for s in self._skills.values()]
+
+    def __iter__(self):
+        return iter(self._skills.values())
+
+
+# --- the navigation skill set ------------------------------------------------
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class NavigateToArgs(_Args):
+    """Either a named place, or x/y (and optional yaw) in the map frame."""
+
+    place: str | None = Field(default=None, description="A named place (see lookup_place).")
+    x: float | None = Field(default=None, description="Target x in metres, map frame.")
+    y: float | None = Field(default=None, description="Target y in metres, map frame.")
+    yaw: float | None = Field(default=None, description="Target heading in radians, map frame (default 0).")
+
+    @model_validator(mode="after")
+    def _one_target(self) -> "NavigateToArgs":
+        has_xy = self.x is not None or self.y is not None
+        if self.place is not None and (has_xy or self.yaw is not None):
+            raise ValueError("give either place or x/y/yaw, not both")
+        if self.place is None and (self.x is None or self.y is None):
+            raise ValueError("give place, or both x and y")
+        return self
+
+
+class LookupPlaceArgs(_Args):
+    place: str = Field(description="Name of the place.")
+
+
+class GetPoseArgs(_Args):
+    pass
+
+
+class CaptureImageArgs(_Args):
+    label: str = Field(default="", description="Optional label stored with the image.")
+
+
+class SpeakArgs(_Args):
+    text: str = Field(min_length=1, max_length=2000, description="What to say aloud.")
+
+
+class ArtifactArg(_Args):
+    uri: str
+    sha256: str
+
+
+class SendMessageArgs(_Args):
+    to: str = Field(default="operator", description="Recipient.")
+    text: str = Field(min_length=1, max_length=4000)
+    artifacts: list[ArtifactArg] = Field(default_factory=list, description="Artifact references (uri + sha256) to attach.")
+
+
+def resolve_target(args: NavigateToArgs, places: Mapping[str, Pose2D]) -> Pose2D:
+    if args.place is not None:
+        try:
+            return places[args.place]
+        except KeyError:
+            raise InvalidArgumentsError(
+                f"unknown place {args.place!r}", tool="navigate_to", known_places=sorted(places)
+            ) from None
+    assert args.x is not None and args.y is not None
+    return Pose2D(x=args.x, y=args.y, yaw=args.yaw or 0.0)
+
+
+def _lookup_place(env: ToolEnv, args: LookupPlaceArgs) -> dict[str, Any]:
+    try:
+        p = env.places[args.place]
+    except KeyError:
+        raise InvalidArgumentsError(f"unknown place {args.place!r}", tool="lookup_place", known_places=sorted(env.places)) from None
+    return {"place": args.place, "frame": "map", "x": p.x, "y": p.y, "yaw": p.yaw}
+
+
+def _get_pose(env: ToolEnv, args: GetPoseArgs) -> dict[str, Any]:
+    snap = env.snapshot
+    if snap is None:
+        raise ToolExecutionError("no snapshot available")
+    meta = snap.pose_meta
+    out: dict[str, Any] = {"availability": meta.availability.value, "age_s": meta.age_s, "snapshot_id": snap.snapshot_id}
+    if snap.pose is not None:
+        out.update(x=round(snap.pose.x, 3), y=round(snap.pose.y, 3), yaw=round(snap.pose.yaw, 3))
+    return out
+
+
+def _capture_image(env: ToolEnv, args: CaptureImageArgs) -> dict[str, Any]:
+    ref = env.require_io().capture_image(label=args.label)
+    return {"artifact": ref.model_dump(exclude={"kind"})}
+
+
+def _speak(env: ToolEnv, args: SpeakArgs) -> dict[str, Any]:
+    return {"receipt": env.require_io().speak(text=args.text)}
+
+
+def _verify_artifact(a: ArtifactArg) -> ArtifactRef:
+    """Check an attached artifact's hash before it is sent anywhere."""
+    parsed = urlparse(a.uri)
+    if parsed.scheme != "file":
+        raise InvalidArgumentsError(f"artifact {a.uri!r}: only file:// artifacts can be attached", tool="send_message")
+    path = Path(parsed.path)
+    if not path.is_file():
+        raise InvalidArgumentsError(f"artifact {a.uri!r} does not exist", tool="send_message")
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != a.sha256:
+        raise InvalidArgumentsError(
+            f"artifact {a.uri!r}: sha256 mismatch", tool="send_message", expected=a.sha256, actual=digest
+        )
+    return ArtifactRef(uri=a.uri, sha256=digest, size_bytes=len(data))
+
+
+def _send_message(env: ToolEnv, args: SendMessageArgs) -> dict[str, Any]:
+    refs = [_verify_artifact(a) for a in args.artifacts]
+    return {"receipt": env.require_io().send_message(to=args.to, text=args.text, artifacts=refs)}
+
+
+def default_skills(navigation: NavigationConfig | None = None) -> SkillRegistry:
+    """The skills the simulated robot (and a Nav2 robot) offers the model."""
+    nav = navigation or NavigationConfig()
+    return SkillRegistry([
+        Skill(
+            name="navigate_to",
+            description=(
+                "Drive the robot to a named place or to x/y/yaw in the map frame. Returns as soon as the "
+                "navigation backend accepts or rejects the goal; the verified outcome arrives in a later turn "
+                "as a runtime event."
+            ),
+            args_model=NavigateToArgs,
+            managed=ManagedActionSpec(backend=nav.backend, navigation=nav),
+        ),
+        Skill(name="lookup_place", description="Resolve a place name to its pose in the map frame, without moving.",
+              args_model=LookupPlaceArgs, handler=_lookup_place),
+        Skill(name="get_pose", description="The robot's current localized pose with its availability and age.",
+              args_model=GetPoseArgs, handler=_get_pose),
+        Skill(name="capture_image", description="Capture an image from the robot's camera; returns an artifact reference with its sha256.",
+              args_model=CaptureImageArgs, handler=_capture_image),
+        Skill(name="speak", description="Say a sentence aloud through the robot's speaker.",
+              args_model=SpeakArgs, handler=_speak),
+        Skill(name="send_message", description="Send a text message (with optional artifact references) to a recipient; returns a delivery receipt.",
+              args_model=SendMessageArgs, handler=_send_message),
+    ])
+
+
+def tool_specs_json(registry: SkillRegistry) -> str:
+    return json.dumps(registry.tool_specs(), sort_keys=True)

@@ -1,0 +1,38 @@
+"""Small helpers shared by the nodes: bounded waits on rclpy futures, params."""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from rclpy.task import Future
+
+from ..core.errors import HarnessTimeout
+
+__all__ = ["wait_future", "declare_params"]
+
+
+def wait_future(future: Future, timeout_s: float, what: str) -> Any:
+    """Block the calling executor thread until ``future`` is done, at most ``timeout_s``.
+
+    Only valid from a thread other than the one that must complete the future
+    (the nodes run in a MultiThreadedExecutor with reentrant callback groups).
+    """
+    done = threading.Event()
+    future.add_done_callback(lambda _f: done.set())
+    if not done.wait(timeout_s):
+        future.cancel()
+        raise HarnessTimeout(f"{what}: no answer within {timeout_s:.1f} s", what=what, timeout_s=timeout_s)
+    exc = future.exception()
+    if exc is not None:
+        raise exc
+    return future.result()
+
+
+def declare_params(node: Any, defaults: dict[str, Any]) -> dict[str, Any]:
+    """Declare parameters with defaults and return their current values."""
+    values = {}
+    for name, default in defaults.items():
+        if not node.has_parameter(name):
+            node.declare_parameter(name, default)
+        values[name] = node.get_parameter(name).value
+    return values

@@ -1,0 +1,292 @@
+"""ROS implementations of the core's ports (snapshot, planner, Nav2, robot I/O).
+
+Each blocks the calling executor thread on an rclpy future with a bounded wait;
+the supervisor runs them from a MultiThreadedExecutor with reentrant callback
+groups, so the futures complete on other threads.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import queue
+import struct
+import threading
+import zlib
+from pathlib import Path
+from typing import Any
+
+from action_msgs.msg import GoalStatus, GoalStatusArray
+from geometry_msgs.msg import PoseStamped
+from rclpy.action import ActionClient
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.node import Node
+from rclpy.qos import QoSDurabilityPolicy, QoSProfile, QoSReliabilityPolicy
+from sensor_msgs.msg import Image
+from std_msgs.msg import String
+
+from ..core.clock import Clock, IdGenerator
+from ..core.errors import BackendUnavailable, HarnessError, HarnessTimeout, ToolExecutionError
+from ..core.ports import BackendEvent, GoalAck, PlannerRequest
+from ..core.records import ArtifactRef, ModelResponse, Pose2D, WorldSnapshot
+from . import conversions as cv
+from ._util import wait_future
+
+try:  # Nav2 on a robot; the test-only stand-in here. Same interface either way.
+    from nav2_msgs.action import NavigateToPose
+except ImportError:  # pragma: no cover - depends on the installation
+    NavigateToPose = None  # type: ignore[assignment]
+
+__all__ = ["RosSnapshotPort", "RosPlannerPort", "Nav2NavigationPort", "RosRobotIO", "GOAL_STATUS_NAMES"]
+
+GOAL_STATUS_NAMES = {
+    GoalStatus.STATUS_UNKNOWN: "unknown",
+    GoalStatus.STATUS_ACCEPTED: "accepted",
+    GoalStatus.STATUS_EXECUTING: "executing",
+    GoalStatus.STATUS_CANCELING: "canceling",
+    GoalStatus.STATUS_SUCCEEDED: "succeeded",
+    GoalStatus.STATUS_CANCELED: "canceled",
+    GoalStatus.STATUS_ABORTED: "aborted",
+}
+
+
+class RosSnapshotPort:
+    """Captures snapshots through the aggregator's ``capture`` service."""
+
+    def __init__(self, node: Node, service: str, *, timeout_s: float = 2.0) -> None:
+        from ..srv import CaptureSnapshot
+
+        self._srv_type = CaptureSnapshot
+        self._client = node.create_client(CaptureSnapshot, service, callback_group=ReentrantCallbackGroup())
+        self._timeout_s = timeout_s
+        self._service = service
+
+    def capture(self, *, reason: str, mission_id: str) -> WorldSnapshot:
+        if not self._client.wait_for_service(timeout_sec=self._timeout_s):
+            raise BackendUnavailable(f"snapshot service {self._service} is not available", service=self._service)
+        req = self._srv_type.Request(mission_id=mission_id, reason=reason)
+        resp = wait_future(self._client.call_async(req), self._timeout_s, f"snapshot capture ({self._service})")
+        if not resp.ok:
+            raise BackendUnavailable(f"snapshot capture refused: {resp.error}", service=self._service)
+        return cv.msg_to_snapshot(resp.snapshot)
+
+    def destroy(self, node: Node) -> None:
+        node.destroy_client(self._client)
+
+
+class RosPlannerPort:
+    """Asks the planner node for one model turn through ``plan_turn``."""
+
+    def __init__(self, node: Node, service: str, *, timeout_s: float = 60.0) -> None:
+        from ..srv import PlanTurn
+
+        self._srv_type = PlanTurn
+        self._client = node.create_client(PlanTurn, service, callback_group=ReentrantCallbackGroup())
+        self._timeout_s = timeout_s
+        self._service = service
+
+    def next_turn(self, request: PlannerRequest) -> ModelResponse:
+        from ..msg import ToolSpec
+
+        if not self._client.wait_for_service(timeout_sec=min(5.0, self._timeout_s)):
+            raise BackendUnavailable(f"planner service {self._service} is not available", service=self._service)
+        tools = [
+            ToolSpec(name=t["function"]["name"], description=t["function"]["description"],
+                     parameters_json_schema=json.dumps(t["function"]["parameters"], sort_keys=True),
+                     physical=t["function"]["name"] == "navigate_to")
+            for t in request.tools
+        ]
+        req = self._srv_type.Request(mission_id=request.mission_id, model_turn_id=request.model_turn_id,
+                                     turn_index=request.turn_index, context_json=json.dumps(request.context), tools=tools)
+        resp = wait_future(self._client.call_async(req), self._timeout_s, "planner turn")
+        if not resp.ok:
+            raise ToolExecutionError(f"planner error: {resp.error}")
+        return ModelResponse.model_validate_json(resp.response_json)
+
+    def destroy(self, node: Node) -> None:
+        node.destroy_client(self._client)
+
+
+class Nav2NavigationPort:
+    """Nav2's NavigateToPose as the core's NavigationPort.
+
+    Feedback and results arrive per goal handle; the action's status topic is
+    also watched, so events about goals this harness did not start reach the
+    core too (which records them as uncorrelated and ignores them).
+    """
+
+    name = "nav2/navigate_to_pose"
+
+    def __init__(self, node: Node, action_name: str, *, clock: Clock) -> None:
+        if NavigateToPose is None:
+            raise BackendUnavailable("nav2_msgs is not installed")
+        self._node = node
+        self._clock = clock
+        self._group = ReentrantCallbackGroup()
+        self._client = ActionClient(node, NavigateToPose, action_name, callback_group=self._group)
+        self._events: queue.Queue[BackendEvent] = queue.Queue()
+        self._handles: dict[str, Any] = {}
+        self._last_status: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._status_sub = node.create_subscription(
+            GoalStatusArray, f"{action_name}/_action/status", self._on_status,
+            QoSProfile(depth=10, reliability=QoSReliabilityPolicy.RELIABLE, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL),
+            callback_group=self._group,
+        )
+        self._action_name = action_name
+
+    def send_goal(self, *, target: Pose2D, frame_id: str, timeout_s: float) -> GoalAck:
+        if not self._client.wait_for_server(timeout_sec=min(timeout_s, 2.0)):
+            raise BackendUnavailable(f"action server {self._action_name} is not available", action=self._action_name)
+        goal = NavigateToPose.Goal()
+        goal.pose = PoseStamped()
+        goal.pose.header.frame_id = frame_id
+        goal.pose.header.stamp = cv.float_to_stamp(self._clock.now())
+        goal.pose.pose = cv.pose2d_to_pose_msg(target)
+        future = self._client.send_goal_async(goal, feedback_callback=self._on_feedback)
+        handle = wait_future(future, timeout_s, "navigate_to_pose accept/reject")
+        goal_id = cv.goal_id_to_hex(handle.goal_id)
+        if not handle.accepted:
+            return GoalAck(accepted=False, goal_id=goal_id, reason="goal rejected by navigate_to_pose")
+        with self._lock:
+            self._handles[goal_id] = handle
+        handle.get_result_async().add_done_callback(lambda f, gid=goal_id: self._on_result(gid, f))
+        return GoalAck(accepted=True, goal_id=goal_id)
+
+    def poll(self, timeout_s: float) -> list[BackendEvent]:
+        out: list[BackendEvent] = []
+        try:
+            out.append(self._events.get(timeout=max(0.0, timeout_s)))
+        except queue.Empty:
+            return out
+        while True:
+            try:
+                out.append(self._events.get_nowait())
+            except queue.Empty:
+                return out
+
+    def cancel(self, goal_id: str, *, timeout_s: float) -> bool:
+        with self._lock:
+            handle = self._handles.get(goal_id)
+        if handle is None:
+            return False
+        try:
+            resp = wait_future(handle.cancel_goal_async(), timeout_s, "navigate_to_pose cancel")
+        except (HarnessError, Exception):
+            return False
+        return resp.return_code == 0 and len(resp.goals_canceling) > 0
+
+    # -- callbacks (executor threads) --
+
+    def _on_feedback(self, msg: Any) -> None:
+        fb = msg.feedback
+        self._events.put(BackendEvent(
+            goal_id=cv.goal_id_to_hex(msg.goal_id), type="feedback",
+            distance_remaining=float(fb.distance_remaining),
+            current_pose=cv.pose_msg_to_pose2d(fb.current_pose.pose),
+            stamp=self._clock.now(),
+        ))
+
+    def _on_result(self, goal_id: str, future: Any) -> None:
+        try:
+            res = future.result()
+        except Exception:  # the server died or the client was destroyed: no evidence, nothing to report
+            return
+        self._events.put(BackendEvent(
+            goal_id=goal_id, type="result", status=GOAL_STATUS_NAMES.get(res.status, "unknown"),
+            stamp=self._clock.now(),
+            detail={"error_code": int(getattr(res.result, "error_code", 0)), "error_msg": str(getattr(res.result, "error_msg", ""))},
+        ))
+        with self._lock:
+            self._handles.pop(goal_id, None)
+
+    def _on_status(self, msg: GoalStatusArray) -> None:
+        for st in msg.status_list:
+            gid = cv.goal_id_to_hex(st.goal_info.goal_id)
+            if self._last_status.get(gid) == st.status:
+                continue
+            self._last_status[gid] = st.status
+            self._events.put(BackendEvent(goal_id=gid, type="status", status=GOAL_STATUS_NAMES.get(st.status, "unknown"),
+                                          stamp=self._clock.now()))
+
+    def destroy(self) -> None:
+        self._node.destroy_subscription(self._status_sub)
+        self._client.destroy()
+
+
+class RosRobotIO:
+    """Camera, speaker and message outbox of the robot, over topics."""
+
+    def __init__(self, node: Node, *, clock: Clock, ids: IdGenerator, artifacts_dir: Path, camera_topic: str,
+                 speech_topic: str, message_topic: str, max_frame_age_s: float = 2.0) -> None:
+        self._clock = clock
+        self._ids = ids
+        self._dir = artifacts_dir
+        self._max_age = max_frame_age_s
+        self._frame: tuple[Image, float] | None = None
+        self._node = node
+        group = ReentrantCallbackGroup()
+        self._sub = node.create_subscription(Image, camera_topic, self._on_image, 2, callback_group=group)
+        self._speech = node.create_publisher(String, speech_topic, 10)
+        self._messages = node.create_publisher(String, message_topic, 10)
+        self._speech_topic = speech_topic
+        self._message_topic = message_topic
+
+    def _on_image(self, msg: Image) -> None:
+        self._frame = (msg, self._clock.now())
+
+    def capture_image(self, *, label: str) -> ArtifactRef:
+        frame = self._frame
+        if frame is None:
+            raise ToolExecutionError("no camera frame has been received", topic=self._sub.topic_name)
+        msg, received = frame
+        age = self._clock.now() - received
+        if age > self._max_age:
+            raise ToolExecutionError(f"the latest camera frame is {age:.1f} s old (max {self._max_age} s)")
+        if msg.encoding not in ("rgb8", "bgr8") or msg.width == 0 or msg.height == 0:
+            raise ToolExecutionError(f"unsupported image encoding {msg.encoding!r}")
+        png = _encode_png(bytes(msg.data), msg.width, msg.height, msg.step, bgr=msg.encoding == "bgr8")
+        self._dir.mkdir(parents=True, exist_ok=True)
+        path = self._dir / f"{self._ids.new('img')}.png"
+        path.write_bytes(png)
+        if label:
+            path.with_suffix(".json").write_text(json.dumps({"label": label, "stamp": cv.stamp_to_float(msg.header.stamp)}))
+        return ArtifactRef(uri=path.resolve().as_uri(), sha256=hashlib.sha256(png).hexdigest(),
+                           media_type="image/png", size_bytes=len(png))
+
+    def speak(self, *, text: str) -> dict[str, Any]:
+        self._speech.publish(String(data=text))
+        return {"spoken_at": self._clock.now(), "topic": self._speech_topic,
+                "text_sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+    def send_message(self, *, to: str, text: str, artifacts: list[ArtifactRef]) -> dict[str, Any]:
+        message_id = self._ids.new("msg")
+        body = {"message_id": message_id, "to": to, "text": text, "artifacts": [a.model_dump() for a in artifacts],
+                "sent_at": self._clock.now()}
+        data = json.dumps(body, sort_keys=True)
+        outbox = self._dir / "outbox"
+        outbox.mkdir(parents=True, exist_ok=True)
+        (outbox / f"{message_id}.json").write_text(data)
+        self._messages.publish(String(data=data))
+        return {"message_id": message_id, "delivered_at": body["sent_at"], "to": to,
+                "sha256": hashlib.sha256(data.encode()).hexdigest(), "outbox": str(outbox / f"{message_id}.json")}
+
+    def destroy(self) -> None:
+        self._node.destroy_subscription(self._sub)
+        self._node.destroy_publisher(self._speech)
+        self._node.destroy_publisher(self._messages)
+
+
+def _encode_png(data: bytes, width: int, height: int, step: int, *, bgr: bool) -> bytes:
+    """A minimal RGB PNG encoder (no imaging dependency on the robot)."""
+    rows = []
+    for r in range(height):
+        row = data[r * step: r * step + width * 3]
+        if bgr:
+            row = bytes(b for i in range(0, len(row), 3) for b in (row[i + 2], row[i + 1], row[i]))
+        rows.append(b"\x00" + row)
+
+    def chunk(tag: bytes, payload: bytes) -> bytes:
+        return struct.pack(">I", len(payload)) + tag + payload + struct.pack(">I", zlib.crc32(tag + payload) & 0xFFFFFFFF)
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"".join(rows), 6)) + chunk(b"IEND", b"")

@@ -1,0 +1,353 @@
+"""The supervisor node: the Mission action server and the agent loop's host.
+
+It refuses missions until its backend is active (Nav2's navigator lifecycle
+state, as nav2_simple_commander's ``waitUntilNav2Active`` checks), then runs
+the core ``MissionRunner`` with ROS ports: snapshots from the aggregator, turns
+from the planner, NavigateToPose for motion. Every journal event is published
+on ``~/events`` after it commits.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import rclpy
+from lifecycle_msgs.srv import GetState
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.qos import QoSProfile, QoSReliabilityPolicy
+
+from ..core.clock import IdGenerator, SystemClock
+from ..core.config import HarnessConfig, dotted_overrides, load_harness_config
+from ..core.engine import MAX_GOAL_CHARS, MissionRunner
+from ..core.errors import HarnessError, HarnessTimeout, UsageError
+from ..core.journal import Journal, SqliteJournal
+from ..core.preconditions import check_preconditions
+from ..core.records import ActionView, JournalEvent, MissionStatus
+from ..core.skills import default_skills, resolve_target
+from . import conversions as cv
+from ._util import declare_params, wait_future
+from .ros_ports import Nav2NavigationPort, RosPlannerPort, RosRobotIO, RosSnapshotPort
+
+__all__ = ["SupervisorNode", "main", "default_journal_path"]
+
+ACTIVE_STATE_ID = 3  # lifecycle_msgs/State.PRIMARY_STATE_ACTIVE
+
+
+def default_journal_path() -> Path:
+    home = Path(os.environ.get("ROS_HOME", Path.home() / ".ros"))
+    return home / "robot_harness" / "journal.sqlite3"
+
+
+class SupervisorNode(LifecycleNode):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("supervisor", **kwargs)
+        self._p = declare_params(self, {
+            "journal_path": "",
+            "harness_config_file": "",
+            "harness_config_json": "",
+            "artifacts_dir": "",
+            "nav_action": "navigate_to_pose",
+            "capture_service": "/snapshot_aggregator/capture",
+            "planner_service": "/planner/plan_turn",
+            "backend_lifecycle_node": "bt_navigator",
+            "camera_topic": "/camera/image_raw",
+            "speech_topic": "/speech/say",
+            "message_topic": "/robot_harness/messages",
+            "mission_action": "/robot_harness/mission",
+            "planner_timeout_s": 60.0,
+            "journal_busy_timeout_ms": 2000,
+            "id_seed": -1,
+            "autostart": False,
+        })
+        self._group = ReentrantCallbackGroup()
+        self._clock = SystemClock()
+        self._ids = IdGenerator(None)
+        self._journal: Journal | None = None
+        self._config: HarnessConfig | None = None
+        self._active = False
+        self._busy = threading.Lock()
+        self._runner: MissionRunner | None = None
+        self._entities: list[Any] = []
+        self._ports: list[Any] = []
+        self.journal_path = ""
+        if self._p["autostart"]:
+            self.trigger_configure()
+            self.trigger_activate()
+
+    # -- lifecycle --------------------------------------------------------------
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        from ..action import Mission
+        from ..msg import ActionState, JournalEvent as JournalEventMsg
+        from ..srv import CheckPreconditions, Stop
+
+        p = {k: self.get_parameter(k).value for k in self._p}
+        try:
+            text = Path(p["harness_config_file"]).read_text() if p["harness_config_file"] else None
+            import json
+
+            overrides = json.loads(p["harness_config_json"]) if p["harness_config_json"] else {}
+            self._config = load_harness_config(file_text=text, overrides=overrides)
+        except (OSError, ValueError, UsageError) as exc:
+            self.get_logger().error(f"harness configuration: {exc}")
+            return TransitionCallbackReturn.FAILURE
+        seed = int(p["id_seed"])
+        self._ids = IdGenerator(None if seed < 0 else seed)
+        path = Path(p["journal_path"]).expanduser() if p["journal_path"] else default_journal_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.journal_path = str(path)
+        try:
+            self._journal = SqliteJournal(path, clock=self._clock, ids=self._ids, busy_timeout_ms=int(p["journal_busy_timeout_ms"]))
+            self._journal.setup()
+        except HarnessError as exc:
+            self.get_logger().error(f"journal {path}: {exc}")
+            return TransitionCallbackReturn.FAILURE
+        artifacts = Path(p["artifacts_dir"] or self._config.artifacts_dir or (path.parent / "artifacts")).expanduser()
+        reliable = QoSProfile(depth=200, reliability=QoSReliabilityPolicy.RELIABLE)
+        self._events_pub = self.create_publisher(JournalEventMsg, "~/events", reliable)
+        self._state_pub = self.create_publisher(ActionState, "~/action_state", 10)
+        self._unsubscribe = self._journal.subscribe(self._publish_events)
+        self._snapshots = RosSnapshotPort(self, p["capture_service"])
+        self._planner = RosPlannerPort(self, p["planner_service"], timeout_s=float(p["planner_timeout_s"]))
+        self._nav = Nav2NavigationPort(self, p["nav_action"], clock=self._clock)
+        self._io = RosRobotIO(self, clock=self._clock, ids=self._ids, artifacts_dir=artifacts,
+                              camera_topic=p["camera_topic"], speech_topic=p["speech_topic"], message_topic=p["message_topic"])
+        self._backend_state = None
+        if p["backend_lifecycle_node"]:
+            self._backend_state = self.create_client(GetState, f"/{p['backend_lifecycle_node'].strip('/')}/get_state",
+                                                     callback_group=self._group)
+        self._mission_server = ActionServer(
+            self, Mission, p["mission_action"], execute_callback=self._execute,
+            goal_callback=self._on_goal, cancel_callback=self._on_cancel, callback_group=self._group,
+        )
+        self._check_srv = self.create_service(CheckPreconditions, "~/check_preconditions", self._on_check,
+                                              callback_group=self._group)
+        self._stop_srv = self.create_service(Stop, "~/stop", self._on_stop, callback_group=self._group)
+        self.get_logger().info(f"journal at {path}; artifacts in {artifacts}")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = True
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = False
+        if self._runner is not None:
+            self._runner.request_stop("supervisor deactivated")
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._teardown()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        if self._runner is not None:
+            self._runner.request_stop("supervisor shutting down")
+        self._teardown()
+        return TransitionCallbackReturn.SUCCESS
+
+    def _teardown(self) -> None:
+        if self._journal is None:
+            return
+        self._unsubscribe()
+        self._mission_server.destroy()
+        self._nav.destroy()
+        self._io.destroy()
+        self._snapshots.destroy(self)
+        self._planner.destroy(self)
+        for srv in (self._check_srv, self._stop_srv):
+            self.destroy_service(srv)
+        if self._backend_state is not None:
+            self.destroy_client(self._backend_state)
+        self.destroy_publisher(self._events_pub)
+        self.destroy_publisher(self._state_pub)
+        self._journal.close()
+        self._journal = None
+
+    # -- backend readiness --------------------------------------------------------
+
+    def backend_active(self, timeout_s: float = 2.0) -> tuple[bool, str]:
+        """Is the navigator's lifecycle state ACTIVE? (waitUntilNav2Active's check, bounded.)"""
+        if self._backend_state is None:
+            return True, "backend lifecycle check disabled"
+        if not self._backend_state.wait_for_service(timeout_sec=timeout_s):
+            return False, f"{self._backend_state.srv_name} is not available"
+        try:
+            resp = wait_future(self._backend_state.call_async(GetState.Request()), timeout_s, "backend get_state")
+        except HarnessTimeout as exc:
+            return False, exc.message
+        if resp.current_state.id != ACTIVE_STATE_ID:
+            return False, f"navigator is {resp.current_state.label}, not active"
+        return True, "active"
+
+    # -- Mission action -----------------------------------------------------------
+
+    def _on_goal(self, goal_request: Any) -> GoalResponse:
+        goal = goal_request.goal
+        if not self._active or self._journal is None:
+            self.get_logger().warning("mission refused: supervisor is not active")
+            return GoalResponse.REJECT
+        if not goal.strip() or len(goal) > MAX_GOAL_CHARS:
+            self.get_logger().warning(f"mission refused: goal must be 1..{MAX_GOAL_CHARS} characters")
+            return GoalResponse.REJECT
+        try:
+            self._mission_config(goal_request)
+        except UsageError as exc:
+            self.get_logger().warning(f"mission refused: {exc}")
+            return GoalResponse.REJECT
+        if self._busy.locked():
+            self.get_logger().warning("mission refused: another mission is running")
+            return GoalResponse.REJECT
+        ok, why = self.backend_active()
+        if not ok:
+            self.get_logger().warning(f"mission refused: backend not active ({why})")
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    def _on_cancel(self, goal_handle: Any) -> CancelResponse:
+        if self._runner is not None:
+            self._runner.request_stop("mission cancelled by the client")
+        return CancelResponse.ACCEPT
+
+    def _mission_config(self, goal_request: Any) -> HarnessConfig:
+        assert self._config is not None
+        pairs = [(kv.key, kv.value) for kv in goal_request.overrides]
+        if not pairs:
+            return self._config
+        return load_harness_config(
+            file_text=None,
+            overrides=_merge(self._config.model_dump(mode="json"), dotted_overrides(pairs)),
+        )
+
+    def _execute(self, goal_handle: Any) -> Any:
+        from ..action import Mission
+
+        result = Mission.Result()
+        if not self._busy.acquire(blocking=False):
+            goal_handle.abort()
+            result.status, result.summary = MissionStatus.BLOCKED.value, "another mission is running"
+            return result
+        try:
+            req = goal_handle.request
+            config = self._mission_config(req)
+            state = {"stage": "admitted", "action": None}
+
+            def on_update(stage: str, action: ActionView | None, event: JournalEvent | None) -> None:
+                if stage:
+                    state["stage"] = stage
+                if action is not None:
+                    state["action"] = action
+                    self._state_pub.publish(cv.action_view_to_msg(action, self._runner_mission_id()))
+                fb = Mission.Feedback()
+                fb.mission_id = self._runner_mission_id()
+                fb.stage = state["stage"]
+                if event is not None:
+                    fb.latest_event = cv.journal_event_to_msg(event)
+                fb.active_action = cv.action_view_to_msg(state["action"], fb.mission_id)
+                goal_handle.publish_feedback(fb)
+
+            assert self._journal is not None
+            self._runner = MissionRunner(
+                config=config, journal=self._journal, clock=self._clock, ids=self._ids,
+                skills=default_skills(config.navigation), snapshots=self._snapshots, planner=self._planner,
+                navigation=self._nav, robot_io=self._io, on_update=on_update,
+            )
+            try:
+                outcome = self._runner.run(req.goal, mission_id=req.mission_id)
+            except UsageError as exc:
+                goal_handle.abort()
+                result.status, result.summary = MissionStatus.FAILED.value, f"invalid mission: {exc}"
+                return result
+            result.mission_id = outcome.mission_id
+            result.status = outcome.status.value
+            result.summary = outcome.summary
+            result.evidence_seqs = list(outcome.evidence_seqs)
+            result.evidence_ids = list(outcome.evidence_ids)
+            result.journal_path = self.journal_path
+            if outcome.status is MissionStatus.CANCELLED and goal_handle.is_cancel_requested:
+                goal_handle.canceled()
+            elif outcome.status is MissionStatus.SUCCEEDED:
+                goal_handle.succeed()
+            else:
+                goal_handle.abort()
+            return result
+        finally:
+            self._busy.release()
+
+    def _runner_mission_id(self) -> str:
+        return self._runner._mission_id if self._runner is not None else ""  # noqa: SLF001 - same package
+
+    # -- services -----------------------------------------------------------------
+
+    def _on_stop(self, request: Any, response: Any) -> Any:
+        runner = self._runner
+        if runner is None or not self._busy.locked():
+            response.ok, response.error = True, "no mission running"
+            return response
+        if request.mission_id and request.mission_id != self._runner_mission_id():
+            response.ok, response.error = False, f"mission {request.mission_id} is not running"
+            return response
+        runner.request_stop(request.reason or "operator stop")
+        response.ok = True
+        return response
+
+    def _on_check(self, request: Any, response: Any) -> Any:
+        import json
+
+        assert self._config is not None and self._journal is not None
+        try:
+            skill = default_skills(self._config.navigation).get(request.skill)
+            args = skill.validate(json.loads(request.arguments_json or "{}"))
+            if skill.managed is None:
+                raise UsageError(f"{request.skill} is not a managed physical action")
+            decision = self._journal.get_snapshot(request.decision_snapshot_id)
+            places = {k: _pose(v) for k, v in self._config.places.items()}
+            target = resolve_target(args, places)  # type: ignore[arg-type]
+            fresh = self._snapshots.capture(reason="pre_dispatch", mission_id=request.mission_id)
+        except (HarnessError, ValueError) as exc:
+            response.ok, response.error = False, str(exc)
+            return response
+        report = check_preconditions(skill.managed.navigation.preconditions, decision=decision, fresh=fresh,
+                                     target_at_decision=target, target_now=target, active_actions=[])
+        response.ok = report.ok
+        response.report_json = report.model_dump_json()
+        response.fresh_snapshot_id = fresh.snapshot_id
+        return response
+
+    def _publish_events(self, events: list[JournalEvent]) -> None:
+        for ev in events:
+            self._events_pub.publish(cv.journal_event_to_msg(ev))
+
+
+def _pose(v: dict) -> Any:
+    from ..core.records import Pose2D
+
+    return Pose2D(**v)
+
+
+def _merge(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    rclpy.init(args=argv if argv is not None else sys.argv)
+    node = SupervisorNode()
+    executor = MultiThreadedExecutor()
+    executor.add_node(node)
+    try:
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
