@@ -1,0 +1,141 @@
+"""Scripted fakes of the *outside world* (robot, aggregator, planner) for core tests.
+
+They implement the core's ports on a ManualClock. Nothing of robot_harness
+itself is faked: the engine, journal, preconditions and outcome checks under
+test are the real ones.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from robot_harness.core.clock import ManualClock
+from robot_harness.core.errors import HarnessError
+from robot_harness.core.ports import BackendEvent, GoalAck, PlannerRequest
+from robot_harness.core.records import (
+    ArtifactRef,
+    Availability,
+    ControllerState,
+    FieldMeta,
+    ModelResponse,
+    Pose2D,
+    ToolCall,
+    WorldSnapshot,
+)
+
+
+@dataclass
+class FakeRobot:
+    """A robot + aggregator + Nav2 stand-in driven by the engine's polls.
+
+    mode: normal | reject | early_success | silent | foreign_success | abort
+    """
+
+    clock: ManualClock
+    pose: Pose2D = field(default_factory=lambda: Pose2D(x=0.0, y=0.0))
+    mode: str = "normal"
+    polls_to_finish: int = 3
+    pose_age_s: float = 0.05
+    battery: float = 0.8
+    controller: ControllerState = ControllerState.IDLE
+    pose_jumps: int = 0
+    goals: list[dict[str, Any]] = field(default_factory=list)
+    cancels: list[str] = field(default_factory=list)
+    captures: list[str] = field(default_factory=list)
+    on_capture: Callable[[str, "FakeRobot"], None] | None = None
+    on_send: Callable[["FakeRobot"], None] | None = None
+    name: str = "fake/nav"
+    _polls: int = 0
+    _queue: list[BackendEvent] = field(default_factory=list)
+    _n: int = 0
+
+    # SnapshotPort
+    def capture(self, *, reason: str, mission_id: str) -> WorldSnapshot:
+        self.captures.append(reason)
+        if self.on_capture:
+            self.on_capture(reason, self)
+        self._n += 1
+        now = self.clock.now()
+        fresh = lambda age, max_age: FieldMeta(  # noqa: E731
+            availability=Availability.AVAILABLE if age <= max_age else Availability.STALE,
+            source_stamp=now - age, age_s=age, max_age_s=max_age, source="fake")
+        return WorldSnapshot(
+            snapshot_id=f"snap-{self._n}", mission_id=mission_id, reason=reason, captured_at=now,
+            pose=self.pose, pose_meta=fresh(self.pose_age_s, 0.5), pose_jumps=self.pose_jumps,
+            controller_state=self.controller, navigation_meta=fresh(0.1, 2.0),
+            battery=self.battery, battery_meta=fresh(0.5, 5.0),
+        )
+
+    # NavigationPort
+    def send_goal(self, *, target: Pose2D, frame_id: str, timeout_s: float) -> GoalAck:
+        gid = f"goal{len(self.goals) + 1}"
+        self.goals.append({"goal_id": gid, "target": target})
+        if self.on_send:
+            self.on_send(self)
+        if self.mode == "reject":
+            return GoalAck(accepted=False, goal_id=gid, reason="rejected by fake")
+        self._polls = 0
+        self.controller = ControllerState.ACTIVE
+        return GoalAck(accepted=True, goal_id=gid)
+
+    def poll(self, timeout_s: float) -> list[BackendEvent]:
+        self.clock.advance(max(timeout_s, 0.01))
+        if not self.goals or self.controller is not ControllerState.ACTIVE:
+            return []
+        goal = self.goals[-1]
+        gid, target = goal["goal_id"], goal["target"]
+        self._polls += 1
+        if self.mode == "silent":
+            return []
+        if self.mode == "foreign_success":
+            if self._polls == 1:
+                return [BackendEvent(goal_id="someone-else", type="status", status="succeeded")]
+            return [BackendEvent(goal_id=gid, type="feedback", distance_remaining=3.0, current_pose=self.pose)]
+        if self._polls < self.polls_to_finish:
+            return [BackendEvent(goal_id=gid, type="feedback", distance_remaining=1.0, current_pose=self.pose)]
+        self.controller = ControllerState.IDLE
+        if self.mode == "early_success":
+            return [BackendEvent(goal_id=gid, type="result", status="succeeded")]
+        if self.mode == "abort":
+            return [BackendEvent(goal_id=gid, type="result", status="aborted")]
+        self.pose = target
+        return [BackendEvent(goal_id=gid, type="result", status="succeeded")]
+
+    def cancel(self, goal_id: str, *, timeout_s: float) -> bool:
+        self.cancels.append(goal_id)
+        self.controller = ControllerState.IDLE
+        return True
+
+    # RobotIO
+    def capture_image(self, *, label: str) -> ArtifactRef:
+        if self.mode == "camera_broken":
+            raise RuntimeError("camera driver crashed")
+        return ArtifactRef(uri="file:///tmp/fake.png", sha256="0" * 64, media_type="image/png")
+
+    def speak(self, *, text: str) -> dict[str, Any]:
+        return {"spoken": text}
+
+    def send_message(self, *, to: str, text: str, artifacts: list[ArtifactRef]) -> dict[str, Any]:
+        return {"message_id": "m1", "to": to}
+
+
+class ScriptPlanner:
+    """A model that says the given turns, in order, then nothing."""
+
+    def __init__(self, turns: list[dict[str, Any]], *, before: Callable[[int], None] | None = None) -> None:
+        self.turns = turns
+        self.requests: list[PlannerRequest] = []
+        self.before = before
+
+    def next_turn(self, request: PlannerRequest) -> ModelResponse:
+        self.requests.append(request)
+        if self.before:
+            self.before(request.turn_index)
+        if request.turn_index >= len(self.turns):
+            return ModelResponse()
+        t = self.turns[request.turn_index]
+        if isinstance(t, HarnessError):
+            raise t
+        calls = tuple(ToolCall(id=c.get("id", f"c{request.turn_index}-{i}"), name=c["name"], arguments=c.get("arguments", {}))
+                      for i, c in enumerate(t.get("tool_calls", [])))
+        return ModelResponse(tool_calls=calls, done=t.get("done"))

@@ -1,0 +1,261 @@
+"""The closed loop against scripted outside-world fakes: each failure behaviour
+the product promises, checked on the journal the real engine writes."""
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter
+
+import pytest
+
+from robot_harness.core.clock import IdGenerator, ManualClock
+from robot_harness.core.config import HarnessConfig
+from robot_harness.core.engine import MissionRunner
+from robot_harness.core.errors import UsageError
+from robot_harness.core.journal import MemoryJournal, SqliteJournal
+from robot_harness.core.records import ActionStatus, EventType, MissionStatus, Pose2D
+from robot_harness.core.skills import default_skills
+
+from .fakes import FakeRobot, ScriptPlanner
+
+PLACES = {"dock": {"x": 0.0, "y": 0.0, "yaw": 0.0}, "office": {"x": 3.0, "y": 1.0, "yaw": 1.57}}
+GO_OFFICE = {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "office"}}]}
+
+
+def make(turns, *, robot_kw=None, journal=None, planner_before=None, **cfg):
+    clock = ManualClock()
+    ids = IdGenerator(seed=7)
+    robot = FakeRobot(clock=clock, **(robot_kw or {}))
+    config = HarnessConfig(places=PLACES, **cfg)
+    journal = journal or MemoryJournal(clock=clock, ids=ids)
+    journal.setup()
+    planner = ScriptPlanner(turns, before=planner_before)
+    runner = MissionRunner(config=config, journal=journal, clock=clock, ids=ids, skills=default_skills(config.navigation),
+                           snapshots=robot, planner=planner, navigation=robot, robot_io=robot)
+    return runner, robot, journal, planner
+
+
+def types(journal):
+    return [e.type for e in journal.events()]
+
+
+def results(journal):
+    return [e.payload for e in journal.events(types=[EventType.TOOL_RESULT_RECORDED])]
+
+
+def assert_one_result_per_call(journal):
+    calls = [e.tool_call_id for e in journal.events(types=[EventType.TOOL_CALL_RECORDED])]
+    res = [e.tool_call_id for e in journal.events(types=[EventType.TOOL_RESULT_RECORDED])]
+    assert Counter(calls) == Counter(res)
+    assert all(v == 1 for v in Counter(res).values())
+
+
+def test_clean_navigation_is_verified_and_fully_journaled():
+    runner, robot, journal, planner = make([GO_OFFICE, {"done": "arrived"}])
+    out = runner.run("go to the office")
+    assert out.status is MissionStatus.SUCCEEDED, out.summary
+    assert len(robot.goals) == 1
+    seen = set(types(journal))
+    for t in ("MODEL_TURN_STARTED", "WORLD_SNAPSHOT_CAPTURED", "MODEL_RESPONSE_RECORDED", "TOOL_CALL_RECORDED",
+              "ACTION_PRECONDITION_CHECKED", "TOOL_RESULT_RECORDED", "ROBOT_ACTION_STARTED", "ROBOT_ACTION_PROGRESS",
+              "ROBOT_ACTION_OUTCOME", "MISSION_FINISHED"):
+        assert EventType(t) in seen, t
+    # the immediate result says only "accepted"; the outcome arrives in the next turn's context
+    assert results(journal)[0]["status"] == "accepted"
+    second_ctx = planner.requests[1].context
+    assert second_ctx["runtime_events"][0]["state"] == "SUCCEEDED"
+    assert second_ctx["runtime_events"][0]["tool_call_id"] == "c0-0"
+    # snapshots: before each turn, pre-dispatch, post-terminal
+    assert robot.captures == ["before_model_turn", "pre_dispatch", "post_terminal", "before_model_turn"]
+    states = [e.payload["to"] for e in journal.events(types=[EventType.ROBOT_ACTION_STATE_CHANGED])]
+    assert states == ["ACCEPTED", "RUNNING", "VERIFYING", "SUCCEEDED"]
+    assert_one_result_per_call(journal)
+    # every model turn is bound to the snapshot it was built from
+    for ev in journal.events(types=[EventType.MODEL_TURN_STARTED]):
+        assert journal.get_snapshot(ev.snapshot_id).reason == "before_model_turn"
+
+
+def test_dispatch_intent_is_durable_before_the_goal_is_sent():
+    at_send = []
+    runner, robot, journal, _ = make([GO_OFFICE, {"done": "ok"}])
+    robot.on_send = lambda r: at_send.append([e.type for e in journal.events()])
+    runner.run("go")
+    assert at_send and at_send[0][-1] is EventType.ROBOT_ACTION_STARTED
+
+
+def test_tool_exception_gives_one_error_result_and_the_mission_goes_on():
+    runner, robot, journal, _ = make(
+        [{"tool_calls": [{"name": "capture_image"}]}, {"done": "took a picture"}], robot_kw={"mode": "camera_broken"})
+    out = runner.run("take a picture")
+    (res,) = results(journal)
+    assert res["status"] == "error" and "camera driver crashed" in res["error"]["message"]
+    assert out.status is not MissionStatus.SUCCEEDED
+    assert_one_result_per_call(journal)
+
+
+def test_changed_preconditions_mean_no_dispatch_and_a_new_turn_on_the_fresh_snapshot():
+    def push(reason, robot):
+        if reason == "pre_dispatch":
+            robot.pose = Pose2D(x=robot.pose.x + 1.0, y=robot.pose.y)  # someone pushed the robot
+
+    turn0 = {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "office"}}, {"name": "speak", "arguments": {"text": "hi"}}]}
+    runner, robot, journal, planner = make([turn0, {"done": "x"}], robot_kw={"on_capture": push})
+    out = runner.run("go")
+    assert robot.goals == []
+    res = results(journal)
+    assert [r["status"] for r in res] == ["precondition_changed", "skipped"]
+    failed = {c["name"] for c in res[0]["content"]["failed"]}
+    assert failed == {"pose_drift"}
+    assert len(planner.requests) == 2  # a new turn
+    assert journal.events(types=[EventType.ROBOT_ACTION_STARTED]) == []
+    assert out.status is MissionStatus.UNKNOWN  # done without any verified action
+    assert_one_result_per_call(journal)
+
+
+def test_stale_pose_blocks_dispatch():
+    runner, robot, journal, _ = make([GO_OFFICE], robot_kw={"pose_age_s": 3.0})
+    runner.run("go")
+    assert robot.goals == []
+    (res,) = results(journal)
+    assert res["status"] == "precondition_changed"
+    assert "observation_age" in {c["name"] for c in res["content"]["failed"]}
+
+
+def test_controller_rejection_is_failed():
+    runner, robot, journal, _ = make([GO_OFFICE, {"done": "there"}], robot_kw={"mode": "reject"})
+    out = runner.run("go")
+    assert results(journal)[0]["status"] == "rejected"
+    assert out.actions[0].state is ActionStatus.FAILED
+    assert out.status is MissionStatus.FAILED
+
+
+def test_missing_completion_gives_unknown_after_timeout_and_a_cancel():
+    runner, robot, journal, _ = make([GO_OFFICE, {"done": "there"}], robot_kw={"mode": "silent"})
+    out = runner.run("go")
+    assert out.actions[0].state is ActionStatus.UNKNOWN
+    assert "no terminal report" in out.actions[0].reason
+    assert robot.cancels == ["goal1"]
+    assert out.status is MissionStatus.UNKNOWN
+
+
+def test_uncorrelated_success_cannot_complete_an_action():
+    runner, robot, journal, _ = make([GO_OFFICE, {"done": "there"}], robot_kw={"mode": "foreign_success"})
+    out = runner.run("go")
+    assert out.actions[0].state is ActionStatus.UNKNOWN
+    (unc,) = journal.events(types=[EventType.BACKEND_EVENT_UNCORRELATED])
+    assert unc.payload["goal_id"] == "someone-else"
+
+
+def test_controller_success_contradicted_by_pose_is_not_success():
+    runner, robot, journal, _ = make([GO_OFFICE, {"done": "there"}], robot_kw={"mode": "early_success"})
+    out = runner.run("go")
+    assert out.actions[0].state is ActionStatus.FAILED
+    assert "from target" in out.actions[0].reason
+    assert out.status is MissionStatus.FAILED
+
+
+def test_localization_jump_during_action_is_unknown():
+    def jump(robot):
+        robot.pose_jumps += 1
+
+    runner, robot, journal, _ = make([GO_OFFICE, {"done": "there"}], robot_kw={"on_send": jump})
+    out = runner.run("go")
+    assert out.actions[0].state is ActionStatus.UNKNOWN
+
+
+def test_at_most_one_physical_action_per_step():
+    two = {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "office"}},
+                          {"name": "navigate_to", "arguments": {"place": "dock"}}]}
+    runner, robot, journal, _ = make([two, {"done": "x"}])
+    runner.run("go")
+    assert len(robot.goals) == 1
+    assert [r["status"] for r in results(journal)] == ["accepted", "rejected"]
+
+
+def test_unknown_tools_and_invalid_arguments_are_errors_not_dispatches():
+    bad = {"tool_calls": [{"name": "teleport", "arguments": {}},
+                          {"name": "navigate_to", "arguments": {"place": "office", "x": 1.0}},
+                          {"name": "navigate_to", "arguments": {"place": "mars"}}]}
+    runner, robot, journal, _ = make([bad, {"done": "x"}])
+    runner.run("go")
+    res = results(journal)
+    assert [r["error"]["code"] for r in res] == ["unknown_tool", "invalid_arguments", "invalid_arguments"]
+    assert robot.goals == []
+    assert_one_result_per_call(journal)
+
+
+def test_silent_model_is_never_success():
+    runner, robot, journal, _ = make([GO_OFFICE])  # script ends without done
+    out = runner.run("go")
+    assert out.status is MissionStatus.UNKNOWN
+    assert "stopped proposing" in out.summary
+
+
+def test_done_without_any_physical_evidence_is_unknown():
+    runner, robot, journal, _ = make([{"done": "All done, robot is at the office!"}])
+    out = runner.run("go to the office")
+    assert out.status is MissionStatus.UNKNOWN
+
+
+def test_failed_step_then_successful_retry_is_success():
+    runner, robot, journal, _ = make([GO_OFFICE, GO_OFFICE, {"done": "x"}], robot_kw={"mode": "abort"})
+
+    def fix(reason, r):
+        if reason == "before_model_turn" and len(r.goals) == 1:
+            r.mode = "normal"
+
+    robot.on_capture = fix
+    out = runner.run("go")
+    assert [a.state for a in out.actions] == [ActionStatus.FAILED, ActionStatus.SUCCEEDED]
+    assert out.status is MissionStatus.SUCCEEDED
+
+
+def test_journal_write_failure_stops_new_physical_work(tmp_path):
+    path = tmp_path / "j.sqlite3"
+    clock = ManualClock()
+    journal = SqliteJournal(path, clock=clock, ids=IdGenerator(1), busy_timeout_ms=50)
+    locker = sqlite3.connect(path, isolation_level=None)
+
+    locked = []
+
+    def lock_before_second_turn(turn_index):
+        if turn_index == 1 and not locked:
+            locker.execute("BEGIN EXCLUSIVE")
+            locked.append(True)
+
+    runner, robot, journal, _ = make([GO_OFFICE, {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "dock"}}]}],
+                                     journal=journal, planner_before=lock_before_second_turn)
+    out = runner.run("go there and back")
+    assert out.status is MissionStatus.BLOCKED
+    assert len(robot.goals) == 1  # the second navigation never went out
+    assert runner.physical_blocked
+    locker.execute("ROLLBACK")
+    # storage is back: the next mission runs and clears the block
+    out2 = runner.run("go")
+    assert out2.status is not MissionStatus.BLOCKED
+    assert runner.physical_blocked is None
+
+
+def test_redaction_hook_applies_to_tool_arguments():
+    turn = {"tool_calls": [{"name": "speak", "arguments": {"text": "hi", "api_key": "sk-123"}}]}
+    runner, robot, journal, _ = make([turn, {"done": "x"}])
+    runner.run("say hi")
+    (call,) = journal.events(types=[EventType.TOOL_CALL_RECORDED])
+    assert call.payload["arguments"]["api_key"] != "sk-123"
+    assert "sk-123" not in str([e.payload for e in journal.events()])
+
+
+def test_bad_goals_are_usage_errors():
+    runner, *_ = make([])
+    with pytest.raises(UsageError):
+        runner.run("   ")
+    with pytest.raises(UsageError):
+        runner.run("x" * 5000)
+
+
+def test_context_is_bounded_and_carries_no_raw_streams():
+    runner, robot, journal, planner = make([GO_OFFICE, {"done": "x"}], context_byte_cap=1500, snapshot_byte_cap=700)
+    runner.run("go")
+    import json
+
+    for req in planner.requests:
+        assert len(json.dumps(req.context, separators=(",", ":"), sort_keys=True)) <= 1500
