@@ -61,7 +61,7 @@ fi
 # one needs no rebuild, but adding one does).
 build_hash=$( { printf '%s\n' "${paths[@]}";
   find CMakeLists.txt package.xml msg srv action stubs -type f -print0 | sort -z | xargs -0 sha256sum;
-  find robot_harness bin launch config -type f -not -name '*.pyc' -not -path '*/__pycache__/*' | sort; } \
+  find robot_harness bin launch config scenarios -type f -not -name '*.pyc' -not -path '*/__pycache__/*' | sort; } \
   | sha256sum | cut -c1-16)
 if [ "$(cat "$WS/.rh_build" 2>/dev/null)" != "$build_hash" ] || [ ! -f "$WS/install/setup.sh" ]; then
   log "colcon build (${#paths[@]} package(s))"

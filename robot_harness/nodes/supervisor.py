@@ -66,7 +66,7 @@ class SupervisorNode(LifecycleNode):
             "autostart": False,
         })
         self._group = ReentrantCallbackGroup()
-        self._clock = SystemClock()
+        self._wall = SystemClock()
         self._ids = IdGenerator(None)
         self._journal: Journal | None = None
         self._config: HarnessConfig | None = None
@@ -103,7 +103,7 @@ class SupervisorNode(LifecycleNode):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.journal_path = str(path)
         try:
-            self._journal = SqliteJournal(path, clock=self._clock, ids=self._ids, busy_timeout_ms=int(p["journal_busy_timeout_ms"]))
+            self._journal = SqliteJournal(path, clock=self._wall, ids=self._ids, busy_timeout_ms=int(p["journal_busy_timeout_ms"]))
             self._journal.setup()
         except HarnessError as exc:
             self.get_logger().error(f"journal {path}: {exc}")
@@ -115,8 +115,8 @@ class SupervisorNode(LifecycleNode):
         self._unsubscribe = self._journal.subscribe(self._publish_events)
         self._snapshots = RosSnapshotPort(self, p["capture_service"])
         self._planner = RosPlannerPort(self, p["planner_service"], timeout_s=float(p["planner_timeout_s"]))
-        self._nav = Nav2NavigationPort(self, p["nav_action"], clock=self._clock)
-        self._io = RosRobotIO(self, clock=self._clock, ids=self._ids, artifacts_dir=artifacts,
+        self._nav = Nav2NavigationPort(self, p["nav_action"], clock=self._wall)
+        self._io = RosRobotIO(self, clock=self._wall, ids=self._ids, artifacts_dir=artifacts,
                               camera_topic=p["camera_topic"], speech_topic=p["speech_topic"], message_topic=p["message_topic"])
         self._backend_state = None
         if p["backend_lifecycle_node"]:
@@ -254,7 +254,7 @@ class SupervisorNode(LifecycleNode):
 
             assert self._journal is not None
             self._runner = MissionRunner(
-                config=config, journal=self._journal, clock=self._clock, ids=self._ids,
+                config=config, journal=self._journal, clock=self._wall, ids=self._ids,
                 skills=default_skills(config.navigation), snapshots=self._snapshots, planner=self._planner,
                 navigation=self._nav, robot_io=self._io, on_update=on_update,
             )

@@ -1,0 +1,35 @@
+# robot_harness developer entry points. `demo` and `test` run `setup` first;
+# setup is idempotent and fast when nothing changed.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+ENV := source scripts/env.sh
+PYTEST_ARGS ?=
+
+.PHONY: help setup demo test test-unit test-integration bench clean
+
+help:
+	@echo "make setup   venv + ROS 2 Kilted wheels + colcon build (idempotent)"
+	@echo "make demo    run the inspection demo on the simulated robot (no API key)"
+	@echo "make test    run the whole test suite"
+	@echo "make bench   harness overhead benchmarks"
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	@$(ENV) && robot-harness demo
+
+test: setup
+	@$(ENV) && bash scripts/run_tests.sh $(PYTEST_ARGS)
+
+test-unit: setup
+	@$(ENV) && bash scripts/run_tests.sh test/unit $(PYTEST_ARGS)
+
+test-integration: setup
+	@$(ENV) && bash scripts/run_tests.sh test/integration $(PYTEST_ARGS)
+
+bench: setup
+	@$(ENV) && python bench/overhead.py && python bench/aggregator_load.py
+
+clean:
+	rm -rf .ws runs

@@ -1,0 +1,186 @@
+"""In-process bring-up: the same nodes and parameter files as
+launch/harness.launch.py, in one process on a MultiThreadedExecutor.
+
+``launch`` is not installable on every development machine; this module is
+what ``robot-harness up``/``run``/``demo`` and the integration tests use. A
+test checks that it and the launch file list the same nodes and files.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["NodeSpec", "NODE_SPECS", "config_dir", "load_node_params", "BringUp"]
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    executable: str
+    name: str
+    param_file: str
+    sim_only: bool = False
+
+
+NODE_SPECS: tuple[NodeSpec, ...] = (
+    NodeSpec("sim_robot", "sim_robot", "sim_robot.yaml", sim_only=True),
+    NodeSpec("snapshot_aggregator", "snapshot_aggregator", "snapshot_aggregator.yaml"),
+    NodeSpec("planner", "planner", "planner.yaml"),
+    NodeSpec("supervisor", "supervisor", "supervisor.yaml"),
+)
+
+
+def config_dir() -> Path:
+    """The package's config/ directory (source checkout or install share)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "config",):
+        if (candidate / "supervisor.yaml").is_file():
+            return candidate
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        return Path(get_package_share_directory("robot_harness")) / "config"
+    except Exception as exc:  # pragma: no cover - depends on the installation
+        raise FileNotFoundError("cannot find robot_harness/config") from exc
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    else:
+        out[prefix] = value
+
+
+def load_node_params(path: Path, node_name: str) -> dict[str, Any]:
+    """Parameters for one node from a ROS 2 parameter file (``name: ros__parameters:``), flattened."""
+    data = yaml.safe_load(path.read_text()) or {}
+    out: dict[str, Any] = {}
+    for key in ("/**", node_name, f"/{node_name}"):
+        section = data.get(key)
+        if isinstance(section, Mapping):
+            _flatten("", section.get("ros__parameters", {}), out)
+    return out
+
+
+def _to_parameters(values: Mapping[str, Any]) -> list[Any]:
+    from rclpy.parameter import Parameter
+
+    return [Parameter(name, value=value) for name, value in values.items()]
+
+
+class BringUp:
+    """Start the node graph in this process; ``with BringUp(...) as graph:``."""
+
+    def __init__(
+        self,
+        *,
+        use_sim: bool = True,
+        params_dir: Path | None = None,
+        overrides: Mapping[str, Mapping[str, Any]] | None = None,
+        threads: int = 6,
+        domain_id: int | None = None,
+    ) -> None:
+        self.use_sim = use_sim
+        self.params_dir = params_dir or config_dir()
+        self.overrides = {k: dict(v) for k, v in (overrides or {}).items()}
+        self.threads = threads
+        self.domain_id = domain_id
+        self.nodes: dict[str, Any] = {}
+        self.sim: Any = None
+        self.context: Any = None
+        self.executor: Any = None
+        self._thread: threading.Thread | None = None
+
+    def specs(self) -> list[NodeSpec]:
+        return [s for s in NODE_SPECS if self.use_sim or not s.sim_only]
+
+    def params_for(self, spec: NodeSpec) -> dict[str, Any]:
+        values = load_node_params(self.params_dir / spec.param_file, spec.name)
+        values.update(self.overrides.get(spec.name, {}))
+        return values
+
+    def start(self) -> "BringUp":
+        import rclpy
+        from rclpy.executors import MultiThreadedExecutor
+
+        from .nodes.planner import PlannerNode
+        from .nodes.snapshot_aggregator import SnapshotAggregator
+        from .nodes.supervisor import SupervisorNode
+
+        self.context = rclpy.Context()
+        kw = {} if self.domain_id is None else {"domain_id": self.domain_id}
+        rclpy.init(context=self.context, **kw)
+        self.executor = MultiThreadedExecutor(num_threads=self.threads, context=self.context)
+        try:
+            for spec in self.specs():
+                params = self.params_for(spec)
+                if spec.name == "sim_robot":
+                    from .nodes.sim_robot import DieMode, SimRobot
+
+                    params["die_mode"] = DieMode.SILENT.value  # one process: "dying" must not kill the harness
+                    self.sim = SimRobot(context=self.context, parameter_overrides=_to_parameters(params))
+                    self.sim.add_to_executor(self.executor)
+                    continue
+                params["autostart"] = False  # this bring-up is the lifecycle manager
+                cls = {"snapshot_aggregator": SnapshotAggregator, "planner": PlannerNode, "supervisor": SupervisorNode}[spec.name]
+                node = cls(context=self.context, parameter_overrides=_to_parameters(params))
+                self.nodes[spec.name] = node
+                self.executor.add_node(node)
+            self._thread = threading.Thread(target=self._spin, name="robot_harness-executor", daemon=True)
+            self._thread.start()
+            for name in ("snapshot_aggregator", "planner", "supervisor"):
+                node = self.nodes[name]
+                for step in ("configure", "activate"):
+                    ret = getattr(node, f"trigger_{step}")()
+                    if getattr(ret, "name", str(ret)) != "SUCCESS":
+                        raise RuntimeError(f"{name}: {step} failed ({ret}); see the node's log")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _spin(self) -> None:
+        from rclpy.executors import ExternalShutdownException
+
+        try:
+            self.executor.spin()
+        except ExternalShutdownException:
+            pass
+
+    @property
+    def supervisor(self) -> Any:
+        return self.nodes["supervisor"]
+
+    def stop(self) -> None:
+        import rclpy
+
+        if self.context is None:
+            return
+        for node in self.nodes.values():
+            if hasattr(node, "_runner") and node._runner is not None:  # noqa: SLF001
+                node._runner.request_stop("bring-up stopping")
+        if self.sim is not None:
+            self.sim.destroy()
+        for node in list(self.nodes.values()):
+            try:
+                node.destroy_node()
+            except Exception:
+                pass
+        if self.executor is not None:
+            self.executor.shutdown(timeout_sec=2.0)
+        rclpy.try_shutdown(context=self.context)
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+        self.nodes.clear()
+        self.context = None
+
+    def __enter__(self) -> "BringUp":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

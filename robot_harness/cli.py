@@ -1,0 +1,314 @@
+"""robot-harness: the command line over the library (a thin wrapper).
+
+Exit codes: 0 the mission reached a terminal status (whatever it was) or the
+command did its job; 2 bad usage or an invalid scenario file; 3 a runtime
+failure (no graph to talk to, the journal cannot be read, ...).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .core.errors import HarnessError, ScenarioError, UsageError
+
+__all__ = ["main", "build_parser"]
+
+EXIT_OK, EXIT_USAGE, EXIT_RUNTIME = 0, 2, 3
+
+EPILOG = """\
+examples:
+  robot-harness demo
+  robot-harness run --scenario scenarios/demo.yaml --report /tmp/report.json
+  robot-harness up                      # sim + harness graph, Ctrl-C to stop
+  robot-harness mission "Go to office_storage and come back to dock."
+  robot-harness journal show --journal /tmp/run/journal.sqlite3
+  robot-harness journal export --format jsonl --journal /tmp/run/journal.sqlite3
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="robot-harness", description="Evidence-gated closed-loop agent harness for ROS 2 robots.",
+                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    up = sub.add_parser("up", help="bring up the node graph in this process (Ctrl-C stops it)",
+                        epilog="example: robot-harness up --journal /tmp/j.sqlite3", formatter_class=argparse.RawDescriptionHelpFormatter)
+    up.add_argument("--no-sim", action="store_true", help="do not start the simulated robot (use a real Nav2 robot)")
+    up.add_argument("--journal", type=Path, help="journal file (default $ROS_HOME/robot_harness/journal.sqlite3)")
+    up.add_argument("--harness-config", type=Path, help="harness configuration YAML (default config/harness.yaml)")
+    up.add_argument("--params-dir", type=Path, help="directory with the nodes' parameter files (default: the package's config/)")
+
+    m = sub.add_parser("mission", help="send a mission to a running graph and follow it",
+                       epilog='example: robot-harness mission "Go to office_storage" --set limits.mission_timeout_s=60',
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    m.add_argument("goal", help="the natural-language goal")
+    m.add_argument("--mission-id", default="")
+    m.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override for this mission")
+    m.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the result")
+    m.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    r = sub.add_parser("run", help="start sim + graph in this process, run one scenario, exit",
+                       epilog="example: robot-harness run --scenario scenarios/demo.yaml --report report.json",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    r.add_argument("--scenario", type=Path, required=True)
+    r.add_argument("--journal", type=Path)
+    r.add_argument("--report", type=Path)
+    r.add_argument("--json", action="store_true", help="print the report as JSON instead of a timeline")
+
+    d = sub.add_parser("demo", help="the inspection demo on the simulated robot with recorded model responses")
+    d.add_argument("--journal", type=Path)
+    d.add_argument("--report", type=Path)
+    d.add_argument("--json", action="store_true")
+
+    j = sub.add_parser("journal", help="read a journal: show a mission timeline or export events")
+    jsub = j.add_subparsers(dest="journal_command", required=True, metavar="SUBCOMMAND")
+    show = jsub.add_parser("show", help="a readable timeline of a mission",
+                           epilog="example: robot-harness journal show --journal j.sqlite3 --mission last",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    show.add_argument("--journal", type=Path)
+    show.add_argument("--mission", default="last", help="mission id, or 'last' (default), or 'list'")
+    show.add_argument("--json", action="store_true")
+    ex = jsub.add_parser("export", help="export events as JSON lines or CSV",
+                         epilog="example: robot-harness journal export --format csv --out events.csv",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    ex.add_argument("--journal", type=Path)
+    ex.add_argument("--mission", default="", help="only this mission (default: all)")
+    ex.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
+    ex.add_argument("--out", type=Path, help="file to write (default stdout)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except (ScenarioError, UsageError) as exc:
+        print(f"robot-harness: error: {exc.message}", file=sys.stderr)
+        return EXIT_USAGE
+    except HarnessError as exc:
+        print(f"robot-harness: {exc.code}: {exc.message}", file=sys.stderr)
+        return EXIT_RUNTIME
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "journal":
+        return _journal(args)
+    if args.command in ("run", "demo"):
+        return _run(args)
+    if args.command == "up":
+        return _up(args)
+    if args.command == "mission":
+        return _mission(args)
+    raise UsageError(f"unknown command {args.command}")
+
+
+def _journal_path(p: Path | None) -> Path:
+    from .nodes.supervisor import default_journal_path
+
+    path = p or default_journal_path()
+    if not path.is_file():
+        raise UsageError(f"no journal at {path}")
+    return path
+
+
+def _open_journal(path: Path):
+    from .core.clock import IdGenerator, SystemClock
+    from .core.journal import SqliteJournal
+
+    return SqliteJournal(path, clock=SystemClock(), ids=IdGenerator(None))
+
+
+def _journal(args: argparse.Namespace) -> int:
+    from .core.timeline import export_events, render_timeline
+
+    journal = _open_journal(_journal_path(args.journal))
+    try:
+        if args.journal_command == "show":
+            missions = journal.missions()
+            if args.mission == "list":
+                print(json.dumps(missions, indent=2) if args.json else
+                      "\n".join(f"{m['mission_id']}  {m.get('status') or '-':<10} {m.get('goal') or ''}" for m in missions))
+                return EXIT_OK
+            if not missions:
+                raise UsageError("the journal has no missions")
+            mid = missions[-1]["mission_id"] if args.mission == "last" else args.mission
+            events = journal.events(mission_id=mid)
+            if not events:
+                raise UsageError(f"no events for mission {mid}")
+            if args.json:
+                print(json.dumps([e.model_dump(mode="json") for e in events], indent=1))
+            else:
+                print(render_timeline(events))
+            return EXIT_OK
+        events = journal.events(mission_id=args.mission or None)
+        text = export_events(events, args.format)
+        if args.out:
+            args.out.write_text(text)
+        else:
+            sys.stdout.write(text)
+        return EXIT_OK
+    finally:
+        journal.close()
+
+
+class _Progress:
+    """One status line on a terminal, plain lines otherwise."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
+        self.t0 = time.monotonic()
+        self.last = ""
+
+    def __call__(self, fb: Any) -> None:
+        if not self.enabled:
+            return
+        act = fb.active_action
+        ev = fb.latest_event.kind if fb.latest_event.kind else ""
+        line = f"[{time.monotonic() - self.t0:6.1f}s] {fb.stage:<11}"
+        if act.action_id:
+            line += f" {act.skill} {act.state:<9}"
+        if ev:
+            line += f" {ev}"
+        if line == self.last:
+            return
+        self.last = line
+        if self.tty:
+            sys.stderr.write("\r\033[K" + line[:120])
+            sys.stderr.flush()
+        elif ev in ("TOOL_RESULT_RECORDED", "ROBOT_ACTION_OUTCOME", "MODEL_TURN_STARTED"):
+            print(line, file=sys.stderr)
+
+    def close(self) -> None:
+        if self.enabled and self.tty:
+            sys.stderr.write("\r\033[K")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .core.scenario import load_scenario
+    from .runner import run_scenario
+
+    if args.command == "demo":
+        scenario_path = _demo_scenario()
+    else:
+        scenario_path = args.scenario
+    scenario = load_scenario(scenario_path)
+    journal = args.journal
+    if journal is None:
+        out = Path(os.environ.get("ROBOT_HARNESS_RUNS", "runs")) / time.strftime("%Y%m%d-%H%M%S")
+        journal = out / "journal.sqlite3"
+    progress = _Progress(enabled=not args.json)
+    if not args.json:
+        print(f"mission: {scenario.goal}", file=sys.stderr)
+    try:
+        report = run_scenario(scenario, journal_path=journal, report_path=args.report, on_feedback=progress)
+    finally:
+        progress.close()
+    if args.json:
+        print(json.dumps(report, indent=2, sort_keys=True))
+        return EXIT_OK
+    from .core.timeline import render_timeline
+
+    j = _open_journal(Path(report["journal"]))
+    try:
+        events = j.events(mission_id=report["mission_id"])
+    finally:
+        j.close()
+    print(render_timeline(events))
+    print()
+    print(f"status:  {report['status']}")
+    print(f"summary: {report['summary']}")
+    print(f"evidence: journal seqs {report['evidence_seqs']} in {report['journal']}")
+    for call in report["tool_calls"]:
+        res = call.get("result") or {}
+        state = f" -> {call['action_state']}" if call.get("action_state") else ""
+        print(f"  {call['name']}({json.dumps(call['arguments'])}): {res.get('status')}{state}")
+    if args.report:
+        print(f"report:  {args.report}")
+    return EXIT_OK
+
+
+def _demo_scenario() -> Path:
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "scenarios" / "demo.yaml",):
+        if candidate.is_file():
+            return candidate
+    from ament_index_python.packages import get_package_share_directory
+
+    return Path(get_package_share_directory("robot_harness")) / "scenarios" / "demo.yaml"
+
+
+def _up(args: argparse.Namespace) -> int:
+    from .bringup import BringUp, config_dir
+
+    overrides: dict[str, dict[str, Any]] = {"supervisor": {}}
+    if args.journal:
+        overrides["supervisor"]["journal_path"] = str(args.journal)
+    cfg = args.harness_config or (config_dir() / "harness.yaml")
+    overrides["supervisor"]["harness_config_file"] = str(cfg)
+    graph = BringUp(use_sim=not args.no_sim, params_dir=args.params_dir, overrides=overrides)
+    graph.start()
+    print(f"robot_harness graph up (sim={'on' if not args.no_sim else 'off'}); journal {graph.supervisor.journal_path}",
+          file=sys.stderr)
+    print("send missions with: robot-harness mission \"<goal>\"  (Ctrl-C to stop)", file=sys.stderr)
+    stop = {"flag": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__("flag", True))
+    try:
+        while not stop["flag"]:
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        graph.stop()
+    return EXIT_OK
+
+
+def _mission(args: argparse.Namespace) -> int:
+    import threading
+
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+
+    from .client import MissionClient
+
+    overrides = {}
+    for item in args.set:
+        if "=" not in item:
+            raise UsageError(f"--set expects KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        overrides[k] = v
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    client = MissionClient(ctx)
+    ex = SingleThreadedExecutor(context=ctx)
+    ex.add_node(client.node)
+    t = threading.Thread(target=ex.spin, daemon=True)
+    t.start()
+    progress = _Progress(enabled=not args.json)
+    try:
+        accepted, result = client.send(args.goal, mission_id=args.mission_id, overrides=overrides,
+                                       timeout_s=args.timeout, on_feedback=progress)
+    finally:
+        progress.close()
+        client.destroy()
+        rclpy.try_shutdown(context=ctx)
+    if not accepted:
+        print("robot-harness: the supervisor refused the mission (not active, busy, backend not active, or bad goal)",
+              file=sys.stderr)
+        return EXIT_RUNTIME
+    out = {"mission_id": result.mission_id, "status": result.status, "summary": result.summary,
+           "evidence_seqs": list(result.evidence_seqs), "evidence_ids": list(result.evidence_ids),
+           "journal": result.journal_path}
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(f"status:  {out['status']}\nsummary: {out['summary']}\njournal: {out['journal']}")
+    return EXIT_OK
