@@ -1,0 +1,864 @@
+"""The journal: the ordered, durable record a mission is reconstructed from.
+
+It is the harness's source of truth for *what happened and why* (which
+snapshot a decision saw, which tool call became which robot action, how that
+action ended). It is not conversational memory: nothing here is fed back to a
+model except through the engine.
+
+``Journal`` is the storage contract; ``MemoryJournal`` and ``SqliteJournal``
+implement it and pass one conformance suite. What every backend guarantees:
+
+* ``append`` is atomic: the events of one call commit together or not at all.
+* ``seq`` is strictly increasing with no gaps left by failed appends; ``stamp``
+  and ``event_id`` come from the injected clock and id generator only.
+* Payloads are normalized to JSON and passed through the redaction hook before
+  they are stored; what ``append`` returns is exactly what a later read returns.
+* A failed write raises ``JournalWriteError`` (or ``StaleRevision``), writes
+  nothing, and leaves the journal usable once the cause goes away.
+* Listeners see committed batches only, in commit order, and cannot break a
+  write by raising.
+"""
+from __future__ import annotations
+
+import abc
+import collections
+import contextlib
+import dataclasses
+import json
+import logging
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
+
+from .clock import Clock, IdGenerator
+from .errors import JournalWriteError, RefusalError, StaleRevision, UsageError
+from .records import EventDraft, EventType, JournalEvent, WorldSnapshot
+
+__all__ = [
+    "MIGRATIONS",
+    "REDACTED",
+    "Journal",
+    "JournalReadError",
+    "Listener",
+    "MemoryJournal",
+    "Redactor",
+    "SqliteJournal",
+    "UnknownSnapshot",
+    "default_redactor",
+    "open_journal",
+]
+
+_log = logging.getLogger(__name__)
+
+Listener = Callable[[list[JournalEvent]], None]
+Redactor = Callable[[dict[str, Any]], dict[str, Any]]
+
+REDACTED = "***"
+
+
+class UnknownSnapshot(UsageError, KeyError):
+    """``get_snapshot`` was asked for a snapshot id the journal never recorded."""
+
+    code = "unknown_snapshot"
+
+    def __init__(self, snapshot_id: str) -> None:
+        super().__init__(f"no snapshot {snapshot_id!r} in the journal", snapshot_id=snapshot_id)
+        self.snapshot_id = snapshot_id
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return self.message
+
+
+class JournalReadError(RefusalError):
+    """The journal could not be read; the engine cannot reconstruct state and must stop."""
+
+    code = "journal_read_failed"
+
+
+# --------------------------------------------------------------------------- redaction
+
+_SECRET_WORDS = frozenset(
+    {"apikey", "token", "password", "secret", "authorization", "credential", "credentials"}
+)
+_WORD_SPLIT = re.compile(r"[^0-9a-zA-Z]+|(?<=[a-z0-9])(?=[A-Z])")
+
+
+def _is_secret_key(key: str) -> bool:
+    words = [w.lower() for w in _WORD_SPLIT.split(key) if w]
+    if any(w in _SECRET_WORDS for w in words):
+        return True
+    return any(a == "api" and b == "key" for a, b in zip(words, words[1:]))
+
+
+def default_redactor(payload: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of ``payload`` with secret-looking values replaced by ``"***"``.
+
+    A key is secret when one of its words (split on punctuation and camelCase,
+    case-insensitive) is api_key/apikey, token, password, secret, authorization,
+    credential or credentials: ``OPENAI_API_KEY``, ``access_token``,
+    ``Authorization`` and ``clientSecret`` are redacted; ``prompt_tokens`` and
+    ``max_tokens`` (model usage counters) are not. Keys are matched at any depth
+    of nested dicts and lists. Secrets inside free text under an innocent key are
+    not detected; callers must not put them there.
+    """
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                k: (REDACTED if isinstance(k, str) and _is_secret_key(k) else walk(v))
+                for k, v in value.items()
+            }
+        if isinstance(value, (list, tuple)):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(payload)
+
+
+# --------------------------------------------------------------------------- schema
+
+MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "0001_events",
+        (
+            """CREATE TABLE events (
+                seq INTEGER PRIMARY KEY,
+                event_id TEXT NOT NULL UNIQUE,
+                format_version INTEGER NOT NULL,
+                type TEXT NOT NULL,
+                stamp REAL NOT NULL,
+                mission_id TEXT NOT NULL DEFAULT '',
+                model_turn_id TEXT NOT NULL DEFAULT '',
+                tool_call_id TEXT NOT NULL DEFAULT '',
+                robot_action_id TEXT NOT NULL DEFAULT '',
+                snapshot_id TEXT NOT NULL DEFAULT '',
+                payload TEXT NOT NULL /* JSON */
+            )""",
+            "CREATE INDEX events_mission_id ON events (mission_id)",
+            "CREATE INDEX events_type ON events (type)",
+        ),
+    ),
+    (
+        "0002_snapshots",
+        (
+            """CREATE TABLE snapshots (
+                snapshot_id TEXT PRIMARY KEY,
+                seq INTEGER NOT NULL REFERENCES events (seq),
+                mission_id TEXT NOT NULL DEFAULT '',
+                reason TEXT NOT NULL DEFAULT '',
+                captured_at REAL NOT NULL,
+                json TEXT NOT NULL /* WorldSnapshot */
+            )""",
+            "CREATE INDEX snapshots_mission_id ON snapshots (mission_id)",
+        ),
+    ),
+)
+"""Named schema migrations, applied in order, each recorded in ``migrations``
+in the same transaction as its change. Append only: never edit a shipped one."""
+
+_COLUMNS = (
+    "seq",
+    "event_id",
+    "format_version",
+    "type",
+    "stamp",
+    "mission_id",
+    "model_turn_id",
+    "tool_call_id",
+    "robot_action_id",
+    "snapshot_id",
+    "payload",
+)
+_MISSION_MARKS = (EventType.MISSION_STARTED, EventType.MISSION_FINISHED)
+
+
+# --------------------------------------------------------------------------- shared core
+
+
+@dataclasses.dataclass(frozen=True)
+class _Prepared:
+    """A draft whose payload is already normalized, redacted and serialized."""
+
+    draft: EventDraft
+    payload: dict[str, Any]
+    payload_json: str
+    snapshot: WorldSnapshot | None
+    snapshot_json: str
+
+
+@dataclasses.dataclass(frozen=True)
+class _SnapshotRow:
+    snapshot_id: str
+    seq: int
+    mission_id: str
+    reason: str
+    captured_at: float
+    json: str
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _stale(expected: int, actual: int) -> StaleRevision:
+    err = StaleRevision(
+        f"journal is at seq {actual}, caller expected {expected}; re-read and retry",
+        expected=expected,
+        actual=actual,
+    )
+    err.expected = expected  # type: ignore[attr-defined]
+    err.actual = actual  # type: ignore[attr-defined]
+    return err
+
+
+def _summarize_missions(
+    spans: Iterable[tuple[str, int, int, int]], marks: Iterable[JournalEvent]
+) -> list[dict[str, Any]]:
+    """One summary per mission, ordered by first seq; unknown fields are None."""
+    out: dict[str, dict[str, Any]] = {}
+    for mission_id, first, last, count in spans:
+        out[mission_id] = {
+            "mission_id": mission_id,
+            "first_seq": first,
+            "last_seq": last,
+            "event_count": count,
+            "started_at": None,
+            "goal": None,
+            "finished_at": None,
+            "status": None,
+            "summary": None,
+        }
+    for ev in marks:
+        row = out.get(ev.mission_id)
+        if row is None:
+            continue
+        if ev.type is EventType.MISSION_STARTED and row["started_at"] is None:
+            row["started_at"] = ev.stamp
+            row["goal"] = ev.payload.get("goal")
+        elif ev.type is EventType.MISSION_FINISHED:
+            row["finished_at"] = ev.stamp
+            row["status"] = ev.payload.get("status")
+            row["summary"] = ev.payload.get("summary")
+    return sorted(out.values(), key=lambda r: r["first_seq"])
+
+
+class Journal(abc.ABC):
+    """The storage contract every journal backend satisfies.
+
+    ``append`` is a template method: normalization, redaction, stamping and
+    listener delivery live here; a backend only provides ``_commit`` (store a
+    batch atomically under its lock) and the reads. Backends are thread-safe:
+    the ROS supervisor calls in from executor threads.
+    """
+
+    def __init__(self, *, clock: Clock, ids: IdGenerator, redact: Redactor = default_redactor) -> None:
+        self._clock = clock
+        self._ids = ids
+        self._redact = redact
+        self._lock = threading.Lock()
+        self._listeners: list[Listener] = []
+        self._pending: collections.deque[list[JournalEvent]] = collections.deque()
+        self._delivery_lock = threading.Lock()
+        self._delivering = False
+
+    # -- lifecycle ---------------------------------------------------------
+
+    @abc.abstractmethod
+    def setup(self) -> None:
+        """Create or upgrade the schema. Safe to call any number of times."""
+
+    @abc.abstractmethod
+    def applied_migrations(self) -> list[str]:
+        """Names of the migrations applied to this journal, in order."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release storage. Idempotent; any later call raises ``UsageError``."""
+
+    def __enter__(self) -> "Journal":
+        self.setup()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing -----------------------------------------------------------
+
+    def append(
+        self, drafts: Sequence[EventDraft], *, expected_last_seq: int | None = None
+    ) -> list[JournalEvent]:
+        """Commit ``drafts`` as consecutive events, all or none, and return them.
+
+        With ``expected_last_seq``, the append is a compare-and-set: if the
+        journal's last seq differs, ``StaleRevision`` (``expected``/``actual``)
+        is raised and nothing is written. Storage failures raise
+        ``JournalWriteError``. All events of one call share one ``clock.now()``
+        stamp. Listeners run after the commit, never before.
+        """
+        if isinstance(drafts, EventDraft):
+            raise UsageError("append() takes a sequence of EventDraft records; wrap a single one in a list")
+        prepared = [self._prepare(d) for d in drafts]
+        committed = self._commit(prepared, expected_last_seq)
+        self._deliver()
+        return committed
+
+    def _prepare(self, draft: EventDraft) -> _Prepared:
+        if not isinstance(draft, EventDraft):
+            raise UsageError(f"append() takes EventDraft records, got {type(draft).__name__}")
+        try:
+            plain = to_jsonable_python(draft.payload, inf_nan_mode="null")
+            redacted = self._redact(plain)
+            if not isinstance(redacted, dict):
+                raise TypeError(f"redactor returned {type(redacted).__name__}, not dict")
+            payload_json = _dumps(redacted)
+        except Exception as exc:  # unserializable payload or a broken redactor: nothing is stored
+            raise JournalWriteError(
+                f"{draft.type.value} payload cannot be stored as JSON: {exc}",
+                event_type=draft.type.value,
+                sqlite_error=None,
+            ) from exc
+        payload: dict[str, Any] = json.loads(payload_json)
+        snapshot: WorldSnapshot | None = None
+        snapshot_json = ""
+        if draft.type is EventType.WORLD_SNAPSHOT_CAPTURED:
+            try:
+                snapshot = WorldSnapshot.model_validate(payload["snapshot"])
+            except (KeyError, ValidationError) as exc:
+                raise UsageError(
+                    "WORLD_SNAPSHOT_CAPTURED needs payload['snapshot'] = WorldSnapshot.model_dump(mode='json')",
+                    detail=str(exc),
+                ) from exc
+            if draft.snapshot_id and draft.snapshot_id != snapshot.snapshot_id:
+                raise UsageError(
+                    "event snapshot_id disagrees with the snapshot it carries",
+                    event_snapshot_id=draft.snapshot_id,
+                    snapshot_id=snapshot.snapshot_id,
+                )
+            snapshot_json = _dumps(payload["snapshot"])
+        return _Prepared(draft, payload, payload_json, snapshot, snapshot_json)
+
+    def _materialize(
+        self, prepared: Sequence[_Prepared], last_seq: int, expected_last_seq: int | None
+    ) -> tuple[list[JournalEvent], list[_SnapshotRow]]:
+        """Give a batch its seqs, ids and stamp. Called by ``_commit`` under the lock."""
+        if expected_last_seq is not None and expected_last_seq != last_seq:
+            raise _stale(expected_last_seq, last_seq)
+        if not prepared:
+            return [], []
+        stamp = self._clock.now()
+        events: list[JournalEvent] = []
+        snaps: list[_SnapshotRow] = []
+        for i, p in enumerate(prepared, start=1):
+            d = p.draft
+            ev = JournalEvent(
+                seq=last_seq + i,
+                event_id=self._ids.new("ev"),
+                type=d.type,
+                stamp=stamp,
+                mission_id=d.mission_id,
+                model_turn_id=d.model_turn_id,
+                tool_call_id=d.tool_call_id,
+                robot_action_id=d.robot_action_id,
+                snapshot_id=d.snapshot_id or (p.snapshot.snapshot_id if p.snapshot else ""),
+                payload=p.payload,
+            )
+            events.append(ev)
+            if p.snapshot is not None:
+                snaps.append(
+                    _SnapshotRow(
+                        snapshot_id=p.snapshot.snapshot_id,
+                        seq=ev.seq,
+                        mission_id=p.snapshot.mission_id or d.mission_id,
+                        reason=p.snapshot.reason,
+                        captured_at=p.snapshot.captured_at,
+                        json=p.snapshot_json,
+                    )
+                )
+        return events, snaps
+
+    @abc.abstractmethod
+    def _commit(
+        self, prepared: Sequence[_Prepared], expected_last_seq: int | None
+    ) -> list[JournalEvent]:
+        """Atomically store a batch: under the lock, read the last seq, call
+        ``_materialize``, persist, and, once durable and still under the lock,
+        hand the events to ``_enqueue`` so listeners see commit order."""
+
+    # -- listeners ---------------------------------------------------------
+
+    def subscribe(self, callback: Listener) -> Callable[[], None]:
+        """Call ``callback(events)`` after every committed append; returns an unsubscribe function.
+
+        Batches are delivered in commit order. A listener may read or append to
+        the journal. Exceptions it raises are logged and swallowed: a broken
+        listener never fails a write that already committed.
+        """
+        with self._delivery_lock:
+            self._listeners.append(callback)
+
+        def unsubscribe() -> None:
+            with self._delivery_lock:
+                with contextlib.suppress(ValueError):
+                    self._listeners.remove(callback)
+
+        return unsubscribe
+
+    def _enqueue(self, events: list[JournalEvent]) -> None:
+        if events:
+            with self._delivery_lock:
+                self._pending.append(events)
+
+    def _deliver(self) -> None:
+        # One thread drains at a time, so batches reach listeners in commit
+        # order even when appends race; a listener that appends just queues.
+        with self._delivery_lock:
+            if self._delivering:
+                return
+            self._delivering = True
+        while True:
+            with self._delivery_lock:
+                if not self._pending:
+                    self._delivering = False
+                    return
+                batch = self._pending.popleft()
+                listeners = tuple(self._listeners)
+            for listener in listeners:
+                try:
+                    listener(list(batch))
+                except Exception:
+                    _log.exception("journal listener %r raised; ignored", listener)
+                except BaseException:
+                    with self._delivery_lock:
+                        self._delivering = False
+                    raise
+
+    # -- reading -----------------------------------------------------------
+
+    @abc.abstractmethod
+    def events(
+        self,
+        *,
+        mission_id: str | None = None,
+        after_seq: int = 0,
+        types: Iterable[EventType] | None = None,
+        limit: int | None = None,
+    ) -> list[JournalEvent]:
+        """Events with ``seq > after_seq``, ordered by seq, optionally filtered."""
+
+    @abc.abstractmethod
+    def last_seq(self) -> int:
+        """The highest committed seq (0 for an empty journal)."""
+
+    @abc.abstractmethod
+    def get_snapshot(self, snapshot_id: str) -> WorldSnapshot:
+        """The snapshot recorded by a WORLD_SNAPSHOT_CAPTURED event; ``UnknownSnapshot`` if none."""
+
+    @abc.abstractmethod
+    def missions(self) -> list[dict[str, Any]]:
+        """One dict per mission id, ordered by first seq: ``mission_id``,
+        ``first_seq``, ``last_seq``, ``event_count``, ``started_at``, ``goal``
+        (from MISSION_STARTED), ``finished_at``, ``status``, ``summary`` (from
+        MISSION_FINISHED); None where unknown."""
+
+    @staticmethod
+    def _check_query(types: Iterable[EventType] | None, limit: int | None) -> tuple[EventType, ...] | None:
+        if limit is not None and limit < 0:
+            raise UsageError("limit must be >= 0", limit=limit)
+        if types is None:
+            return None
+        try:
+            return tuple(EventType(t) for t in types)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+
+
+# --------------------------------------------------------------------------- memory
+
+
+class MemoryJournal(Journal):
+    """An in-process journal with the same contract as ``SqliteJournal``.
+
+    For tests and dry runs: it is lost with the process. Payloads are kept as
+    JSON text so readers get fresh copies, exactly as from SQLite.
+    """
+
+    def __init__(self, *, clock: Clock, ids: IdGenerator, redact: Redactor = default_redactor) -> None:
+        super().__init__(clock=clock, ids=ids, redact=redact)
+        self._rows: list[tuple[JournalEvent, str]] = []
+        self._event_ids: set[str] = set()
+        self._snapshots: dict[str, _SnapshotRow] = {}
+        self._migrations: list[str] = []
+        self._closed = False
+
+    def setup(self) -> None:
+        with self._open():
+            for name, _ in MIGRATIONS:
+                if name not in self._migrations:
+                    self._migrations.append(name)
+
+    def applied_migrations(self) -> list[str]:
+        with self._open():
+            return list(self._migrations)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+
+    @contextlib.contextmanager
+    def _open(self) -> Iterator[None]:
+        with self._lock:
+            if self._closed:
+                raise UsageError("journal is closed")
+            yield
+
+    def _commit(self, prepared: Sequence[_Prepared], expected_last_seq: int | None) -> list[JournalEvent]:
+        with self._open():
+            last = self._rows[-1][0].seq if self._rows else 0
+            events, snaps = self._materialize(prepared, last, expected_last_seq)
+            ids = [e.event_id for e in events]
+            if len(set(ids)) != len(ids) or self._event_ids.intersection(ids):
+                raise JournalWriteError("duplicate event_id", sqlite_error=None)
+            snap_ids = [s.snapshot_id for s in snaps]
+            if len(set(snap_ids)) != len(snap_ids) or any(s in self._snapshots for s in snap_ids):
+                raise JournalWriteError("duplicate snapshot_id", sqlite_error=None)
+            for ev, p in zip(events, prepared):
+                self._rows.append((ev, p.payload_json))
+            self._event_ids.update(ids)
+            self._snapshots.update((s.snapshot_id, s) for s in snaps)
+            self._enqueue(events)
+            return events
+
+    def events(
+        self,
+        *,
+        mission_id: str | None = None,
+        after_seq: int = 0,
+        types: Iterable[EventType] | None = None,
+        limit: int | None = None,
+    ) -> list[JournalEvent]:
+        wanted = self._check_query(types, limit)
+        out: list[JournalEvent] = []
+        with self._open():
+            for ev, payload_json in self._rows:
+                if limit is not None and len(out) >= limit:
+                    break
+                if ev.seq <= after_seq:
+                    continue
+                if mission_id is not None and ev.mission_id != mission_id:
+                    continue
+                if wanted is not None and ev.type not in wanted:
+                    continue
+                out.append(ev.model_copy(update={"payload": json.loads(payload_json)}))
+        return out
+
+    def last_seq(self) -> int:
+        with self._open():
+            return self._rows[-1][0].seq if self._rows else 0
+
+    def get_snapshot(self, snapshot_id: str) -> WorldSnapshot:
+        with self._open():
+            row = self._snapshots.get(snapshot_id)
+        if row is None:
+            raise UnknownSnapshot(snapshot_id)
+        return WorldSnapshot.model_validate_json(row.json)
+
+    def missions(self) -> list[dict[str, Any]]:
+        spans: dict[str, list[int]] = {}
+        marks: list[JournalEvent] = []
+        with self._open():
+            for ev, payload_json in self._rows:
+                if not ev.mission_id:
+                    continue
+                span = spans.setdefault(ev.mission_id, [ev.seq, ev.seq, 0])
+                span[1] = ev.seq
+                span[2] += 1
+                if ev.type in _MISSION_MARKS:
+                    marks.append(ev.model_copy(update={"payload": json.loads(payload_json)}))
+        return _summarize_missions(((m, a, b, n) for m, (a, b, n) in spans.items()), marks)
+
+
+# --------------------------------------------------------------------------- sqlite
+
+
+@dataclasses.dataclass
+class _Tx:
+    conn: sqlite3.Connection
+    after_commit: list[Callable[[], None]] = dataclasses.field(default_factory=list)
+
+
+class SqliteJournal(Journal):
+    """A journal in one SQLite file, durable across crashes and power loss.
+
+    * WAL mode: readers (timeline, CLI, ``sqlite-utils``) never block the writer.
+    * ``synchronous=FULL``: the WAL is fsynced at every commit, so a commit that
+      returned is on disk. ``NORMAL`` survives a process crash but may lose the
+      last commits on power loss; a lost dispatch-intent or dispatch record
+      could then let a restarted harness move the robot twice. The cost is
+      measured in ``bench/``.
+    * One connection, guarded by a lock (the ROS supervisor calls in from
+      executor threads), ``check_same_thread=False``; every statement runs in
+      ``_transaction``, which rolls back on any exception, so a failed write
+      leaves no partial batch and no open transaction behind.
+    * ``busy_timeout_ms`` bounds the wait for another writer's lock;
+      ``max_pages`` (``PRAGMA max_page_count``) bounds the file's size. Either
+      limit being hit raises ``JournalWriteError``.
+    * Plain tables (``events``, ``snapshots``, ``migrations``) that
+      ``sqlite-utils`` and the ``sqlite3`` shell can query and export.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Clock,
+        ids: IdGenerator,
+        redact: Redactor = default_redactor,
+        busy_timeout_ms: int = 2000,
+        max_pages: int | None = None,
+    ) -> None:
+        super().__init__(clock=clock, ids=ids, redact=redact)
+        if int(busy_timeout_ms) < 0:
+            raise UsageError("busy_timeout_ms must be >= 0", busy_timeout_ms=busy_timeout_ms)
+        if max_pages is not None and int(max_pages) < 1:
+            raise UsageError("max_pages must be >= 1", max_pages=max_pages)
+        self.path = str(path)
+        self._ready = False
+        self._conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=int(busy_timeout_ms) / 1000.0,
+                isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+                check_same_thread=False,
+            )
+        except sqlite3.Error as exc:
+            raise JournalWriteError(f"cannot open journal {self.path}: {exc}", sqlite_error=str(exc)) from exc
+        try:
+            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if mode != "wal" and self.path != ":memory:":
+                raise sqlite3.OperationalError(f"journal_mode is {mode!r}, WAL unavailable")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            if max_pages is not None:
+                # PRAGMA takes no bound parameters; the value is a checked int.
+                conn.execute(f"PRAGMA max_page_count = {int(max_pages)}")
+        except sqlite3.Error as exc:
+            conn.close()
+            raise JournalWriteError(f"cannot configure journal {self.path}: {exc}", sqlite_error=str(exc)) from exc
+        self._conn = conn
+
+    # -- the one way in ----------------------------------------------------
+
+    @contextlib.contextmanager
+    def _transaction(self, *, write: bool) -> Iterator[_Tx]:
+        """Hold the lock for one transaction; commit on success, roll back on any exception.
+
+        sqlite errors become ``JournalWriteError`` (writes) or
+        ``JournalReadError`` (reads) carrying the sqlite text. ``after_commit``
+        hooks run once the commit is durable, still under the lock.
+        """
+        with self._lock:
+            if self._conn is None:
+                raise UsageError("journal is closed")
+            conn = self._conn
+            tx = _Tx(conn)
+            try:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                yield tx
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        _log.exception("rollback failed on %s", self.path)
+                if isinstance(exc, sqlite3.Error):
+                    kind = JournalWriteError if write else JournalReadError
+                    raise kind(
+                        f"journal {'write' if write else 'read'} failed on {self.path}: {exc}",
+                        sqlite_error=str(exc),
+                    ) from exc
+                raise
+            for hook in tx.after_commit:
+                hook()
+
+    def _ensure_ready(self) -> None:
+        if not self._ready:
+            self.setup()
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def setup(self) -> None:
+        """Apply missing migrations. On an up-to-date file this only reads, so
+        a reader (CLI, timeline) never waits on the supervisor's write lock."""
+        with self._transaction(write=False) as tx:
+            done = self._applied(tx.conn)
+        if len(done) < len(MIGRATIONS):
+            with self._transaction(write=True) as tx:
+                tx.conn.execute(
+                    "CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)"
+                )
+                done = self._applied(tx.conn)
+                for name, statements in MIGRATIONS:
+                    if name in done:
+                        continue
+                    for sql in statements:
+                        tx.conn.execute(sql)
+                    tx.conn.execute(
+                        "INSERT INTO migrations (name, applied_at) VALUES (?, ?)", (name, self._clock.now())
+                    )
+        self._ready = True
+
+    def _applied(self, conn: sqlite3.Connection) -> set[str]:
+        """Migrations recorded in the file; refuses a file from a newer harness."""
+        has_table = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'migrations'"
+        ).fetchone()
+        done = {r[0] for r in conn.execute("SELECT name FROM migrations")} if has_table else set()
+        unknown = done - {name for name, _ in MIGRATIONS}
+        if unknown:
+            raise UsageError(
+                "journal was written by a newer harness (unknown migrations)",
+                unknown=sorted(unknown),
+                path=self.path,
+            )
+        return done
+
+    def applied_migrations(self) -> list[str]:
+        self._ensure_ready()
+        with self._transaction(write=False) as tx:
+            return [r[0] for r in tx.conn.execute("SELECT name FROM migrations ORDER BY rowid")]
+
+    def pragmas(self) -> dict[str, Any]:
+        """The durability settings in force on this connection (for diagnostics and bench/)."""
+        names = ("journal_mode", "synchronous", "foreign_keys", "busy_timeout", "max_page_count", "page_size")
+        with self._transaction(write=False) as tx:
+            return {n: tx.conn.execute(f"PRAGMA {n}").fetchone()[0] for n in names}
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # -- writing -----------------------------------------------------------
+
+    def _commit(self, prepared: Sequence[_Prepared], expected_last_seq: int | None) -> list[JournalEvent]:
+        self._ensure_ready()
+        with self._transaction(write=True) as tx:
+            last = tx.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
+            events, snaps = self._materialize(prepared, last, expected_last_seq)
+            tx.conn.executemany(
+                f"INSERT INTO events ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
+                [
+                    (
+                        ev.seq,
+                        ev.event_id,
+                        ev.format_version,
+                        ev.type.value,
+                        ev.stamp,
+                        ev.mission_id,
+                        ev.model_turn_id,
+                        ev.tool_call_id,
+                        ev.robot_action_id,
+                        ev.snapshot_id,
+                        p.payload_json,
+                    )
+                    for ev, p in zip(events, prepared)
+                ],
+            )
+            tx.conn.executemany(
+                "INSERT INTO snapshots (snapshot_id, seq, mission_id, reason, captured_at, json)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                [dataclasses.astuple(s) for s in snaps],
+            )
+            tx.after_commit.append(lambda: self._enqueue(events))
+        return events
+
+    # -- reading -----------------------------------------------------------
+
+    @staticmethod
+    def _row_to_event(row: Sequence[Any]) -> JournalEvent:
+        data = dict(zip(_COLUMNS, row))
+        data["payload"] = json.loads(data["payload"])
+        return JournalEvent.model_validate(data)
+
+    def events(
+        self,
+        *,
+        mission_id: str | None = None,
+        after_seq: int = 0,
+        types: Iterable[EventType] | None = None,
+        limit: int | None = None,
+    ) -> list[JournalEvent]:
+        wanted = self._check_query(types, limit)
+        if wanted == () or limit == 0:
+            return []
+        where = ["seq > ?"]
+        params: list[Any] = [int(after_seq)]
+        if mission_id is not None:
+            where.append("mission_id = ?")
+            params.append(mission_id)
+        if wanted is not None:
+            where.append(f"type IN ({', '.join('?' * len(wanted))})")
+            params.extend(t.value for t in wanted)
+        sql = f"SELECT {', '.join(_COLUMNS)} FROM events WHERE {' AND '.join(where)} ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        self._ensure_ready()
+        with self._transaction(write=False) as tx:
+            rows = tx.conn.execute(sql, params).fetchall()
+        return [self._row_to_event(r) for r in rows]
+
+    def last_seq(self) -> int:
+        self._ensure_ready()
+        with self._transaction(write=False) as tx:
+            return int(tx.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
+
+    def get_snapshot(self, snapshot_id: str) -> WorldSnapshot:
+        self._ensure_ready()
+        with self._transaction(write=False) as tx:
+            row = tx.conn.execute("SELECT json FROM snapshots WHERE snapshot_id = ?", (snapshot_id,)).fetchone()
+        if row is None:
+            raise UnknownSnapshot(snapshot_id)
+        return WorldSnapshot.model_validate_json(row[0])
+
+    def missions(self) -> list[dict[str, Any]]:
+        self._ensure_ready()
+        with self._transaction(write=False) as tx:
+            spans = tx.conn.execute(
+                "SELECT mission_id, MIN(seq), MAX(seq), COUNT(*) FROM events"
+                " WHERE mission_id != '' GROUP BY mission_id"
+            ).fetchall()
+            marks = tx.conn.execute(
+                f"SELECT {', '.join(_COLUMNS)} FROM events WHERE type IN (?, ?) AND mission_id != '' ORDER BY seq",
+                [t.value for t in _MISSION_MARKS],
+            ).fetchall()
+        return _summarize_missions(spans, (self._row_to_event(r) for r in marks))
+
+
+# --------------------------------------------------------------------------- factory
+
+_SQLITE_ONLY = ("busy_timeout_ms", "max_pages")
+
+
+def open_journal(path: str | Path | None, **kw: Any) -> Journal:
+    """Open and set up a journal: ``None`` or ``":memory:"`` gives a ``MemoryJournal``
+    (SQLite-only options are ignored), anything else a ``SqliteJournal`` file.
+    ``clock`` and ``ids`` are required keywords; ``redact`` is optional."""
+    journal: Journal
+    if path is None or str(path) == ":memory:":
+        for key in _SQLITE_ONLY:
+            kw.pop(key, None)
+        journal = MemoryJournal(**kw)
+    else:
+        journal = SqliteJournal(path, **kw)
+    journal.setup()
+    return journal
