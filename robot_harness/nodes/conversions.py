@@ -1,0 +1,393 @@
+"""Every translation between ROS messages and core records, as pure functions.
+
+Nodes call these and nothing else to cross the boundary, so the mapping rules
+live in one place:
+
+* stamps are ``builtin_interfaces/Time`` on the wire and epoch seconds
+  (float) in the core; conversion is exact to the nanosecond;
+* an absent core value (``None``) travels as a MISSING ``FieldMeta`` beside a
+  zero placeholder, or as NaN for a float with no meta of its own
+  (``distance_remaining``), or as an empty id/frame; it comes back as ``None``;
+* ``float32`` message fields (distance remaining, battery) carry only float32
+  precision over the wire.
+
+What a message cannot carry is lost on the way out, by design:
+``ActionView.target`` (not in ``ActionState``) and an ``ActionView``'s
+``backend`` (in ``ActionState`` only, passed separately).
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+
+from action_msgs.msg import GoalStatus, GoalStatusArray
+from builtin_interfaces.msg import Time
+from geometry_msgs.msg import Pose, PoseStamped, Quaternion, Transform, Twist
+from unique_identifier_msgs.msg import UUID
+
+from robot_harness.core.records import (
+    ActionStatus,
+    ActionView,
+    ArtifactRef,
+    Availability,
+    ControllerState,
+    EventType,
+    FieldMeta,
+    JournalEvent,
+    Pose2D,
+    Velocity,
+    WorldSnapshot,
+)
+from robot_harness.msg import ActionState as ActionStateMsg
+from robot_harness.msg import ArtifactRef as ArtifactRefMsg
+from robot_harness.msg import FieldMeta as FieldMetaMsg
+from robot_harness.msg import JournalEvent as JournalEventMsg
+from robot_harness.msg import WorldSnapshot as WorldSnapshotMsg
+
+__all__ = [
+    "stamp_to_float",
+    "float_to_stamp",
+    "yaw_from_quaternion",
+    "quaternion_from_yaw",
+    "pose_msg_to_pose2d",
+    "pose2d_to_pose_msg",
+    "transform_to_pose2d",
+    "twist_to_velocity",
+    "velocity_to_twist",
+    "field_meta_to_msg",
+    "msg_to_field_meta",
+    "action_view_to_msg",
+    "msg_to_action_view",
+    "artifact_to_msg",
+    "msg_to_artifact",
+    "snapshot_to_msg",
+    "msg_to_snapshot",
+    "journal_event_to_msg",
+    "msg_to_journal_event",
+    "goal_id_to_hex",
+    "hex_to_goal_id",
+    "active_goal_ids",
+]
+
+_NS = 1_000_000_000
+
+_AVAILABILITY_TO_MSG = {
+    Availability.AVAILABLE: FieldMetaMsg.AVAILABLE,
+    Availability.STALE: FieldMetaMsg.STALE,
+    Availability.MISSING: FieldMetaMsg.MISSING,
+}
+_MSG_TO_AVAILABILITY = {v: k for k, v in _AVAILABILITY_TO_MSG.items()}
+
+_ACTIVE_GOAL_STATUSES = frozenset((GoalStatus.STATUS_ACCEPTED, GoalStatus.STATUS_EXECUTING))
+
+
+# -- time and geometry ----------------------------------------------------------
+
+
+def stamp_to_float(stamp: Time) -> float:
+    """``builtin_interfaces/Time`` to epoch seconds."""
+    return stamp.sec + stamp.nanosec * 1e-9
+
+
+def float_to_stamp(t: float) -> Time:
+    """Epoch seconds to ``builtin_interfaces/Time``, rounded to the nearest nanosecond."""
+    if not math.isfinite(t):
+        raise ValueError(f"cannot stamp a non-finite time: {t!r}")
+    sec = math.floor(t)
+    nanosec = round((t - sec) * _NS)
+    if nanosec >= _NS:
+        sec += 1
+        nanosec -= _NS
+    return Time(sec=int(sec), nanosec=int(nanosec))
+
+
+def yaw_from_quaternion(q: Quaternion) -> float:
+    """Heading about +z of a quaternion, in (-pi, pi]."""
+    return math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
+
+
+def quaternion_from_yaw(yaw: float) -> Quaternion:
+    """The pure rotation about +z by ``yaw``."""
+    half = 0.5 * yaw
+    return Quaternion(x=0.0, y=0.0, z=math.sin(half), w=math.cos(half))
+
+
+def pose_msg_to_pose2d(pose: Pose) -> Pose2D:
+    """``geometry_msgs/Pose`` projected onto the ground plane."""
+    p = pose.position
+    return Pose2D(x=p.x, y=p.y, yaw=yaw_from_quaternion(pose.orientation))
+
+
+def pose2d_to_pose_msg(pose: Pose2D) -> Pose:
+    msg = Pose()
+    msg.position.x = float(pose.x)
+    msg.position.y = float(pose.y)
+    msg.orientation = quaternion_from_yaw(pose.yaw)
+    return msg
+
+
+def transform_to_pose2d(transform: Transform) -> Pose2D:
+    """A ``geometry_msgs/Transform`` (e.g. map -> base_link) as the child frame's pose."""
+    t = transform.translation
+    return Pose2D(x=t.x, y=t.y, yaw=yaw_from_quaternion(transform.rotation))
+
+
+def twist_to_velocity(twist: Twist) -> Velocity:
+    return Velocity(vx=twist.linear.x, vy=twist.linear.y, wz=twist.angular.z)
+
+
+def velocity_to_twist(v: Velocity) -> Twist:
+    msg = Twist()
+    msg.linear.x = float(v.vx)
+    msg.linear.y = float(v.vy)
+    msg.angular.z = float(v.wz)
+    return msg
+
+
+# -- snapshot parts -----------------------------------------------------------------
+
+
+def field_meta_to_msg(meta: FieldMeta) -> FieldMetaMsg:
+    """``age_s`` None travels as -1 and ``source_stamp`` None as a zero stamp."""
+    return FieldMetaMsg(
+        availability=_AVAILABILITY_TO_MSG[meta.availability],
+        source_stamp=Time() if meta.source_stamp is None else float_to_stamp(meta.source_stamp),
+        age_s=-1.0 if meta.age_s is None else float(meta.age_s),
+        max_age_s=float(meta.max_age_s),
+        source=meta.source,
+    )
+
+
+def msg_to_field_meta(msg: FieldMetaMsg) -> FieldMeta:
+    """A MISSING meta has neither stamp nor age; the others keep what the message says."""
+    try:
+        availability = _MSG_TO_AVAILABILITY[msg.availability]
+    except KeyError:
+        raise ValueError(f"unknown FieldMeta availability {msg.availability}") from None
+    missing = availability is Availability.MISSING
+    return FieldMeta(
+        availability=availability,
+        source_stamp=None if missing else stamp_to_float(msg.source_stamp),
+        age_s=None if missing else msg.age_s,
+        max_age_s=msg.max_age_s,
+        source=msg.source,
+    )
+
+
+def action_view_to_msg(
+    view: ActionView | None, mission_id: str = "", *, backend: str = ""
+) -> ActionStateMsg:
+    """An empty slot (``None``) is an ``ActionState`` with an empty ``action_id``."""
+    if view is None:
+        return ActionStateMsg(mission_id=mission_id)
+    return ActionStateMsg(
+        action_id=view.action_id,
+        mission_id=mission_id,
+        tool_call_id=view.tool_call_id,
+        skill=view.skill,
+        state=view.state.value,
+        revision=view.revision,
+        backend=backend,
+        backend_goal_id=view.backend_goal_id,
+        backend_status=view.backend_status,
+        reason=view.reason,
+        decision_snapshot_id=view.decision_snapshot_id,
+        outcome_snapshot_id=view.outcome_snapshot_id,
+        requested_at=float_to_stamp(view.requested_at),
+        updated_at=float_to_stamp(view.updated_at),
+    )
+
+
+def msg_to_action_view(msg: ActionStateMsg) -> ActionView | None:
+    """``None`` for an empty slot; ``target`` is not carried and comes back ``None``."""
+    if not msg.action_id:
+        return None
+    return ActionView(
+        action_id=msg.action_id,
+        tool_call_id=msg.tool_call_id,
+        skill=msg.skill,
+        state=ActionStatus(msg.state),
+        revision=msg.revision,
+        backend_goal_id=msg.backend_goal_id,
+        backend_status=msg.backend_status,
+        reason=msg.reason,
+        decision_snapshot_id=msg.decision_snapshot_id,
+        outcome_snapshot_id=msg.outcome_snapshot_id,
+        requested_at=stamp_to_float(msg.requested_at),
+        updated_at=stamp_to_float(msg.updated_at),
+    )
+
+
+def artifact_to_msg(ref: ArtifactRef) -> ArtifactRefMsg:
+    return ArtifactRefMsg(
+        uri=ref.uri, sha256=ref.sha256, media_type=ref.media_type, size_bytes=ref.size_bytes
+    )
+
+
+def msg_to_artifact(msg: ArtifactRefMsg) -> ArtifactRef:
+    return ArtifactRef(
+        uri=msg.uri, sha256=msg.sha256, media_type=msg.media_type, size_bytes=msg.size_bytes
+    )
+
+
+# -- snapshots ----------------------------------------------------------------------
+
+
+def snapshot_to_msg(snapshot: WorldSnapshot) -> WorldSnapshotMsg:
+    """A ``WorldSnapshot`` record as a message; ``msg_to_snapshot`` inverts it.
+
+    Absent values: pose and velocity become zero placeholders beside their
+    (MISSING) meta; battery and distance remaining become NaN; the navigation
+    goal becomes a PoseStamped with an empty frame; ``last_pose_jump_at``
+    becomes a zero stamp.
+    """
+    msg = WorldSnapshotMsg(
+        format_version=snapshot.format_version,
+        snapshot_id=snapshot.snapshot_id,
+        mission_id=snapshot.mission_id,
+        reason=snapshot.reason,
+        captured_at=float_to_stamp(snapshot.captured_at),
+        frame_id=snapshot.frame_id,
+        pose_meta=field_meta_to_msg(snapshot.pose_meta),
+        pose_jumps=snapshot.pose_jumps,
+        velocity_meta=field_meta_to_msg(snapshot.velocity_meta),
+        navigation_meta=field_meta_to_msg(snapshot.navigation_meta),
+        controller_state=snapshot.controller_state.value,
+        nav_goal_id=snapshot.nav_goal_id,
+        distance_remaining=math.nan
+        if snapshot.distance_remaining is None
+        else float(snapshot.distance_remaining),
+        battery_meta=field_meta_to_msg(snapshot.battery_meta),
+        battery_percentage=math.nan if snapshot.battery is None else float(snapshot.battery),
+        active_action=action_view_to_msg(snapshot.active_action, snapshot.mission_id),
+        recent_outcome=action_view_to_msg(snapshot.recent_outcome, snapshot.mission_id),
+        artifacts=[artifact_to_msg(a) for a in snapshot.artifacts],
+    )
+    if snapshot.pose is not None:
+        msg.pose = pose2d_to_pose_msg(snapshot.pose)
+        msg.yaw = float(snapshot.pose.yaw)
+    if snapshot.last_pose_jump_at is not None:
+        msg.last_pose_jump = float_to_stamp(snapshot.last_pose_jump_at)
+    if snapshot.velocity is not None:
+        msg.velocity = velocity_to_twist(snapshot.velocity)
+    if snapshot.nav_goal is not None:
+        msg.nav_goal = PoseStamped()
+        msg.nav_goal.header.frame_id = snapshot.frame_id or "map"
+        msg.nav_goal.pose = pose2d_to_pose_msg(snapshot.nav_goal)
+    return msg
+
+
+def msg_to_snapshot(msg: WorldSnapshotMsg) -> WorldSnapshot:
+    """Inverse of ``snapshot_to_msg``: a MISSING meta means the value is ``None``.
+
+    The pose's yaw comes from the exact ``yaw`` field; the navigation goal's
+    yaw from its quaternion (exact to float rounding).
+    """
+    pose_meta = msg_to_field_meta(msg.pose_meta)
+    velocity_meta = msg_to_field_meta(msg.velocity_meta)
+    battery_meta = msg_to_field_meta(msg.battery_meta)
+    pose = None
+    if pose_meta.availability is not Availability.MISSING:
+        pose = Pose2D(x=msg.pose.position.x, y=msg.pose.position.y, yaw=msg.yaw)
+    velocity = None
+    if velocity_meta.availability is not Availability.MISSING:
+        velocity = twist_to_velocity(msg.velocity)
+    battery = None
+    if battery_meta.availability is not Availability.MISSING and math.isfinite(
+        msg.battery_percentage
+    ):
+        battery = msg.battery_percentage
+    nav_goal = None
+    if msg.nav_goal.header.frame_id:
+        nav_goal = pose_msg_to_pose2d(msg.nav_goal.pose)
+    jump = msg.last_pose_jump
+    return WorldSnapshot(
+        format_version=msg.format_version,
+        snapshot_id=msg.snapshot_id,
+        mission_id=msg.mission_id,
+        reason=msg.reason,
+        captured_at=stamp_to_float(msg.captured_at),
+        frame_id=msg.frame_id,
+        pose=pose,
+        pose_meta=pose_meta,
+        pose_jumps=msg.pose_jumps,
+        last_pose_jump_at=None if jump.sec == 0 and jump.nanosec == 0 else stamp_to_float(jump),
+        velocity=velocity,
+        velocity_meta=velocity_meta,
+        controller_state=ControllerState(msg.controller_state),
+        nav_goal_id=msg.nav_goal_id,
+        nav_goal=nav_goal,
+        distance_remaining=msg.distance_remaining if math.isfinite(msg.distance_remaining) else None,
+        navigation_meta=msg_to_field_meta(msg.navigation_meta),
+        battery=battery,
+        battery_meta=battery_meta,
+        active_action=msg_to_action_view(msg.active_action),
+        recent_outcome=msg_to_action_view(msg.recent_outcome),
+        artifacts=tuple(msg_to_artifact(a) for a in msg.artifacts),
+    )
+
+
+# -- journal --------------------------------------------------------------------------
+
+
+def journal_event_to_msg(event: JournalEvent) -> JournalEventMsg:
+    """The live view of a committed event; the payload as compact JSON."""
+    payload = event.model_dump(mode="json")["payload"]
+    return JournalEventMsg(
+        format_version=event.format_version,
+        seq=event.seq,
+        event_id=event.event_id,
+        kind=event.type.value,
+        stamp=float_to_stamp(event.stamp),
+        mission_id=event.mission_id,
+        model_turn_id=event.model_turn_id,
+        tool_call_id=event.tool_call_id,
+        robot_action_id=event.robot_action_id,
+        snapshot_id=event.snapshot_id,
+        payload_json=json.dumps(payload, separators=(",", ":"), ensure_ascii=False),
+    )
+
+
+def msg_to_journal_event(msg: JournalEventMsg) -> JournalEvent:
+    return JournalEvent(
+        format_version=msg.format_version,
+        seq=msg.seq,
+        event_id=msg.event_id,
+        type=EventType(msg.kind),
+        stamp=stamp_to_float(msg.stamp),
+        mission_id=msg.mission_id,
+        model_turn_id=msg.model_turn_id,
+        tool_call_id=msg.tool_call_id,
+        robot_action_id=msg.robot_action_id,
+        snapshot_id=msg.snapshot_id,
+        payload=json.loads(msg.payload_json) if msg.payload_json else {},
+    )
+
+
+# -- action goals -----------------------------------------------------------------------
+
+
+def goal_id_to_hex(goal_id: UUID | bytes | bytearray | Sequence[int]) -> str:
+    """A goal UUID as 32 lowercase hex digits (the harness's backend correlation id)."""
+    raw = goal_id.uuid if isinstance(goal_id, UUID) else goal_id
+    data = bytes(bytearray(raw))
+    if len(data) != 16:
+        raise ValueError(f"a goal id has 16 bytes, got {len(data)}")
+    return data.hex()
+
+
+def hex_to_goal_id(hex_id: str) -> UUID:
+    """Inverse of ``goal_id_to_hex`` (dashes tolerated)."""
+    data = bytes.fromhex(hex_id.replace("-", ""))
+    if len(data) != 16:
+        raise ValueError(f"a goal id has 16 bytes, got {len(data)}")
+    return UUID(uuid=list(data))
+
+
+def active_goal_ids(msg: GoalStatusArray | Iterable[GoalStatus]) -> list[str]:
+    """Hex ids of the goals an action server lists as ACCEPTED or EXECUTING."""
+    statuses = msg.status_list if isinstance(msg, GoalStatusArray) else msg
+    return [
+        goal_id_to_hex(s.goal_info.goal_id) for s in statuses if s.status in _ACTIVE_GOAL_STATUSES
+    ]

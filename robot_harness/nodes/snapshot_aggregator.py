@@ -1,0 +1,440 @@
+"""The snapshot aggregator: a lifecycle node that turns robot topics into WorldSnapshots.
+
+It feeds a core ``SnapshotBuilder`` from the localized pose (``/amcl_pose``,
+or map -> base_link from tf2), odometry, the battery, and the navigator's
+hidden action topics (``<nav_action>/_action/status`` and ``/_action/feedback``),
+so it observes Nav2 without being its client. It serves ``~/capture`` and
+publishes ``~/snapshot`` at a low rate (reason ``periodic``) and on salient
+events (reason ``salient_event``).
+
+Source stamps are message header stamps; "now" is the node clock, so the
+freshness of every field is judged on one time base (sim time included).
+The navigator's status topic has no header and only publishes on change, so
+its stamp is the receipt time, re-asserted while the status publisher is
+still on the graph (or confirmed by feedback for the active goal).
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import rclpy
+import rclpy.time
+from action_msgs.msg import GoalStatusArray
+from geometry_msgs.msg import PoseWithCovarianceStamped
+from nav2_msgs.action import NavigateToPose
+from nav_msgs.msg import Odometry
+from pydantic import ValidationError
+from rclpy.executors import ExternalShutdownException
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.qos import (
+    QoSProfile,
+    ReliabilityPolicy,
+    qos_profile_action_status_default,
+    qos_profile_sensor_data,
+)
+from sensor_msgs.msg import BatteryState
+
+from robot_harness.core.clock import IdGenerator
+from robot_harness.core.errors import RefusalError
+from robot_harness.core.records import WorldSnapshot
+from robot_harness.core.snapshot import FreshnessConfig, SalientEvent, SnapshotBuilder
+from robot_harness.msg import WorldSnapshot as WorldSnapshotMsg
+from robot_harness.nodes.conversions import (
+    active_goal_ids,
+    goal_id_to_hex,
+    pose_msg_to_pose2d,
+    snapshot_to_msg,
+    stamp_to_float,
+    transform_to_pose2d,
+    twist_to_velocity,
+)
+from robot_harness.srv import CaptureSnapshot
+
+__all__ = ["SnapshotAggregator", "main"]
+
+NavFeedbackMessage = NavigateToPose.Impl.FeedbackMessage
+
+_FRESHNESS_PARAMS = (
+    "pose_max_age_s",
+    "velocity_max_age_s",
+    "navigation_max_age_s",
+    "battery_max_age_s",
+    "jump_threshold_m",
+    "max_speed_mps",
+    "battery_low_threshold",
+)
+
+_RELIABLE_10 = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+
+
+class SnapshotAggregator(LifecycleNode):
+    """Lifecycle node ``snapshot_aggregator``; see the module docstring.
+
+    Unconfigured: parameters only. Configured (inactive): subscriptions,
+    publisher, timers and ``~/capture`` exist and observations already feed
+    the builder (so latched state such as the navigator's transient-local
+    status is not lost), but ``~/capture`` answers ``ok=false`` and nothing is
+    published. Active: snapshots are served and published.
+    """
+
+    def __init__(self, node_name: str = "snapshot_aggregator", **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        defaults = FreshnessConfig()
+        self.declare_parameter("pose_topic", "/amcl_pose")
+        self.declare_parameter("use_tf", False)
+        self.declare_parameter("map_frame", "map")
+        self.declare_parameter("base_frame", "base_link")
+        self.declare_parameter("tf_rate_hz", 20.0)
+        self.declare_parameter("odom_topic", "/odom")
+        self.declare_parameter("battery_topic", "/battery_state")
+        self.declare_parameter("nav_action", "navigate_to_pose")
+        for name in _FRESHNESS_PARAMS:
+            self.declare_parameter(name, float(getattr(defaults, name)))
+        self.declare_parameter("snapshot_rate_hz", 1.0)
+        self.declare_parameter("salient_min_interval_s", 0.5)
+        self.declare_parameter("autostart", False)
+
+        self._ids = IdGenerator()
+        self._builder: SnapshotBuilder | None = None
+        self._active = False
+        self._subscriptions_made: list[Any] = []
+        self._timers_made: list[Any] = []
+        self._periodic_timers: list[Any] = []
+        """Timers that run only while active (the rest run while configured)."""
+        self._snapshot_pub: Any = None
+        self._capture_srv: Any = None
+        self._tf_buffer: Any = None
+        self._tf_listener: Any = None
+        self._pose_source = ""
+        self._odom_source = ""
+        self._battery_source = ""
+        self._status_topic = ""
+        self._feedback_source = ""
+        self._tf_source = ""
+        self._status_publisher_ticks = 0
+        self._salient_min_interval = 0.5
+        self._last_salient: dict[str, float] = {}
+
+        if self.get_parameter("autostart").value:
+            if self.trigger_configure() == TransitionCallbackReturn.SUCCESS:
+                self.trigger_activate()
+            else:
+                self.get_logger().error("autostart: configure failed; staying unconfigured")
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            config = FreshnessConfig(
+                **{name: self.get_parameter(name).value for name in _FRESHNESS_PARAMS}
+            )
+        except ValidationError as exc:
+            self.get_logger().error(f"invalid freshness parameters: {exc}")
+            return TransitionCallbackReturn.FAILURE
+        rate = float(self.get_parameter("snapshot_rate_hz").value)
+        tf_rate = float(self.get_parameter("tf_rate_hz").value)
+        if rate < 0.0 or tf_rate <= 0.0:
+            self.get_logger().error("snapshot_rate_hz must be >= 0 and tf_rate_hz > 0")
+            return TransitionCallbackReturn.FAILURE
+        try:
+            self._create_resources(config, rate, tf_rate)
+        except Exception as exc:  # a half-built node must not stay half-built
+            self.get_logger().error(f"configure failed: {exc!r}")
+            self._destroy_resources()
+            return TransitionCallbackReturn.FAILURE
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = True
+        self._last_salient.clear()
+        for timer in self._periodic_timers:
+            timer.reset()
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = False
+        for timer in self._periodic_timers:
+            timer.cancel()
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._destroy_resources()
+        return super().on_cleanup(state)
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._destroy_resources()
+        return super().on_shutdown(state)
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._destroy_resources()
+        return super().on_error(state)
+
+    @property
+    def is_active(self) -> bool:
+        return self._active
+
+    # -- resources --------------------------------------------------------------------
+
+    def _create_resources(self, config: FreshnessConfig, rate: float, tf_rate: float) -> None:
+        map_frame = str(self.get_parameter("map_frame").value)
+        self._builder = SnapshotBuilder(config, frame_id=map_frame)
+        self._salient_min_interval = float(self.get_parameter("salient_min_interval_s").value)
+        self._status_publisher_ticks = 0
+
+        self._snapshot_pub = self.create_lifecycle_publisher(
+            WorldSnapshotMsg, "~/snapshot", _RELIABLE_10
+        )
+        self._capture_srv = self.create_service(CaptureSnapshot, "~/capture", self._on_capture)
+
+        use_tf = bool(self.get_parameter("use_tf").value)
+        if use_tf and not self._start_tf(map_frame, tf_rate):
+            use_tf = False
+        if not use_tf:
+            pose_topic = str(self.get_parameter("pose_topic").value)
+            self._pose_source = pose_topic
+            self._subscriptions_made.append(
+                self.create_subscription(
+                    PoseWithCovarianceStamped, pose_topic, self._on_pose, _RELIABLE_10
+                )
+            )
+
+        odom_topic = str(self.get_parameter("odom_topic").value)
+        self._odom_source = odom_topic
+        self._subscriptions_made.append(
+            self.create_subscription(Odometry, odom_topic, self._on_odom, qos_profile_sensor_data)
+        )
+        battery_topic = str(self.get_parameter("battery_topic").value)
+        self._battery_source = battery_topic
+        self._subscriptions_made.append(
+            self.create_subscription(
+                BatteryState, battery_topic, self._on_battery, qos_profile_sensor_data
+            )
+        )
+
+        nav_action = str(self.get_parameter("nav_action").value).rstrip("/")
+        self._status_topic = f"{nav_action}/_action/status"
+        self._feedback_source = f"{nav_action}/_action/feedback"
+        self._subscriptions_made.append(
+            self.create_subscription(
+                GoalStatusArray,
+                self._status_topic,
+                self._on_nav_status,
+                qos_profile_action_status_default,
+            )
+        )
+        self._subscriptions_made.append(
+            self.create_subscription(
+                NavFeedbackMessage, self._feedback_source, self._on_nav_feedback, _RELIABLE_10
+            )
+        )
+
+        self._timers_made.append(
+            self.create_timer(config.navigation_max_age_s / 4.0, self._on_nav_liveness)
+        )
+        if rate > 0.0:
+            timer = self.create_timer(1.0 / rate, self._on_periodic, autostart=False)
+            self._periodic_timers.append(timer)
+            self._timers_made.append(timer)
+
+    def _start_tf(self, map_frame: str, tf_rate: float) -> bool:
+        try:
+            import tf2_ros  # type: ignore[import-not-found]
+        except ImportError:
+            self.get_logger().warning("use_tf is set but tf2_ros is not importable; using pose_topic")
+            return False
+        base_frame = str(self.get_parameter("base_frame").value)
+        self._tf_source = f"tf:{map_frame}->{base_frame}"
+        self._tf_buffer = tf2_ros.Buffer()
+        self._tf_listener = tf2_ros.TransformListener(self._tf_buffer, self)
+        tf_errors = (
+            tf2_ros.LookupException,
+            tf2_ros.ConnectivityException,
+            tf2_ros.ExtrapolationException,
+        )
+
+        def on_tf_tick() -> None:
+            builder = self._builder
+            if builder is None:
+                return
+            try:
+                t = self._tf_buffer.lookup_transform(map_frame, base_frame, rclpy.time.Time())
+            except tf_errors:
+                return
+            events = builder.update_pose(
+                transform_to_pose2d(t.transform), stamp_to_float(t.header.stamp), self._tf_source
+            )
+            if events:
+                self._on_salient(events)
+
+        self._timers_made.append(self.create_timer(1.0 / tf_rate, on_tf_tick))
+        return True
+
+    def _destroy_resources(self) -> None:
+        self._active = False
+        for sub in self._subscriptions_made:
+            self.destroy_subscription(sub)
+        self._subscriptions_made.clear()
+        for timer in self._timers_made:
+            self.destroy_timer(timer)
+        self._timers_made.clear()
+        self._periodic_timers.clear()
+        if self._capture_srv is not None:
+            self.destroy_service(self._capture_srv)
+            self._capture_srv = None
+        if self._snapshot_pub is not None:
+            self.destroy_lifecycle_publisher(self._snapshot_pub)
+            self._snapshot_pub = None
+        if self._tf_listener is not None:
+            unregister = getattr(self._tf_listener, "unregister", None)
+            if unregister is not None:
+                unregister()
+            self._tf_listener = None
+            self._tf_buffer = None
+        self._builder = None
+
+    # -- observations (hot path: no logging, no work beyond the update) --------------------
+
+    def _on_pose(self, msg: PoseWithCovarianceStamped) -> None:
+        builder = self._builder
+        if builder is None:
+            return
+        events = builder.update_pose(
+            pose_msg_to_pose2d(msg.pose.pose), stamp_to_float(msg.header.stamp), self._pose_source
+        )
+        if events:
+            self._on_salient(events)
+
+    def _on_odom(self, msg: Odometry) -> None:
+        builder = self._builder
+        if builder is None:
+            return
+        builder.update_velocity(
+            twist_to_velocity(msg.twist.twist), stamp_to_float(msg.header.stamp), self._odom_source
+        )
+
+    def _on_battery(self, msg: BatteryState) -> None:
+        builder = self._builder
+        if builder is None:
+            return
+        events = builder.update_battery(
+            msg.percentage, stamp_to_float(msg.header.stamp), self._battery_source
+        )
+        if events:
+            self._on_salient(events)
+
+    def _on_nav_status(self, msg: GoalStatusArray) -> None:
+        builder = self._builder
+        if builder is None:
+            return
+        events = builder.update_nav_status(active_goal_ids(msg), self._now(), self._status_topic)
+        if events:
+            self._on_salient(events)
+
+    def _on_nav_feedback(self, msg: Any) -> None:
+        builder = self._builder
+        if builder is None:
+            return
+        current = msg.feedback.current_pose
+        stamp = current.header.stamp
+        builder.update_nav_feedback(
+            goal_id_to_hex(msg.goal_id),
+            pose_msg_to_pose2d(current.pose),
+            msg.feedback.distance_remaining,
+            stamp_to_float(stamp) if stamp.sec or stamp.nanosec else self._now(),
+            self._feedback_source,
+        )
+
+    def _on_nav_liveness(self) -> None:
+        """Re-assert the latched navigator status while its publisher is on the graph.
+
+        An action server that has never had a goal never publishes status;
+        once its status publisher has been seen on two consecutive ticks with
+        nothing received, the controller is taken to be IDLE.
+        """
+        builder = self._builder
+        if builder is None:
+            return
+        if self.count_publishers(self._status_topic) == 0:
+            self._status_publisher_ticks = 0
+            return
+        self._status_publisher_ticks += 1
+        if builder.has_nav_status or self._status_publisher_ticks >= 2:
+            events = builder.update_nav_status(
+                builder.active_goal_ids, self._now(), self._status_topic
+            )
+            if events:
+                self._on_salient(events)
+
+    # -- snapshots ---------------------------------------------------------------------------
+
+    def _now(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    def capture(self, *, reason: str, mission_id: str = "") -> WorldSnapshot:
+        """A snapshot now. Raises ``RefusalError`` unless the node is active."""
+        builder = self._builder
+        if builder is None or not self._active:
+            raise RefusalError("snapshot_aggregator is not active", node=self.get_name())
+        return builder.capture(
+            snapshot_id=self._ids.new("snap"), now=self._now(), reason=reason, mission_id=mission_id
+        )
+
+    def _publish(self, snapshot: WorldSnapshot) -> None:
+        pub = self._snapshot_pub
+        if pub is not None and self._active:
+            pub.publish(snapshot_to_msg(snapshot))
+
+    def _on_salient(self, events: Sequence[SalientEvent]) -> None:
+        if not self._active:
+            return
+        now = time.monotonic()
+        fresh = []
+        for event in events:
+            last = self._last_salient.get(event.type.value)
+            if last is not None and now - last < self._salient_min_interval:
+                continue
+            self._last_salient[event.type.value] = now
+            fresh.append(event)
+        if not fresh:
+            return
+        snapshot = self.capture(reason="salient_event")
+        for event in fresh:
+            self.get_logger().info(
+                f"salient event {event.type.value} -> snapshot {snapshot.snapshot_id}: {event.detail}"
+            )
+        self._publish(snapshot)
+
+    def _on_periodic(self) -> None:
+        if self._builder is None or not self._active:
+            return
+        self._publish(self.capture(reason="periodic"))
+
+    def _on_capture(
+        self, request: CaptureSnapshot.Request, response: CaptureSnapshot.Response
+    ) -> CaptureSnapshot.Response:
+        if self._builder is None or not self._active:
+            response.ok = False
+            response.error = "snapshot_aggregator is not active"
+            return response
+        snapshot = self.capture(reason=request.reason or "on_request", mission_id=request.mission_id)
+        response.ok = True
+        response.snapshot = snapshot_to_msg(snapshot)
+        return response
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point for ``ros2 run robot_harness snapshot_aggregator``."""
+    rclpy.init(args=argv)
+    node: SnapshotAggregator | None = None
+    try:
+        node = SnapshotAggregator()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
