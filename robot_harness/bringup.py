@@ -152,6 +152,29 @@ class BringUp:
         except ExternalShutdownException:
             pass
 
+    def wait_ready(self, timeout_s: float = 15.0) -> None:
+        """Wait (bounded) until the aggregator sees pose, battery and the navigator's state.
+
+        The in-process equivalent of waiting for localization and Nav2 to come
+        up before sending the first mission.
+        """
+        import time
+
+        from .core.errors import HarnessTimeout
+        from .core.records import Availability
+
+        aggregator = self.nodes["snapshot_aggregator"]
+        deadline = time.monotonic() + timeout_s
+        missing: list[str] = []
+        while time.monotonic() < deadline:
+            snap = aggregator.capture(reason="readiness")
+            metas = {"pose": snap.pose_meta, "battery": snap.battery_meta, "navigation": snap.navigation_meta}
+            missing = [k for k, m in metas.items() if m.availability is not Availability.AVAILABLE]
+            if not missing:
+                return
+            time.sleep(0.05)
+        raise HarnessTimeout(f"graph not ready after {timeout_s} s: no fresh {', '.join(missing)}", missing=missing)
+
     @property
     def supervisor(self) -> Any:
         return self.nodes["supervisor"]
@@ -164,6 +187,14 @@ class BringUp:
         for node in self.nodes.values():
             if hasattr(node, "_runner") and node._runner is not None:  # noqa: SLF001
                 node._runner.request_stop("bring-up stopping")
+        # End the sim's running goals, stop spinning, then destroy: destroying
+        # entities under a spinning executor races its wait set.
+        if self.sim is not None:
+            self.sim.stop()
+        if self.executor is not None:
+            self.executor.shutdown(timeout_sec=5.0)
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
         if self.sim is not None:
             self.sim.destroy()
         for node in list(self.nodes.values()):
@@ -171,11 +202,7 @@ class BringUp:
                 node.destroy_node()
             except Exception:
                 pass
-        if self.executor is not None:
-            self.executor.shutdown(timeout_sec=2.0)
         rclpy.try_shutdown(context=self.context)
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
         self.nodes.clear()
         self.context = None
 

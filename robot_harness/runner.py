@@ -110,6 +110,7 @@ def run_scenario(
         overrides.setdefault(node, {}).update(values)
     mission_id = IdGenerator(None).new("mission")
     with BringUp(overrides=overrides) as graph:
+        graph.wait_ready()
         client = MissionClient(graph.context)
         graph.executor.add_node(client.node)
         if graph_hook is not None:
@@ -120,6 +121,12 @@ def run_scenario(
         finally:
             graph.executor.remove_node(client.node)
             client.destroy()
+        # Ground truth from the simulator, which the harness never reads: for
+        # tests and (later) independent adjudication.
+        truth = {
+            "goal_log": [e.model_dump(mode="json") for e in graph.sim.goal_log],
+            "final_true_pose": graph.sim.world.true_pose.model_dump(),
+        } if graph.sim is not None else None
     journal = SqliteJournal(journal_path, clock=SystemClock(), ids=IdGenerator(None))
     try:
         events = journal.events(mission_id=mission_id)
@@ -130,6 +137,7 @@ def run_scenario(
                   "tool_calls": [], "event_counts": {}, "evidence_seqs": [], "journal": str(journal_path)}
     else:
         report = build_report(events, mission_id=mission_id, journal_path=str(journal_path), mission_result=result)
+    report["sim_truth"] = truth
     if report_path:
         Path(report_path).parent.mkdir(parents=True, exist_ok=True)
         Path(report_path).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")

@@ -374,6 +374,7 @@ class MissionRunner:
         terminal = BackendTerminal.NONE
         last_progress_journal = -math.inf
         uncorrelated_seen: set[tuple[str, str]] = set()
+        earlier_goals = {a.backend_goal_id for a in self._actions if a is not action and a.backend_goal_id}
         why_none = f"no terminal report within {timeout_s:.1f} s"
         while terminal is BackendTerminal.NONE:
             now = self.clock.monotonic()
@@ -385,6 +386,8 @@ class MissionRunner:
                     why_none = "mission timeout while the action was running"
                 break
             for ev in self.navigation.poll(min(0.1, deadline - now)):
+                if ev.goal_id != action.backend_goal_id and ev.goal_id in earlier_goals:
+                    continue  # a late report about an action that is already judged
                 if ev.goal_id != action.backend_goal_id:
                     key = (ev.goal_id, ev.status or ev.type)
                     if key not in uncorrelated_seen:

@@ -80,6 +80,11 @@ class SupervisorNode(LifecycleNode):
             self.trigger_configure()
             self.trigger_activate()
 
+    @property
+    def journal(self) -> Journal | None:
+        """The journal while configured (tests subscribe to it; nodes publish from it)."""
+        return self._journal
+
     # -- lifecycle --------------------------------------------------------------
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:

@@ -1,0 +1,67 @@
+"""Helpers for integration tests: scenarios in code, run on the real graph."""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from robot_harness.core.clock import IdGenerator, SystemClock
+from robot_harness.core.journal import SqliteJournal
+from robot_harness.core.records import EventType, JournalEvent
+from robot_harness.core.scenario import Scenario
+from robot_harness.runner import run_scenario
+
+PLACES = {"dock": {"x": 0.0, "y": 0.0, "yaw": 0.0}, "spot": {"x": 2.0, "y": 1.0, "yaw": 0.5}}
+FAST = {"navigation": {"timeout_s": 3.0, "timeout_per_m_s": 0.5}}
+
+GO_SPOT = {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "spot"}}]}
+DONE = {"done": "I am at the spot."}
+
+
+def scenario(turns: list[dict[str, Any]], *, faults: list[dict] | None = None, robot: dict | None = None,
+             harness: dict | None = None, timeout_s: float = 30.0, goal: str = "Go to the spot.") -> Scenario:
+    return Scenario.model_validate({
+        "goal": goal,
+        "world": {"places": PLACES, "start": "dock"},
+        "robot": {"speed": 3.0, "pose_rate_hz": 20, **(robot or {}), "faults": faults or []},
+        "planner": {"turns": turns},
+        "limits": {"mission_timeout_s": timeout_s},
+        "harness": {**FAST, **(harness or {})},
+    })
+
+
+def run(tmp_path: Path, sc: Scenario, **kw: Any) -> tuple[dict[str, Any], list[JournalEvent]]:
+    journal_path = tmp_path / "journal.sqlite3"
+    report = run_scenario(sc, journal_path=journal_path, **kw)
+    j = SqliteJournal(journal_path, clock=SystemClock(), ids=IdGenerator(None))
+    try:
+        events = j.events(mission_id=report["mission_id"])
+    finally:
+        j.close()
+    return report, events
+
+
+def of_type(events: list[JournalEvent], t: str) -> list[JournalEvent]:
+    return [e for e in events if e.type is EventType(t)]
+
+
+def outcomes(events: list[JournalEvent]) -> list[str]:
+    return [e.payload["state"] for e in of_type(events, "ROBOT_ACTION_OUTCOME")]
+
+
+def assert_one_result_per_call(events: list[JournalEvent]) -> None:
+    calls = [e.tool_call_id for e in of_type(events, "TOOL_CALL_RECORDED")]
+    results = [e.tool_call_id for e in of_type(events, "TOOL_RESULT_RECORDED")]
+    assert sorted(calls) == sorted(results) and len(set(results)) == len(results)
+
+
+def lock_journal_when(journal: Any, path: Path, event_type: str) -> sqlite3.Connection:
+    """Take an exclusive lock on the journal file right after ``event_type`` commits (a real storage fault)."""
+    locker = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+
+    def listener(events: list[JournalEvent]) -> None:
+        if any(e.type is EventType(event_type) for e in events) and not locker.in_transaction:
+            locker.execute("BEGIN EXCLUSIVE")
+
+    journal.subscribe(listener)
+    return locker

@@ -1,0 +1,214 @@
+"""The closed loop on the real node graph over loopback DDS against sim_robot:
+a clean navigation, every failure behaviour, and every sim fault kind."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from ._graph import DONE, GO_SPOT, assert_one_result_per_call, lock_journal_when, of_type, outcomes, run, scenario
+
+
+def explain(report):
+    return f"{report['status']}: {report['summary']} | calls: " + "; ".join(
+        f"{c['name']} -> {(c['result'] or {}).get('status')} {(c['result'] or {}).get('content', {}).get('failed', '')}"
+        for c in report["tool_calls"])
+
+
+def sim_goal_events(report, kind):
+    return [e for e in report["sim_truth"]["goal_log"] if e["event"] == kind]
+
+
+def test_clean_navigation_is_verified(tmp_path):
+    report, events = run(tmp_path, scenario([GO_SPOT, DONE]))
+    assert report["status"] == "SUCCEEDED", report["summary"]
+    assert outcomes(events) == ["SUCCEEDED"], explain(report)
+    (call,) = report["tool_calls"]
+    assert call["result"]["status"] == "accepted"  # the immediate result is acceptance only
+    assert call["action_state"] == "SUCCEEDED"
+    truth = report["sim_truth"]["final_true_pose"]
+    assert abs(truth["x"] - 2.0) < 0.1 and abs(truth["y"] - 1.0) < 0.1
+    states = [e.payload["to"] for e in of_type(events, "ROBOT_ACTION_STATE_CHANGED")]
+    assert states == ["ACCEPTED", "RUNNING", "VERIFYING", "SUCCEEDED"]
+    assert of_type(events, "ROBOT_ACTION_PROGRESS"), "correlated Nav2 feedback is journaled"
+    reasons = [e.payload["reason"] for e in of_type(events, "WORLD_SNAPSHOT_CAPTURED")]
+    assert reasons[:3] == ["before_model_turn", "pre_dispatch", "post_terminal"]
+    # the outcome arrives in the next model turn, correlated with the call that started it
+    (delivered,) = of_type(events, "RUNTIME_EVENT_DELIVERED")
+    assert delivered.tool_call_id == call["id"] and delivered.payload["state"] == "SUCCEEDED"
+    assert_one_result_per_call(events)
+    assert report["event_counts"]["MISSION_FINISHED"] == 1
+
+
+def test_tool_exception_gives_one_error_result(tmp_path):
+    turns = [{"tool_calls": [{"name": "capture_image", "arguments": {}}]}, DONE]
+    report, events = run(tmp_path, scenario(turns, robot={"camera": False}))
+    (call,) = report["tool_calls"]
+    assert call["result"]["status"] == "error"
+    assert "camera" in call["result"]["error"]["message"]
+    assert_one_result_per_call(events)
+    assert report["status"] != "SUCCEEDED"
+
+
+def test_stale_pose_before_dispatch_means_no_motion_and_a_new_turn(tmp_path):
+    # The pose freezes while the model "thinks" (3 s); the decision snapshot was fresh
+    # (the graph is ready about 1.5 s after the sim starts).
+    turns = [{**GO_SPOT, "delay_s": 3.0}, DONE]
+    report, events = run(tmp_path, scenario(turns, faults=[{"kind": "frozen_pose", "at_s": 2.5}]))
+    (call,) = report["tool_calls"]
+    assert call["result"]["status"] == "precondition_changed"
+    assert "observation_age" in {c["name"] for c in call["result"]["content"]["failed"]}
+    assert sim_goal_events(report, "received") == []  # nothing reached the robot
+    assert of_type(events, "ROBOT_ACTION_STARTED") == []
+    assert len(of_type(events, "MODEL_TURN_STARTED")) == 2
+    assert report["status"] != "SUCCEEDED"
+
+
+def test_pose_drift_since_the_decision_blocks_dispatch(tmp_path):
+    turns = [{**GO_SPOT, "delay_s": 3.0}, DONE]
+    jump = {"kind": "localization_jump", "at_s": 2.5, "dx": 1.5, "dy": 0.0}
+    report, events = run(tmp_path, scenario(turns, faults=[jump]))
+    failed = {c["name"] for c in report["tool_calls"][0]["result"]["content"]["failed"]}
+    assert "pose_drift" in failed
+    assert sim_goal_events(report, "received") == []
+
+
+def test_controller_rejection_is_failed(tmp_path):
+    report, events = run(tmp_path, scenario([GO_SPOT, DONE], faults=[{"kind": "reject", "on_goal": 1}]))
+    assert report["tool_calls"][0]["result"]["status"] == "rejected"
+    assert report["tool_calls"][0]["action_state"] == "FAILED"
+    assert report["status"] == "FAILED"
+
+
+def test_early_success_contradicted_by_the_fresh_pose_is_failed(tmp_path):
+    report, events = run(tmp_path, scenario([GO_SPOT, DONE], faults=[{"kind": "early_success", "on_goal": 1, "after_s": 0.2}]))
+    assert outcomes(events) == ["FAILED"], explain(report)
+    assert "backend reported success" in of_type(events, "ROBOT_ACTION_OUTCOME")[0].payload["reason"]
+    assert sim_goal_events(report, "succeeded"), "the sim did report success"
+    assert report["status"] == "FAILED"
+
+
+def test_stall_without_completion_is_unknown_after_timeout(tmp_path):
+    report, events = run(tmp_path, scenario([GO_SPOT, DONE], faults=[{"kind": "stall", "on_goal": 1, "after_s": 0.2}]))
+    assert outcomes(events) == ["UNKNOWN"], explain(report)
+    assert "no terminal report" in of_type(events, "ROBOT_ACTION_OUTCOME")[0].payload["reason"]
+    assert sim_goal_events(report, "canceled"), "the harness asked the backend to stop"
+    assert report["status"] == "UNKNOWN"
+
+
+def test_no_feedback_still_verifies_on_result_and_pose(tmp_path):
+    report, events = run(tmp_path, scenario([GO_SPOT, DONE], faults=[{"kind": "no_feedback", "on_goal": 1}]))
+    assert outcomes(events) == ["SUCCEEDED"], explain(report)
+    assert of_type(events, "ROBOT_ACTION_PROGRESS") == []
+
+
+def test_localization_jump_during_the_action_is_not_success(tmp_path):
+    jump = {"kind": "localization_jump", "on_goal": 1, "after_s": 0.2, "dx": 2.5, "dy": 0.0}
+    report, events = run(tmp_path, scenario([GO_SPOT, DONE], faults=[jump]))
+    assert outcomes(events) == ["UNKNOWN"], explain(report)
+    assert "localization jumped" in of_type(events, "ROBOT_ACTION_OUTCOME")[0].payload["reason"]
+    truth = report["sim_truth"]["final_true_pose"]
+    assert abs(truth["x"] - 2.0) > 1.0, "the robot really ended up elsewhere"
+
+
+def test_frozen_pose_after_dispatch_is_unknown(tmp_path):
+    report, events = run(tmp_path, scenario([GO_SPOT, DONE], faults=[{"kind": "frozen_pose", "on_goal": 1, "after_s": 0.1}]))
+    assert outcomes(events) == ["UNKNOWN"], explain(report)
+    assert report["status"] == "UNKNOWN"
+
+
+def test_small_pose_noise_is_tolerated(tmp_path):
+    noise = {"kind": "pose_noise", "at_s": 0.0, "std_xy": 0.02, "std_yaw": 0.01}
+    report, events = run(tmp_path, scenario([GO_SPOT, DONE], faults=[noise]))
+    assert outcomes(events) == ["SUCCEEDED"], explain(report)
+
+
+def test_large_pose_noise_is_not_success(tmp_path):
+    noise = {"kind": "pose_noise", "on_goal": 1, "after_s": 0.0, "std_xy": 1.0, "std_yaw": 0.5}
+    report, events = run(tmp_path, scenario([GO_SPOT, DONE], faults=[noise], harness={"snapshot_byte_cap": 1500}))
+    assert outcomes(events) != ["SUCCEEDED"], explain(report)
+
+
+def test_robot_dying_mid_goal_is_unknown(tmp_path):
+    report, events = run(tmp_path, scenario([GO_SPOT, DONE], faults=[{"kind": "die", "on_goal": 1, "after_s": 0.2}]))
+    assert outcomes(events) == ["UNKNOWN"], explain(report)
+    assert report["status"] == "UNKNOWN"
+
+
+def test_uncorrelated_controller_events_cannot_complete_an_action(tmp_path):
+    """Another client's goal succeeds while ours stalls: it must not complete ours."""
+    from nav2_msgs.action import NavigateToPose
+    from rclpy.action import ActionClient
+    from rclpy.node import Node
+
+    state = {}
+
+    def hook(graph):
+        node = Node("foreign_client", context=graph.context)
+        graph.executor.add_node(node)
+        client = ActionClient(node, NavigateToPose, "navigate_to_pose")
+        state.update(node=node, client=client)
+
+        def send_foreign_goal_after_ours():
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                if any(e.event.value == "accepted" for e in graph.sim.goal_log):
+                    break
+                time.sleep(0.05)
+            time.sleep(0.3)
+            goal = NavigateToPose.Goal()
+            goal.pose.header.frame_id = "map"
+            goal.pose.pose.position.x = 0.3
+            goal.pose.pose.orientation.w = 1.0
+            client.send_goal_async(goal)
+
+        threading.Thread(target=send_foreign_goal_after_ours, daemon=True).start()
+
+    report, events = run(tmp_path, scenario([GO_SPOT, DONE], faults=[{"kind": "stall", "on_goal": 1, "after_s": 0.1}]),
+                         graph_hook=hook)
+    assert outcomes(events) != ["SUCCEEDED"], explain(report)
+    unc = of_type(events, "BACKEND_EVENT_UNCORRELATED")
+    assert unc, "the foreign goal's events were seen and recorded as uncorrelated"
+    assert report["status"] != "SUCCEEDED"
+
+
+def test_journal_failure_stops_new_physical_work(tmp_path):
+    turns = [GO_SPOT, {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "dock"}}]}, DONE]
+    lockers = []
+
+    def hook(graph):
+        lockers.append(lock_journal_when(graph.supervisor.journal, tmp_path / "journal.sqlite3", "ROBOT_ACTION_OUTCOME"))
+
+    report, _ = run(tmp_path, scenario(turns, harness={}), graph_hook=hook,
+                    extra_overrides={"supervisor": {"journal_busy_timeout_ms": 200}})
+    lockers[0].execute("ROLLBACK")
+    assert report["status"] in ("BLOCKED", "UNKNOWN")
+    assert len(sim_goal_events(report, "received")) == 1, "the second navigation never reached the robot"
+
+
+def test_two_physical_calls_in_one_turn_dispatch_only_one(tmp_path):
+    two = {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "spot"}},
+                          {"name": "navigate_to", "arguments": {"place": "dock"}}]}
+    report, events = run(tmp_path, scenario([two, DONE]))
+    assert [c["result"]["status"] for c in report["tool_calls"]] == ["accepted", "rejected"]
+    assert len(sim_goal_events(report, "received")) == 1
+
+
+def test_silent_model_ends_without_success(tmp_path):
+    report, events = run(tmp_path, scenario([GO_SPOT]))
+    assert outcomes(events) == ["SUCCEEDED"], explain(report)
+    assert report["status"] == "UNKNOWN"
+
+
+@pytest.mark.parametrize("bad", [
+    {"tool_calls": [{"name": "fly_to_moon", "arguments": {}}]},
+    {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "nowhere"}}]},
+    {"tool_calls": [{"name": "navigate_to", "arguments": "not an object"}]},
+])
+def test_invalid_tool_calls_get_an_error_and_nothing_moves(tmp_path, bad):
+    report, events = run(tmp_path, scenario([bad, DONE]))
+    (call,) = report["tool_calls"]
+    assert call["result"]["status"] == "error"
+    assert sim_goal_events(report, "received") == []
+    assert_one_result_per_call(events)
