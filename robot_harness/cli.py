@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--journal", type=Path, help="journal file (default $ROS_HOME/robot_harness/journal.sqlite3)")
     up.add_argument("--harness-config", type=Path, help="harness configuration YAML (default config/harness.yaml)")
     up.add_argument("--params-dir", type=Path, help="directory with the nodes' parameter files (default: the package's config/)")
+    up.add_argument("--planner-script", type=Path,
+                    help="recorded model responses for the scripted planner (a YAML file with turns:, or a scenario file)")
 
     m = sub.add_parser("mission", help="send a mission to a running graph and follow it",
                        epilog='example: robot-harness mission "Go to office_storage" --set limits.mission_timeout_s=60',
@@ -254,8 +256,12 @@ def _up(args: argparse.Namespace) -> int:
         overrides["supervisor"]["journal_path"] = str(args.journal)
     cfg = args.harness_config or (config_dir() / "harness.yaml")
     overrides["supervisor"]["harness_config_file"] = str(cfg)
+    if args.planner_script:
+        overrides["planner"] = {"script_file": str(args.planner_script.resolve())}
     graph = BringUp(use_sim=not args.no_sim, params_dir=args.params_dir, overrides=overrides)
     graph.start()
+    if not args.no_sim:
+        graph.wait_ready()
     print(f"robot_harness graph up (sim={'on' if not args.no_sim else 'off'}); journal {graph.supervisor.journal_path}",
           file=sys.stderr)
     print("send missions with: robot-harness mission \"<goal>\"  (Ctrl-C to stop)", file=sys.stderr)
@@ -298,6 +304,8 @@ def _mission(args: argparse.Namespace) -> int:
                                        timeout_s=args.timeout, on_feedback=progress)
     finally:
         progress.close()
+        ex.shutdown(timeout_sec=2.0)
+        t.join(timeout=5.0)
         client.destroy()
         rclpy.try_shutdown(context=ctx)
     if not accepted:

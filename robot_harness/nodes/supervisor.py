@@ -28,7 +28,7 @@ from ..core.engine import MAX_GOAL_CHARS, MissionRunner
 from ..core.errors import HarnessError, HarnessTimeout, UsageError
 from ..core.journal import Journal, SqliteJournal
 from ..core.preconditions import check_preconditions
-from ..core.records import ActionView, JournalEvent, MissionStatus
+from ..core.records import ActionView, EventDraft, EventType, JournalEvent, MissionStatus
 from ..core.skills import default_skills, resolve_target
 from . import conversions as cv
 from ._util import declare_params, wait_future
@@ -60,6 +60,7 @@ class SupervisorNode(LifecycleNode):
             "speech_topic": "/speech/say",
             "message_topic": "/robot_harness/messages",
             "mission_action": "/robot_harness/mission",
+            "salient_snapshot_topic": "/snapshot_aggregator/snapshot",
             "planner_timeout_s": 60.0,
             "journal_busy_timeout_ms": 2000,
             "id_seed": -1,
@@ -131,6 +132,10 @@ class SupervisorNode(LifecycleNode):
             self, Mission, p["mission_action"], execute_callback=self._execute,
             goal_callback=self._on_goal, cancel_callback=self._on_cancel, callback_group=self._group,
         )
+        from ..msg import WorldSnapshot as WorldSnapshotMsg
+
+        self._salient_sub = self.create_subscription(WorldSnapshotMsg, p["salient_snapshot_topic"], self._on_snapshot, 10,
+                                                     callback_group=self._group)
         self._check_srv = self.create_service(CheckPreconditions, "~/check_preconditions", self._on_check,
                                               callback_group=self._group)
         self._stop_srv = self.create_service(Stop, "~/stop", self._on_stop, callback_group=self._group)
@@ -170,6 +175,7 @@ class SupervisorNode(LifecycleNode):
             self.destroy_service(srv)
         if self._backend_state is not None:
             self.destroy_client(self._backend_state)
+        self.destroy_subscription(self._salient_sub)
         self.destroy_publisher(self._events_pub)
         self.destroy_publisher(self._state_pub)
         self._journal.close()
@@ -320,10 +326,33 @@ class SupervisorNode(LifecycleNode):
             return response
         report = check_preconditions(skill.managed.navigation.preconditions, decision=decision, fresh=fresh,
                                      target_at_decision=target, target_now=target, active_actions=[])
+        try:
+            self._journal.append([
+                EventDraft(type=EventType.WORLD_SNAPSHOT_CAPTURED, mission_id=request.mission_id, snapshot_id=fresh.snapshot_id,
+                           payload={"reason": "pre_dispatch", "snapshot": fresh.model_dump(mode="json")}),
+                EventDraft(type=EventType.ACTION_PRECONDITION_CHECKED, mission_id=request.mission_id,
+                           snapshot_id=fresh.snapshot_id, payload=report.model_dump(mode="json")),
+            ])
+        except HarnessError as exc:
+            response.ok, response.error = False, f"could not record the check: {exc}"
+            return response
         response.ok = report.ok
         response.report_json = report.model_dump_json()
         response.fresh_snapshot_id = fresh.snapshot_id
         return response
+
+    def _on_snapshot(self, msg: Any) -> None:
+        """Persist snapshots the aggregator took on salient events (pose jump, controller change, battery low)."""
+        if msg.reason != "salient_event" or self._journal is None:
+            return
+        snap = cv.msg_to_snapshot(msg)
+        mission_id = self._runner_mission_id() if self._busy.locked() else ""
+        try:
+            self._journal.append([EventDraft(type=EventType.WORLD_SNAPSHOT_CAPTURED, mission_id=mission_id,
+                                             snapshot_id=snap.snapshot_id,
+                                             payload={"reason": "salient_event", "snapshot": snap.model_dump(mode="json")})])
+        except HarnessError as exc:
+            self.get_logger().error(f"could not persist salient snapshot {snap.snapshot_id}: {exc}")
 
     def _publish_events(self, events: list[JournalEvent]) -> None:
         for ev in events:

@@ -33,7 +33,8 @@ def test_clean_navigation_is_verified(tmp_path):
     assert states == ["ACCEPTED", "RUNNING", "VERIFYING", "SUCCEEDED"]
     assert of_type(events, "ROBOT_ACTION_PROGRESS"), "correlated Nav2 feedback is journaled"
     reasons = [e.payload["reason"] for e in of_type(events, "WORLD_SNAPSHOT_CAPTURED")]
-    assert reasons[:3] == ["before_model_turn", "pre_dispatch", "post_terminal"]
+    assert [r for r in reasons if r != "salient_event"][:3] == ["before_model_turn", "pre_dispatch", "post_terminal"]
+    assert "salient_event" in reasons, "the controller going active/idle is captured as a salient snapshot"
     # the outcome arrives in the next model turn, correlated with the call that started it
     (delivered,) = of_type(events, "RUNTIME_EVENT_DELIVERED")
     assert delivered.tool_call_id == call["id"] and delivered.payload["state"] == "SUCCEEDED"

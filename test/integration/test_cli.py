@@ -1,0 +1,136 @@
+"""The robot-harness command line, run as a user would (subprocesses)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "robot_harness"]
+
+
+def cli(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
+
+
+def small_scenario(tmp_path: Path, **extra) -> Path:
+    data = {
+        "goal": "Go to the spot and come back.",
+        "world": {"places": {"dock": {"x": 0, "y": 0}, "spot": {"x": 1.5, "y": 0.5, "yaw": 0.3}}, "start": "dock"},
+        "robot": {"speed": 3.0},
+        "planner": {"turns": [
+            {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "spot"}}]},
+            {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "dock"}}]},
+            {"done": "Back at the dock."},
+        ]},
+        "limits": {"mission_timeout_s": 60},
+        **extra,
+    }
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_run_writes_a_report_and_the_journal_reads_back(tmp_path):
+    journal = tmp_path / "j.sqlite3"
+    report_path = tmp_path / "report.json"
+    proc = cli("run", "--scenario", str(small_scenario(tmp_path)), "--journal", str(journal), "--report", str(report_path), "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads(report_path.read_text())
+    assert json.loads(proc.stdout)["mission_id"] == report["mission_id"]
+    assert report["status"] == "SUCCEEDED", report["summary"]
+    for key in ("mission_id", "status", "summary", "tool_calls", "event_counts", "journal"):
+        assert key in report
+    for call in report["tool_calls"]:
+        assert {"id", "name", "arguments", "result"} <= set(call)
+        assert call["action_state"] == "SUCCEEDED"
+    assert report["event_counts"]["ROBOT_ACTION_OUTCOME"] == 2
+
+    show = cli("journal", "show", "--journal", str(journal))
+    assert show.returncode == 0 and "MISSION_FINISHED" in show.stdout and "ROBOT_ACTION_OUTCOME" in show.stdout
+    listing = cli("journal", "show", "--journal", str(journal), "--mission", "list")
+    assert report["mission_id"] in listing.stdout
+    csv = cli("journal", "export", "--journal", str(journal), "--format", "csv")
+    assert csv.returncode == 0 and csv.stdout.splitlines()[0].startswith("seq,")
+    jsonl = cli("journal", "export", "--journal", str(journal))
+    assert len(jsonl.stdout.splitlines()) == sum(report["event_counts"].values())
+
+    import sqlite_utils
+
+    db = sqlite_utils.Database(journal)
+    assert db["events"].count == len(jsonl.stdout.splitlines())
+
+
+def test_the_timeline_output_shows_status_and_evidence(tmp_path):
+    proc = cli("run", "--scenario", str(small_scenario(tmp_path)), "--journal", str(tmp_path / "j.sqlite3"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "status:  SUCCEEDED" in proc.stdout
+    assert "evidence: journal seqs" in proc.stdout
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("goal: x\nrobot: {faults: [{kind: meteor, at_s: 1}]}\n", "unknown fault kind"),
+    ("goal: x\nworld: {places: {}, start: nowhere}\n", "start place"),
+    ("- just\n- a list\n", "must be a YAML mapping"),
+    ("goal: [unclosed\n", "not valid YAML"),
+    ("goal: ''\n", "goal"),
+])
+def test_invalid_scenarios_fail_with_a_clear_message(tmp_path, content, needle):
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    proc = cli("run", "--scenario", str(path))
+    assert proc.returncode == 2
+    assert needle in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_missing_scenario_file_is_a_usage_error(tmp_path):
+    proc = cli("run", "--scenario", str(tmp_path / "nope.yaml"))
+    assert proc.returncode == 2 and "cannot read scenario" in proc.stderr
+
+
+def test_every_command_has_help_with_an_example():
+    top = cli("--help")
+    assert top.returncode == 0 and "examples:" in top.stdout
+    for cmd in (["up"], ["mission"], ["run"], ["journal", "show"], ["journal", "export"]):
+        out = cli(*cmd, "--help")
+        assert out.returncode == 0 and "example" in out.stdout, cmd
+
+
+def test_up_then_mission_over_dds(tmp_path):
+    """`robot-harness up` in one process, `robot-harness mission` in another."""
+    script = small_scenario(tmp_path)
+    places = tmp_path / "harness.yaml"
+    places.write_text(yaml.safe_dump({"places": {"dock": {"x": 0, "y": 0}, "spot": {"x": 1.5, "y": 0.5, "yaw": 0.3}},
+                                      "navigation": {"timeout_s": 10.0}}))
+    journal = tmp_path / "up.sqlite3"
+    up = subprocess.Popen([*CLI, "up", "--journal", str(journal), "--planner-script", str(script), "--harness-config", str(places)],
+                          cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        mission = cli("mission", "Go to the spot and come back.", "--json", "--timeout", "90", timeout=120)
+        assert mission.returncode == 0, mission.stderr[-2000:]
+        out = json.loads(mission.stdout)
+        assert out["status"] == "SUCCEEDED", out
+        assert out["journal"] == str(journal)
+        assert out["evidence_seqs"]
+    finally:
+        up.send_signal(signal.SIGINT)
+        try:
+            up.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            up.kill()
+            up.wait()
+    assert up.returncode == 0
+
+
+def test_mission_without_a_graph_fails_clearly():
+    proc = cli("mission", "Go somewhere.", timeout=60)
+    # nobody serves /robot_harness/mission on this test's private domain
+    assert proc.returncode == 3 and "no mission server" in proc.stderr
