@@ -117,7 +117,7 @@ def run_scenario(
             graph_hook(graph)
         try:
             accepted, result = client.send(scenario.goal, mission_id=mission_id, on_feedback=on_feedback,
-                                           timeout_s=scenario.limits.mission_timeout_s + 60.0)
+                                           timeout_s=scenario.limits.mission_timeout_s + 60.0, server_timeout_s=30.0)
         finally:
             graph.executor.remove_node(client.node)
             client.destroy()

@@ -37,6 +37,8 @@ class OutcomeTolerance(_Cfg):
     """The post-terminal pose must be at most this old."""
     require_no_pose_jump: bool = True
     """A localization discontinuity during the action makes the outcome UNKNOWN."""
+    settle_s: float = 1.0
+    """How long to wait after the terminal report for a pose observed after it."""
 
 
 class NavigationConfig(_Cfg):

@@ -100,6 +100,7 @@ class MissionRunner:
         self.robot_io = robot_io
         self._on_update = on_update
         self._places = {k: Pose2D(**v) for k, v in config.places.items()}
+        self._tool_specs = tuple(skills.tool_specs())
         self._stop_requested: str | None = None
         self._physical_blocked: str | None = None
         self._active: ManagedAction | None = None
@@ -189,9 +190,16 @@ class MissionRunner:
                              robot_action_id=ev.action_id, payload=ev.model_dump(mode="json"))
             pending = []
             response, planner_error = self._ask_planner(turn_id, turn_index, ctx)
-            self._append(EventType.MODEL_RESPONSE_RECORDED, model_turn_id=turn_id, snapshot_id=snap.snapshot_id, payload={
-                "response": response.model_dump(mode="json"), "error": planner_error,
-            })
+            # The response and every tool call in it are recorded in one commit, before any call runs.
+            self._append_many([
+                self._draft(EventType.MODEL_RESPONSE_RECORDED, model_turn_id=turn_id, snapshot_id=snap.snapshot_id, payload={
+                    "response": response.model_dump(mode="json"), "error": planner_error,
+                }),
+                *(self._draft(EventType.TOOL_CALL_RECORDED, model_turn_id=turn_id, tool_call_id=call.id,
+                              snapshot_id=snap.snapshot_id,
+                              payload={"name": call.name, "arguments": call.arguments, "index": index})
+                  for index, call in enumerate(response.tool_calls)),
+            ])
             if response.silent:
                 silent += 1
                 if silent >= limits.max_silent_turns:
@@ -209,7 +217,7 @@ class MissionRunner:
     def _ask_planner(self, turn_id: str, turn_index: int, ctx: dict[str, Any]) -> tuple[ModelResponse, str | None]:
         request = PlannerRequest(
             mission_id=self._mission_id, model_turn_id=turn_id, turn_index=turn_index,
-            context=ctx, tools=tuple(self.skills.tool_specs()),
+            context=ctx, tools=self._tool_specs,
         )
         try:
             return self.planner.next_turn(request), None
@@ -227,9 +235,6 @@ class MissionRunner:
         seen: set[str] = set()
         limit = self.config.limits.max_tool_calls_per_turn
         for index, call in enumerate(calls):
-            self._append(EventType.TOOL_CALL_RECORDED, model_turn_id=turn_id, tool_call_id=call.id,
-                         snapshot_id=decision.snapshot_id,
-                         payload={"name": call.name, "arguments": call.arguments, "index": index})
             action: ManagedAction | None = None
             if call.id in seen:
                 result = self._error(call, "duplicate_tool_call_id", f"tool call id {call.id!r} was already used in this turn")
@@ -300,22 +305,22 @@ class MissionRunner:
         except UsageError as exc:
             return self._error(call, exc.code, exc.message, exc.details), None
         self._update("checking")
-        fresh = self._capture("pre_dispatch")
+        fresh, snap_draft = self._capture("pre_dispatch", defer=True)
         target_now = resolve_target(args, self._places)
         report = check_preconditions(
             nav.preconditions, decision=decision, fresh=fresh,
             target_at_decision=target_decision, target_now=target_now,
             active_actions=[a.view() for a in self._actions],
         )
-        ev = self._append(EventType.ACTION_PRECONDITION_CHECKED, model_turn_id=turn_id, tool_call_id=call.id,
-                          snapshot_id=fresh.snapshot_id, payload=report.model_dump(mode="json"))
+        check_draft = self._draft(EventType.ACTION_PRECONDITION_CHECKED, model_turn_id=turn_id, tool_call_id=call.id,
+                                  snapshot_id=fresh.snapshot_id, payload=report.model_dump(mode="json"))
         if not report.ok:
+            self._append_many([snap_draft, check_draft])
             return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.PRECONDITION_CHANGED, content={
                 "failed": [c.model_dump() for c in report.failed],
                 "fresh_snapshot_id": fresh.snapshot_id,
                 "note": "nothing was sent to the robot; a new turn starts on the fresh snapshot",
             }), None
-        self._evidence.append(ev.seq)
         now = self.clock.now()
         action = ManagedAction(
             action_id=self.ids.new("act"), mission_id=self._mission_id, tool_call_id=call.id, model_turn_id=turn_id,
@@ -325,14 +330,17 @@ class MissionRunner:
         action.dispatch_snapshot = fresh
         distance = fresh.pose.distance_to(target_now) if fresh.pose else 0.0
         timeout_s = nav.timeout_s + nav.timeout_per_m_s * distance
-        # Dispatch intent is durable before anything is sent to the robot.
-        self._append(EventType.ROBOT_ACTION_STARTED, model_turn_id=turn_id, tool_call_id=call.id,
-                     robot_action_id=action.action_id, snapshot_id=fresh.snapshot_id, payload={
-                         "intent": {"backend": self.navigation.name, "target": target_now.model_dump(),
-                                    "frame_id": self.config.frame_id, "timeout_s": round(timeout_s, 2),
-                                    "arguments": call.arguments},
-                         "action": action.view().model_dump(mode="json"),
-                     })
+        # The fresh snapshot, the passing check and the dispatch intent are
+        # durable (one commit) before anything is sent to the robot.
+        committed = self._append_many([snap_draft, check_draft, self._draft(
+            EventType.ROBOT_ACTION_STARTED, model_turn_id=turn_id, tool_call_id=call.id,
+            robot_action_id=action.action_id, snapshot_id=fresh.snapshot_id, payload={
+                "intent": {"backend": self.navigation.name, "target": target_now.model_dump(),
+                           "frame_id": self.config.frame_id, "timeout_s": round(timeout_s, 2),
+                           "arguments": call.arguments},
+                "action": action.view().model_dump(mode="json"),
+            })])
+        self._evidence.append(committed[1].seq)
         action.timeout_s = timeout_s
         self._actions.append(action)
         self._active = action
@@ -412,6 +420,7 @@ class MissionRunner:
                 if ev.status in _TERMINAL_STATUS:
                     terminal = _TERMINAL_STATUS[ev.status]
                     action.backend_status = ev.status
+                    action.terminal_reported_at = ev.stamp or self.clock.now()
                     break
         if terminal is BackendTerminal.NONE and action.backend_goal_id:
             acknowledged = self.navigation.cancel(action.backend_goal_id, timeout_s=nav_cfg.cancel_timeout_s)
@@ -419,10 +428,11 @@ class MissionRunner:
         self._transition(action, ActionStatus.VERIFYING,
                          f"backend {terminal.value}" if terminal is not BackendTerminal.NONE else why_none)
         self._update("verifying", action)
-        post = self._capture("post_terminal")
+        post = self._capture_after(action.terminal_reported_at, nav_cfg.outcome.settle_s)
         assert action.target is not None and action.dispatch_snapshot is not None
         verdict = check_navigation_outcome(
             target=action.target, backend=terminal, post=post, dispatch=action.dispatch_snapshot, tol=nav_cfg.outcome,
+            not_before=action.terminal_reported_at,
         )
         reason = verdict.reason if terminal is not BackendTerminal.NONE else f"{why_none}; {verdict.reason}"
         action.outcome_snapshot_id = post.snapshot_id
@@ -438,6 +448,19 @@ class MissionRunner:
         return RuntimeEvent(type="robot_action_outcome", tool_call_id=action.tool_call_id, action_id=action.action_id,
                             state=verdict.state.value, detail={"reason": reason, "skill": action.skill,
                                                                "target": action.target.model_dump() if action.target else None})
+
+    def _capture_after(self, not_before: float | None, settle_s: float) -> WorldSnapshot:
+        """The post-terminal snapshot, waiting (bounded) for a pose observed after the terminal report."""
+        deadline = self.clock.monotonic() + settle_s
+        snap, draft = self._capture("post_terminal", defer=True)
+        while not_before is not None and self.clock.monotonic() < deadline:
+            stamp = snap.pose_meta.source_stamp
+            if stamp is not None and stamp >= not_before:
+                break
+            self.navigation.poll(0.05)  # a bounded wait; late events about a judged goal are irrelevant
+            snap, draft = self._capture("post_terminal", defer=True)
+        self._append_many([draft])
+        return snap
 
     def _abandon_active(self, why: str) -> None:
         """Storage failed mid-action: ask the backend to stop rather than move unrecorded."""
@@ -489,7 +512,8 @@ class MissionRunner:
         if self.clock.monotonic() >= self._deadline:
             raise _Stop(MissionStatus.UNKNOWN, f"mission timeout ({self.config.limits.mission_timeout_s} s) before a verified done")
 
-    def _capture(self, reason: str) -> WorldSnapshot:
+    def _capture(self, reason: str, *, defer: bool = False) -> Any:
+        """Capture and persist a snapshot; with ``defer`` return (snapshot, draft) for a later batched commit."""
         try:
             snap = self.snapshots.capture(reason=reason, mission_id=self._mission_id)
         except HarnessError as exc:
@@ -497,8 +521,11 @@ class MissionRunner:
         active = self._active.view() if self._active is not None else None
         recent = next((a.view() for a in reversed(self._actions) if a.terminal), None)
         snap = snap.model_copy(update={"active_action": active, "recent_outcome": recent, "mission_id": self._mission_id})
-        self._append(EventType.WORLD_SNAPSHOT_CAPTURED, snapshot_id=snap.snapshot_id,
-                     payload={"reason": reason, "snapshot": snap.model_dump(mode="json")})
+        draft = self._draft(EventType.WORLD_SNAPSHOT_CAPTURED, snapshot_id=snap.snapshot_id,
+                            payload={"reason": reason, "snapshot": snap.model_dump(mode="json")})
+        if defer:
+            return snap, draft
+        self._append_many([draft])
         return snap
 
     def _transition(self, action: ManagedAction, to: ActionStatus, reason: str) -> None:
@@ -506,12 +533,19 @@ class MissionRunner:
         self._append(EventType.ROBOT_ACTION_STATE_CHANGED, tool_call_id=action.tool_call_id,
                      robot_action_id=action.action_id, payload=change)
 
+    def _draft(self, type_: EventType, **fields: Any) -> EventDraft:
+        return EventDraft(type=type_, mission_id=self._mission_id, **fields)
+
     def _append(self, type_: EventType, **fields: Any) -> JournalEvent:
-        draft = EventDraft(type=type_, mission_id=self._mission_id, **fields)
-        (event,) = self.journal.append([draft])
+        return self._append_many([self._draft(type_, **fields)])[0]
+
+    def _append_many(self, drafts: Sequence[EventDraft]) -> list[JournalEvent]:
+        """One atomic, durable commit (one fsync) for several events."""
+        events = self.journal.append(list(drafts))
         if self._on_update is not None:
-            self._on_update("", None, event)
-        return event
+            for event in events:
+                self._on_update("", None, event)
+        return events
 
     def _update(self, stage: str, action: ManagedAction | None = None) -> None:
         if self._on_update is not None:

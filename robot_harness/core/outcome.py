@@ -45,8 +45,13 @@ def check_navigation_outcome(
     post: WorldSnapshot,
     dispatch: WorldSnapshot,
     tol: OutcomeTolerance,
+    not_before: float | None = None,
 ) -> OutcomeVerdict:
-    """Judge a navigation action from the backend's report and a fresh pose."""
+    """Judge a navigation action from the backend's report and a fresh pose.
+
+    ``not_before`` is when the terminal report arrived: a pose observed before
+    it says nothing about where the action ended, so it does not count as fresh.
+    """
     evidence: dict[str, Any] = {
         "backend_terminal": backend.value,
         "post_snapshot_id": post.snapshot_id,
@@ -58,19 +63,25 @@ def check_navigation_outcome(
     if backend is BackendTerminal.NONE:
         return OutcomeVerdict(state=ActionStatus.UNKNOWN, reason="no terminal report from the backend before the timeout", evidence=evidence)
 
+    observed_after = (
+        not_before is None
+        or (post.pose_meta.source_stamp is not None and post.pose_meta.source_stamp >= not_before)
+    )
+    evidence["pose_observed_after_terminal"] = observed_after
     fresh = (
         post.pose is not None
         and post.pose_meta.availability is Availability.AVAILABLE
         and post.pose_meta.age_s is not None
         and post.pose_meta.age_s <= tol.max_pose_age_s
+        and observed_after
     )
     if not fresh or post.pose is None:
         if backend is not BackendTerminal.SUCCEEDED:
             return OutcomeVerdict(state=ActionStatus.FAILED, reason=f"backend {backend.value}; no fresh pose to check", evidence=evidence)
         return OutcomeVerdict(
             state=ActionStatus.UNKNOWN,
-            reason=f"backend succeeded but the pose is {post.pose_meta.availability.value.lower()} "
-            f"(age {post.pose_meta.age_s}) — success cannot be confirmed",
+            reason=f"backend succeeded but no fresh pose observed after the terminal report "
+            f"({post.pose_meta.availability.value.lower()}, age {post.pose_meta.age_s}) — success cannot be confirmed",
             evidence=evidence,
         )
 

@@ -123,7 +123,7 @@ class Nav2NavigationPort:
         self._clock = clock
         self._group = ReentrantCallbackGroup()
         self._client = ActionClient(node, NavigateToPose, action_name, callback_group=self._group)
-        self._events: queue.Queue[BackendEvent] = queue.Queue()
+        self._events: queue.Queue[BackendEvent] = queue.Queue(maxsize=10_000)
         self._handles: dict[str, Any] = {}
         self._last_status: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -137,6 +137,9 @@ class Nav2NavigationPort:
     def send_goal(self, *, target: Pose2D, frame_id: str, timeout_s: float) -> GoalAck:
         if not self._client.wait_for_server(timeout_sec=min(timeout_s, 2.0)):
             raise BackendUnavailable(f"action server {self._action_name} is not available", action=self._action_name)
+        # Events queued before this dispatch cannot be about the goal we are
+        # about to send; drop them so an idle harness does not replay a backlog.
+        self._drain()
         goal = NavigateToPose.Goal()
         goal.pose = PoseStamped()
         goal.pose.header.frame_id = frame_id
@@ -164,6 +167,25 @@ class Nav2NavigationPort:
             except queue.Empty:
                 return out
 
+    def _put(self, event: BackendEvent) -> None:
+        """Queue an event; when nobody polls for a long time, the oldest are dropped."""
+        while True:
+            try:
+                self._events.put_nowait(event)
+                return
+            except queue.Full:
+                try:
+                    self._events.get_nowait()
+                except queue.Empty:
+                    pass
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                self._events.get_nowait()
+            except queue.Empty:
+                return
+
     def cancel(self, goal_id: str, *, timeout_s: float) -> bool:
         with self._lock:
             handle = self._handles.get(goal_id)
@@ -179,7 +201,7 @@ class Nav2NavigationPort:
 
     def _on_feedback(self, msg: Any) -> None:
         fb = msg.feedback
-        self._events.put(BackendEvent(
+        self._put(BackendEvent(
             goal_id=cv.goal_id_to_hex(msg.goal_id), type="feedback",
             distance_remaining=float(fb.distance_remaining),
             current_pose=cv.pose_msg_to_pose2d(fb.current_pose.pose),
@@ -191,7 +213,7 @@ class Nav2NavigationPort:
             res = future.result()
         except Exception:  # the server died or the client was destroyed: no evidence, nothing to report
             return
-        self._events.put(BackendEvent(
+        self._put(BackendEvent(
             goal_id=goal_id, type="result", status=GOAL_STATUS_NAMES.get(res.status, "unknown"),
             stamp=self._clock.now(),
             detail={"error_code": int(getattr(res.result, "error_code", 0)), "error_msg": str(getattr(res.result, "error_msg", ""))},
@@ -200,13 +222,17 @@ class Nav2NavigationPort:
             self._handles.pop(goal_id, None)
 
     def _on_status(self, msg: GoalStatusArray) -> None:
+        # The array lists every goal the server still tracks; remembering only
+        # those keeps this map bounded.
+        previous, current = self._last_status, {}
         for st in msg.status_list:
             gid = cv.goal_id_to_hex(st.goal_info.goal_id)
-            if self._last_status.get(gid) == st.status:
+            current[gid] = st.status
+            if previous.get(gid) == st.status:
                 continue
-            self._last_status[gid] = st.status
-            self._events.put(BackendEvent(goal_id=gid, type="status", status=GOAL_STATUS_NAMES.get(st.status, "unknown"),
+            self._put(BackendEvent(goal_id=gid, type="status", status=GOAL_STATUS_NAMES.get(st.status, "unknown"),
                                           stamp=self._clock.now()))
+        self._last_status = current
 
     def destroy(self) -> None:
         self._node.destroy_subscription(self._status_sub)

@@ -183,7 +183,7 @@ class SupervisorNode(LifecycleNode):
 
     # -- backend readiness --------------------------------------------------------
 
-    def backend_active(self, timeout_s: float = 2.0) -> tuple[bool, str]:
+    def backend_active(self, timeout_s: float = 5.0) -> tuple[bool, str]:
         """Is the navigator's lifecycle state ACTIVE? (waitUntilNav2Active's check, bounded.)"""
         if self._backend_state is None:
             return True, "backend lifecycle check disabled"
