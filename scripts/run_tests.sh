@@ -3,8 +3,7 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 : "${FASTDDS_DEFAULT_PROFILES_FILE:?source scripts/env.sh first (loopback-only DDS profile)}"
-export ROS_DOMAIN_ID="${ROS_DOMAIN_ID:-$(( (RANDOM % 100) + 1 ))}"
-echo "[test] ROS_DOMAIN_ID=$ROS_DOMAIN_ID FASTDDS_DEFAULT_PROFILES_FILE=$FASTDDS_DEFAULT_PROFILES_FILE"
+# test/conftest.py picks a fresh random ROS_DOMAIN_ID for every run.
 log=$(mktemp)
 python -m pytest -p no:cacheprovider "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}

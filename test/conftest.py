@@ -20,7 +20,13 @@ if str(REPO) not in sys.path:
 os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = str(REPO / "config" / "fastdds_loopback.xml")
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(1, 101)))
+# A fresh domain for every test run (RH_TEST_DOMAIN_ID pins one for debugging);
+# subprocesses the tests start inherit it.
+os.environ["ROS_DOMAIN_ID"] = os.environ.get("RH_TEST_DOMAIN_ID") or str(random.SystemRandom().randint(1, 101))
+
+
+def pytest_report_header(config):  # noqa: D103 - pytest hook
+    return [f"ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']} FASTDDS_DEFAULT_PROFILES_FILE={os.environ['FASTDDS_DEFAULT_PROFILES_FILE']}"]
 
 SHARED = REPO.parent / "shared"
 

@@ -106,7 +106,9 @@ def test_no_feedback_still_verifies_on_result_and_pose(tmp_path):
 
 def test_localization_jump_during_the_action_is_not_success(tmp_path):
     jump = {"kind": "localization_jump", "on_goal": 1, "after_s": 0.2, "dx": 2.5, "dy": 0.0}
-    report, events = run(tmp_path, scenario([GO_SPOT, DONE], faults=[jump]))
+    # a generous timeout: after the jump the controller drives to the goal in the jumped frame
+    report, events = run(tmp_path, scenario([GO_SPOT, DONE], faults=[jump],
+                                            harness={"navigation": {"timeout_s": 15.0, "timeout_per_m_s": 1.0}}))
     assert outcomes(events) == ["UNKNOWN"], explain(report)
     assert "localization jumped" in of_type(events, "ROBOT_ACTION_OUTCOME")[0].payload["reason"]
     truth = report["sim_truth"]["final_true_pose"]

@@ -1,0 +1,796 @@
+"""ROS adapter for the simulated quadruped: a stand-in for the robot plus Nav2.
+
+``SimRobot`` owns two nodes around one ``SimWorld``:
+
+* ``sim_robot`` (plain node): its publishers carry the robot's sensors
+  (localization, odometry, battery, camera) plus two sim-only truth channels
+  (``/sim_robot/ground_truth``, ``/sim_robot/goal_log``) that the harness
+  under test must never use. A 50 Hz tick steps the world by the elapsed ROS
+  clock time and publishes every stream that is due.
+* ``bt_navigator`` (lifecycle node): serves ``navigate_to_pose`` exactly where
+  Nav2 serves it, and answers ``/bt_navigator/get_state`` as
+  ``nav2_simple_commander`` expects.
+
+All world access goes through one lock; the world itself stays single-threaded
+and ROS-free. The navigate_to_pose execute callback blocks a worker thread for
+the whole goal, so the executor needs at least ``MIN_EXECUTOR_THREADS``
+threads (one per concurrently running goal plus requests).
+
+The tick runs on its own thread rather than as an executor timer. rclpy's
+MultiThreadedExecutor re-submits a callback that is queued but not yet started
+on every loop, without waiting; under CPU contention a 50 Hz timer turned that
+into a busy loop that starved everything in the process (measured: /amcl_pose
+fell from 20 Hz to 1-3 Hz while the process burned a full core). The executor
+now only serves requests (goals, cancels, lifecycle, parameters).
+"""
+from __future__ import annotations
+
+import enum
+import json
+import math
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import rclpy
+from builtin_interfaces.msg import Duration as DurationMsg
+from builtin_interfaces.msg import Time as TimeMsg
+from geometry_msgs.msg import PoseStamped, PoseWithCovarianceStamped, Quaternion
+from nav2_msgs.action import NavigateToPose
+from nav_msgs.msg import Odometry
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action.server import ServerGoalHandle
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.context import Context
+from rclpy.event_handler import PublisherEventCallbacks
+from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.publisher import Publisher
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rcl_interfaces.msg import ParameterDescriptor
+from sensor_msgs.msg import BatteryState, Image
+from std_msgs.msg import String
+
+from robot_harness.core.errors import HarnessError, UsageError
+from robot_harness.core.records import Pose2D
+from robot_harness.sim.world import (
+    GoalEvent,
+    GoalEventType,
+    GoalStatus,
+    GoalView,
+    SimConfig,
+    SimWorld,
+    parse_faults,
+)
+
+__all__ = ["DieMode", "SimRobot", "MIN_EXECUTOR_THREADS", "main"]
+
+MIN_EXECUTOR_THREADS = 4
+"""Two goals overlapping during a preemption plus a goal/cancel/service request."""
+
+TICK_RATE_HZ = 50.0
+GROUND_TRUTH_RATE_HZ = 10.0
+BATTERY_RATE_HZ = 1.0
+FEEDBACK_PERIOD_S = 0.1
+_EXECUTE_POLL_S = 0.02
+"""Upper bound on each wait inside the execute callback (and so on its reaction time)."""
+_DESTROY_WAIT_S = 2.0
+_TICK_BUDGET_OVERRUN_S = 0.5
+"""A tick this late resyncs its schedule instead of firing a burst of catch-up ticks."""
+CAMERA_WIDTH = 64
+CAMERA_HEIGHT = 48
+DIE_EXIT_CODE = 3
+
+_Result = NavigateToPose.Result
+
+
+class DieMode(str, enum.Enum):
+    """What the adapter does when the world's ``die`` fault fires."""
+
+    EXIT = "exit"
+    """The process calls ``os._exit(3)``: the realistic case for the standalone executable."""
+    SILENT = "silent"
+    """Keep the process, go quiet: for in-process bring-up and tests.
+
+    No topic is published again and the running goal never gets a result or
+    feedback; new goals and cancel requests are refused at once. (A true
+    non-answer is not possible: rclpy cannot destroy an action server under a
+    spinning executor, ros2/rclpy#1385, and a never-finishing goal callback
+    busy-loops the executor.) ``/bt_navigator/get_state`` keeps answering.
+    """
+
+
+# --------------------------------------------------------------------------- message helpers
+# Private to the sim: the harness's own conversions live in its conversions module.
+
+
+def _yaw_to_quaternion(yaw: float) -> Quaternion:
+    q = Quaternion()
+    q.z = math.sin(yaw / 2.0)
+    q.w = math.cos(yaw / 2.0)
+    return q
+
+
+def _time_msg(ns: int) -> TimeMsg:
+    return TimeMsg(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+
+def _duration_msg(seconds: float) -> DurationMsg:
+    ns = max(0, int(round(seconds * 1e9)))
+    return DurationMsg(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+
+def _pose_stamped(pose: Pose2D, stamp_ns: int, frame_id: str = "map") -> PoseStamped:
+    msg = PoseStamped()
+    msg.header.frame_id = frame_id
+    msg.header.stamp = _time_msg(stamp_ns)
+    msg.pose.position.x = pose.x
+    msg.pose.position.y = pose.y
+    msg.pose.orientation = _yaw_to_quaternion(pose.yaw)
+    return msg
+
+
+def _msg_to_pose(msg: PoseStamped) -> Pose2D:
+    q = msg.pose.orientation
+    yaw = math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
+    return Pose2D(x=msg.pose.position.x, y=msg.pose.position.y, yaw=yaw)
+
+
+# --------------------------------------------------------------------------- parameters
+
+_DYNAMIC = ParameterDescriptor(dynamic_typing=True)
+"""Numbers may arrive as int or double from launch files; pydantic does the checking."""
+
+
+def _parameter_defaults(
+    config: SimConfig, die_mode: DieMode, pose_topic: str, autostart: bool
+) -> dict[str, Any]:
+    faults = [f.model_dump(mode="json", exclude_none=True) for f in config.faults]
+    return {
+        "start.x": config.start.x,
+        "start.y": config.start.y,
+        "start.yaw": config.start.yaw,
+        "speed": config.speed,
+        "yaw_rate": config.yaw_rate,
+        "pose_rate_hz": config.pose_rate_hz,
+        "odom_rate_hz": config.odom_rate_hz,
+        "camera_rate_hz": config.camera_rate_hz,
+        "battery_start": config.battery_start,
+        "battery_drain_per_m": config.battery_drain_per_m,
+        "faults_json": json.dumps(faults),
+        "seed": config.seed,
+        "pose_topic": pose_topic,
+        "autostart": autostart,
+        "die_mode": die_mode.value,
+    }
+
+
+@dataclass(frozen=True)
+class _Settings:
+    config: SimConfig
+    pose_topic: str
+    autostart: bool
+    die_mode: DieMode
+
+
+def _read_settings(node: Node, defaults: dict[str, Any]) -> _Settings:
+    """Declare every parameter (defaults from the given config) and validate the result."""
+    values = {
+        name: node.declare_parameter(name, default, _DYNAMIC).value for name, default in defaults.items()
+    }
+    config = SimConfig.from_data(
+        {
+            "start": {"x": values["start.x"], "y": values["start.y"], "yaw": values["start.yaw"]},
+            **{
+                k: values[k]
+                for k in (
+                    "speed",
+                    "yaw_rate",
+                    "pose_rate_hz",
+                    "odom_rate_hz",
+                    "camera_rate_hz",
+                    "battery_start",
+                    "battery_drain_per_m",
+                    "seed",
+                )
+            },
+            "faults": parse_faults(str(values["faults_json"])),
+        }
+    )
+    try:
+        die_mode = DieMode(values["die_mode"])
+    except ValueError as exc:
+        raise UsageError(
+            f"die_mode must be one of {[m.value for m in DieMode]}", die_mode=values["die_mode"]
+        ) from exc
+    return _Settings(
+        config=config,
+        pose_topic=str(values["pose_topic"]),
+        autostart=bool(values["autostart"]),
+        die_mode=die_mode,
+    )
+
+
+# --------------------------------------------------------------------------- the robot
+
+
+@dataclass(frozen=True)
+class _GoalProbe:
+    """One consistent read of what the execute callback needs."""
+
+    view: GoalView
+    localized: Pose2D
+    stamp_ns: int
+    dead: bool
+
+
+class SimRobot:
+    """The simulated robot and its navigator, ready to be added to an executor.
+
+    Parameters of the ``sim_robot`` node override the constructor's values, so
+    the same class serves the executable (parameters from the command line)
+    and in-process bring-up (a ``SimConfig`` passed directly).
+    """
+
+    def __init__(
+        self,
+        *,
+        config: SimConfig | None = None,
+        context: Context | None = None,
+        die_mode: DieMode = DieMode.SILENT,
+        pose_topic: str = "/amcl_pose",
+        autostart: bool = True,
+        parameter_overrides: Sequence[Parameter] | None = None,
+    ) -> None:
+        self._context = context or rclpy.utilities.get_default_context()
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._silenced = False
+        self._destroyed = False
+        self._running_goals = 0
+        self._running_cv = threading.Condition(self._lock)
+        self._goal_log: list[GoalEvent] = []
+        self.node = Node("sim_robot", context=self._context, parameter_overrides=list(parameter_overrides or ()))
+        try:
+            settings = _read_settings(self.node, _parameter_defaults(config or SimConfig(), die_mode, pose_topic, autostart))
+        except HarnessError:
+            self.node.destroy_node()
+            raise
+        self.config = settings.config
+        self.die_mode = settings.die_mode
+        self.pose_topic = settings.pose_topic
+        self.world = SimWorld(self.config)
+        self._t0_ns = self.node.get_clock().now().nanoseconds
+        self._last_step_ns = self._t0_ns
+        self._tick_thread: threading.Thread | None = None
+        self._build_io()
+        self.navigator = _Navigator(self, context=self._context)
+        self._context.on_shutdown(self._on_context_shutdown)
+        if settings.autostart:
+            self.navigator.trigger_configure()
+            self.navigator.trigger_activate()
+
+    # ----------------------------------------------------------------- public
+
+    @property
+    def nodes(self) -> tuple[Node, Node]:
+        return (self.node, self.navigator)
+
+    @property
+    def goal_log(self) -> list[GoalEvent]:
+        """Every goal event published so far (stamped), oldest first."""
+        with self._lock:
+            return list(self._goal_log)
+
+    @property
+    def silenced(self) -> bool:
+        """True once the robot died in ``silent`` mode."""
+        return self._silenced
+
+    def add_to_executor(self, executor: Executor) -> None:
+        """Serve both nodes' requests on ``executor`` and start the world ticking."""
+        for n in self.nodes:
+            executor.add_node(n)
+        self.start()
+
+    def start(self) -> None:
+        """Start the tick thread (sim time 0 is now). Idempotent; ``add_to_executor`` calls it."""
+        with self._lock:
+            if self._tick_thread is not None or self._stop.is_set():
+                return
+            self._t0_ns = self._last_step_ns = self.node.get_clock().now().nanoseconds
+            self._tick_thread = threading.Thread(target=self._tick_loop, name="sim_robot_tick", daemon=True)
+            self._tick_thread.start()
+
+    def stop(self) -> bool:
+        """Stop ticking, end running goals (aborted, or silent if dead), wait for their callbacks.
+
+        Call before ``executor.shutdown()``: a running execute callback holds an
+        executor thread until it sees this flag (or the context shutting down).
+        Every wait is bounded; returns False if something was still running
+        when its wait ran out.
+        """
+        self._stop.set()
+        thread = self._tick_thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=_DESTROY_WAIT_S)
+        with self._running_cv:
+            goals_done = self._running_cv.wait_for(lambda: self._running_goals == 0, timeout=_DESTROY_WAIT_S)
+        return goals_done and not (thread is not None and thread.is_alive())
+
+    def destroy(self) -> None:
+        """``stop()``, detach both nodes from their executor, destroy them. Safe to repeat.
+
+        Use the order ``stop()``, ``executor.shutdown()``, ``destroy()``. If the
+        executor is still spinning, the action server is not destroyed here
+        but left to garbage collection: destroying an rclpy action server while
+        an executor builds its wait set crashes the executor (ros2/rclpy#1385).
+        """
+        self.stop()
+        if self._destroyed:
+            return
+        self._destroyed = True
+        spinning = False
+        for n in self.nodes:
+            executor = n.executor
+            if executor is not None:
+                # rclpy exposes no public "is shut down" query.
+                spinning = spinning or not getattr(executor, "_is_shutdown", True)
+                executor.remove_node(n)
+        self.navigator.release_action_server(destroy=not spinning)
+        for n in self.nodes:
+            n.destroy_node()
+
+    # ----------------------------------------------------------------- used by the navigator
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set() or not self._context.ok()
+
+    def wait(self, timeout_s: float) -> None:
+        """A bounded pause that ends early when the robot is being destroyed."""
+        self._stop.wait(timeout_s)
+
+    def submit_goal(self, pose: Pose2D) -> tuple[bool, str, int]:
+        with self._lock:
+            decision = self.world.submit_goal(pose.x, pose.y, pose.yaw)
+            self._flush_events()
+        return decision.accepted, decision.reason, decision.goal_index
+
+    def refuse_goal(self, pose: Pose2D, reason: str) -> None:
+        """Log a goal the navigator refused before the world saw it (goal index 0)."""
+        with self._lock:
+            w = self.world
+            self._publish_event(
+                GoalEvent(
+                    event=GoalEventType.REJECTED,
+                    goal_index=0,
+                    target=pose,
+                    true_pose=w.true_pose,
+                    localized_pose=w.localized_pose,
+                    t=w.t,
+                    reason=reason,
+                )
+            )
+
+    def cancel_goal(self, index: int) -> bool:
+        with self._lock:
+            done = self.world.cancel(index)
+            self._flush_events()
+        return done
+
+    def abort_goal(self, reason: str, index: int | None = None) -> bool:
+        with self._lock:
+            done = self.world.abort(reason, index)
+            self._flush_events()
+        return done
+
+    def probe(self, index: int) -> _GoalProbe:
+        with self._lock:
+            return _GoalProbe(
+                view=self.world.goal(index),
+                localized=self.world.localized_pose,
+                stamp_ns=self.stamp_ns(self.world.t),
+                dead=self.world.dead,
+            )
+
+    def goal_started(self) -> None:
+        with self._running_cv:
+            self._running_goals += 1
+
+    def goal_finished(self) -> None:
+        with self._running_cv:
+            self._running_goals -= 1
+            self._running_cv.notify_all()
+
+    def stamp_ns(self, t: float) -> int:
+        """ROS time (ns) of sim time ``t``: the world is stepped with ROS clock deltas from ``t0``."""
+        return self._t0_ns + int(round(t * 1e9))
+
+    # ----------------------------------------------------------------- internals
+
+    def _on_context_shutdown(self) -> None:
+        self._stop.set()
+
+    def _build_io(self) -> None:
+        """Publishers and the streams the tick publishes.
+
+        Streams are scheduled on sim time, so a stream faster than the tick
+        publishes once per tick.
+        """
+        n, cfg = self.node, self.config
+
+        def pub(msg_type: type, topic: str, qos: QoSProfile | int) -> Publisher:
+            # No QoS-event waitables: each one is rebuilt into every executor wait set.
+            return n.create_publisher(
+                msg_type, topic, qos, event_callbacks=PublisherEventCallbacks(use_default_callbacks=False)
+            )
+
+        self._pose_pub = pub(PoseWithCovarianceStamped, self.pose_topic, 10)
+        self._odom_pub = pub(Odometry, "/odom", 10)
+        self._battery_pub = pub(BatteryState, "/battery_state", 10)
+        self._camera_pub = pub(Image, "/camera/image_raw", 5)
+        self._truth_pub = pub(PoseStamped, "/sim_robot/ground_truth", 10)
+        log_qos = QoSProfile(
+            depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+        )
+        self._log_pub = pub(String, "/sim_robot/goal_log", log_qos)
+        self._streams = [
+            _Stream(1.0 / cfg.pose_rate_hz, self._publish_pose),
+            _Stream(1.0 / cfg.odom_rate_hz, self._publish_odom),
+            _Stream(1.0 / BATTERY_RATE_HZ, self._publish_battery),
+            _Stream(1.0 / GROUND_TRUTH_RATE_HZ, self._publish_ground_truth),
+        ]
+        if cfg.camera_rate_hz > 0:
+            self._streams.append(_Stream(1.0 / cfg.camera_rate_hz, self._publish_camera))
+
+    @contextmanager
+    def shutdown_tolerant(self) -> Iterator[None]:
+        """Swallow rcl errors only when they come from the context shutting down under us.
+
+        Ctrl-C shuts the context from a signal handler while the tick may be
+        mid-publish; that race is not a bug, any other rcl error is.
+        """
+        try:
+            yield
+        except _rclpy.RCLError:
+            if not self.stopping:
+                raise
+
+    def _publish_event(self, event: GoalEvent) -> None:
+        stamped = event.model_copy(update={"stamp": self.stamp_ns(event.t) / 1e9})
+        self._goal_log.append(stamped)
+        with self.shutdown_tolerant():
+            self._log_pub.publish(String(data=stamped.model_dump_json()))
+
+    def _flush_events(self) -> None:
+        for event in self.world.drain_events():
+            self._publish_event(event)
+
+    def _tick_loop(self) -> None:
+        """Tick at TICK_RATE_HZ on a fixed schedule until stopped (every wait bounded by one period)."""
+        period = 1.0 / TICK_RATE_HZ
+        next_at = time.monotonic() + period
+        while not self._stop.wait(max(0.0, next_at - time.monotonic())):
+            if not self._context.ok():
+                return
+            self._on_tick()
+            next_at += period
+            if time.monotonic() - next_at > _TICK_BUDGET_OVERRUN_S:
+                next_at = time.monotonic() + period
+            if self._silenced:
+                return
+
+    def _on_tick(self) -> None:
+        with self._lock:
+            if self._silenced:
+                return
+            now_ns = self.node.get_clock().now().nanoseconds
+            dt = (now_ns - self._last_step_ns) / 1e9
+            if dt > 0.0:
+                self._last_step_ns = now_ns
+                self.world.step(dt)
+            self._flush_events()
+            died = self.world.dead
+            if not died and not self.stopping:
+                t = self.world.t
+                for stream in self._streams:
+                    if stream.due(t):
+                        with self.shutdown_tolerant():
+                            stream.publish()
+        if died:
+            self._on_death()
+
+    def _on_death(self) -> None:
+        if self.die_mode is DieMode.EXIT:
+            self.node.get_logger().error(f"die fault fired: exiting with code {DIE_EXIT_CODE}")
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(DIE_EXIT_CODE)
+        with self._lock:
+            if self._silenced:
+                return
+            self._silenced = True
+        self.node.get_logger().warning("die fault fired: robot is silent from now on")
+
+    # The publishers below run under the lock, from _on_tick only.
+
+    def _publish_pose(self) -> None:
+        sample = self.world.published_pose()
+        std_xy, std_yaw = self.world.pose_noise_std
+        msg = PoseWithCovarianceStamped()
+        stamped = _pose_stamped(sample.pose, self.stamp_ns(sample.stamp_t))
+        msg.header = stamped.header
+        msg.pose.pose = stamped.pose
+        cov = [0.0] * 36
+        cov[0] = cov[7] = 0.0025 + std_xy**2
+        cov[35] = 0.0004 + std_yaw**2
+        msg.pose.covariance = cov
+        self._pose_pub.publish(msg)
+
+    def _publish_odom(self) -> None:
+        pose, twist = self.world.true_pose, self.world.twist
+        msg = Odometry()
+        stamped = _pose_stamped(pose, self.stamp_ns(self.world.t), frame_id="odom")
+        msg.header = stamped.header
+        msg.child_frame_id = "base_link"
+        msg.pose.pose = stamped.pose
+        msg.twist.twist.linear.x = twist.vx
+        msg.twist.twist.linear.y = twist.vy
+        msg.twist.twist.angular.z = twist.wz
+        self._odom_pub.publish(msg)
+
+    def _publish_battery(self) -> None:
+        msg = BatteryState()
+        msg.header.stamp = _time_msg(self.stamp_ns(self.world.t))
+        msg.percentage = float(self.world.battery)
+        msg.voltage = float("nan")
+        msg.present = True
+        msg.power_supply_status = BatteryState.POWER_SUPPLY_STATUS_DISCHARGING
+        self._battery_pub.publish(msg)
+
+    def _publish_ground_truth(self) -> None:
+        self._truth_pub.publish(_pose_stamped(self.world.true_pose, self.stamp_ns(self.world.t)))
+
+    def _publish_camera(self) -> None:
+        msg = Image()
+        msg.header.stamp = _time_msg(self.stamp_ns(self.world.t))
+        msg.header.frame_id = "camera"
+        msg.height, msg.width = CAMERA_HEIGHT, CAMERA_WIDTH
+        msg.encoding = "rgb8"
+        msg.step = 3 * CAMERA_WIDTH
+        msg.data = self.world.camera_image(CAMERA_WIDTH, CAMERA_HEIGHT)
+        self._camera_pub.publish(msg)
+
+
+@dataclass
+class _Stream:
+    """One periodic topic, scheduled on sim time by the tick."""
+
+    period_s: float
+    publish: Callable[[], None]
+    next_t: float = 0.0
+
+    def due(self, t: float) -> bool:
+        """True (and schedule the next slot) when ``t`` reached this stream's slot.
+
+        Slots advance by exactly one period so the average rate is exact; after
+        a stall the stream skips ahead instead of bursting to catch up.
+        """
+        if t + 1e-9 < self.next_t:
+            return False
+        self.next_t += self.period_s
+        if self.next_t <= t:
+            self.next_t = t + self.period_s
+        return True
+
+
+# --------------------------------------------------------------------------- the navigator
+
+
+class _Navigator(LifecycleNode):
+    """``bt_navigator``: serves navigate_to_pose once configured, accepts goals only while active.
+
+    Each accepted goal is bound to its world goal index; its execute callback
+    mirrors the world's verdict into the ROS goal state, so the world stays
+    the single source of truth about goals.
+    """
+
+    def __init__(self, robot: SimRobot, *, context: Context) -> None:
+        # No parameter services: bt_navigator has no parameters here, and every
+        # service costs a wait-set entry on each executor wake-up.
+        super().__init__("bt_navigator", context=context, start_parameter_services=False)
+        self._robot = robot
+        self._group = ReentrantCallbackGroup()
+        self._server: ActionServer | None = None
+        self._server_lock = threading.Lock()
+        self._active = False
+        self._pending: dict[int, int] = {}
+
+    # ----------------------------------------------------------------- lifecycle
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        with self._server_lock:
+            if self._server is None:
+                self._server = ActionServer(
+                    self,
+                    NavigateToPose,
+                    "navigate_to_pose",
+                    execute_callback=self._execute,
+                    goal_callback=self._on_goal,
+                    cancel_callback=self._on_cancel,
+                    callback_group=self._group,
+                )
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = True
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = False
+        self._robot.abort_goal("bt_navigator deactivated")
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        # The server is kept (and reused by the next on_configure) instead of
+        # destroyed: destroying it under a spinning executor can crash the
+        # executor (ros2/rclpy#1385). Goals are refused unless active anyway.
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = False
+        self._robot.abort_goal("bt_navigator shutting down")
+        return TransitionCallbackReturn.SUCCESS
+
+    def release_action_server(self, *, destroy: bool) -> None:
+        """Drop navigate_to_pose; destroy it only when no executor can be using it. Safe to repeat."""
+        with self._server_lock:
+            server, self._server = self._server, None
+        if server is not None and destroy:
+            server.destroy()
+
+    # ----------------------------------------------------------------- action callbacks
+
+    def _on_goal(self, request: NavigateToPose.Goal) -> GoalResponse:
+        pose = _msg_to_pose(request.pose)
+        if self._robot.silenced:
+            return GoalResponse.REJECT
+        if not self._active:
+            self._robot.refuse_goal(pose, "bt_navigator is not active")
+            return GoalResponse.REJECT
+        if request.pose.header.frame_id not in ("", "map"):
+            self._robot.refuse_goal(pose, f"unsupported frame '{request.pose.header.frame_id}'")
+            return GoalResponse.REJECT
+        accepted, reason, index = self._robot.submit_goal(pose)
+        if not accepted:
+            self.get_logger().info(f"goal {index} rejected: {reason}")
+            return GoalResponse.REJECT
+        self._pending[id(request)] = index
+        return GoalResponse.ACCEPT
+
+    def _on_cancel(self, goal_handle: ServerGoalHandle) -> CancelResponse:
+        return CancelResponse.REJECT if self._robot.silenced else CancelResponse.ACCEPT
+
+    def _execute(self, goal_handle: ServerGoalHandle) -> NavigateToPose.Result:
+        index = self._pending.pop(id(goal_handle.request), 0)
+        if index == 0:
+            goal_handle.abort()
+            return _Result(error_code=_Result.UNKNOWN, error_msg="goal was not registered with the world")
+        self._robot.goal_started()
+        try:
+            return self._run_goal(goal_handle, index)
+        finally:
+            self._robot.goal_finished()
+
+    def _run_goal(self, goal_handle: ServerGoalHandle, index: int) -> NavigateToPose.Result:
+        """Mirror world goal ``index`` into ROS until it ends, the robot dies, or we stop.
+
+        A dead robot never answers: the loop parks (in bounded waits) until the
+        adapter is destroyed, and returns without setting a terminal state.
+        """
+        robot = self._robot
+        last_feedback_ns: int | None = None
+        cancel_sent = False
+        while True:
+            if robot.stopping:
+                probe = robot.probe(index)
+                if probe.dead or robot.silenced:
+                    return _Result(error_code=_Result.UNKNOWN, error_msg="robot is dead")
+                robot.abort_goal("bt_navigator shutting down", index)
+                goal_handle.abort()
+                return _Result(error_code=_Result.UNKNOWN, error_msg="bt_navigator shutting down")
+            probe = robot.probe(index)
+            if not probe.dead:
+                status = probe.view.status
+                if status.terminal:
+                    return self._finish(goal_handle, probe.view)
+                if goal_handle.is_cancel_requested and not cancel_sent:
+                    cancel_sent = True
+                    robot.cancel_goal(index)
+                    continue
+                if probe.view.feedback_enabled and (
+                    last_feedback_ns is None or probe.stamp_ns - last_feedback_ns >= FEEDBACK_PERIOD_S * 1e9
+                ):
+                    last_feedback_ns = probe.stamp_ns
+                    with robot.shutdown_tolerant():
+                        goal_handle.publish_feedback(self._feedback(probe))
+            robot.wait(_EXECUTE_POLL_S)
+
+    def _feedback(self, probe: _GoalProbe) -> NavigateToPose.Feedback:
+        view = probe.view
+        speed = self._robot.config.speed
+        fb = NavigateToPose.Feedback()
+        fb.current_pose = _pose_stamped(probe.localized, probe.stamp_ns)
+        fb.navigation_time = _duration_msg((probe.stamp_ns - self._robot.stamp_ns(view.received_t)) / 1e9)
+        fb.estimated_time_remaining = _duration_msg(view.distance_remaining / speed)
+        fb.number_of_recoveries = 0
+        fb.distance_remaining = float(view.distance_remaining)
+        return fb
+
+    @staticmethod
+    def _finish(goal_handle: ServerGoalHandle, view: GoalView) -> NavigateToPose.Result:
+        if view.status is GoalStatus.SUCCEEDED:
+            goal_handle.succeed()
+            return _Result(error_code=_Result.NONE, error_msg="")
+        if view.status is GoalStatus.CANCELED and goal_handle.is_cancel_requested:
+            goal_handle.canceled()
+            return _Result(error_code=_Result.NONE, error_msg="canceled")
+        goal_handle.abort()
+        return _Result(error_code=_Result.UNKNOWN, error_msg=view.reason or view.status.value.lower())
+
+
+# --------------------------------------------------------------------------- executable
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``sim_robot`` executable: parameters from ``--ros-args``; dies for real by default.
+
+    ``argv`` is the full vector including the program name (default ``sys.argv``).
+    Returns 0 on Ctrl-C or external shutdown, 2 on an invalid configuration;
+    the ``die`` fault in ``exit`` mode ends the process with code 3.
+    """
+    rclpy.init(args=list(argv) if argv is not None else sys.argv)
+    robot: SimRobot | None = None
+    executor = MultiThreadedExecutor(num_threads=max(MIN_EXECUTOR_THREADS, 8))
+    try:
+        try:
+            robot = SimRobot(die_mode=DieMode.EXIT)
+        except HarnessError as exc:
+            print(f"sim_robot: {exc}", file=sys.stderr)
+            return 2
+        except _rclpy.RCLError:
+            if rclpy.ok():
+                raise
+            return 0  # Ctrl-C during start-up shut the context under the constructor.
+        robot.add_to_executor(executor)
+        robot.node.get_logger().info(
+            f"sim_robot up: start={robot.config.start.model_dump()} speed={robot.config.speed} "
+            f"faults={len(robot.config.faults)} die_mode={robot.die_mode.value}"
+        )
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except _rclpy.RCLError:
+        if rclpy.ok():
+            raise  # Ctrl-C can land while the executor builds a wait set; anything else is real.
+    finally:
+        if robot is not None:
+            robot.stop()
+        executor.shutdown(timeout_sec=2.0)
+        if robot is not None:
+            robot.destroy()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,323 @@
+"""sim_robot over real (loopback) DDS, seen from a client the way Nav2 users see it.
+
+Each test gets its own rclpy Context, executor and SimRobot, so tests do not
+share participants. Speeds are high and distances short: each test is a few
+seconds, and every wait is bounded.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import rclpy
+from action_msgs.msg import GoalStatus as RosGoalStatus
+from geometry_msgs.msg import PoseStamped, PoseWithCovarianceStamped
+from lifecycle_msgs.srv import GetState
+from nav2_msgs.action import NavigateToPose
+from rclpy.action import ActionClient
+from rclpy.action.client import ClientGoalHandle
+from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.task import Future
+from std_msgs.msg import String
+
+from robot_harness.core.errors import ScenarioError
+from robot_harness.nodes.sim_robot import MIN_EXECUTOR_THREADS, DieMode, SimRobot
+from robot_harness.sim import SimConfig
+
+REPO = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
+RCLError = _rclpy.RCLError
+FAST = 3.0
+"""m/s: short goals finish well under a second."""
+
+
+def wait_until(pred: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(0.01)
+
+
+def wait_future(fut: Future, timeout_s: float, what: str) -> Any:
+    wait_until(fut.done, timeout_s, what)
+    return fut.result()
+
+
+@dataclass
+class Rig:
+    ctx: rclpy.Context
+    robot: SimRobot
+    client: Node
+    executor: MultiThreadedExecutor
+    nav: ActionClient
+    thread: threading.Thread
+    feedback: list[NavigateToPose.Feedback] = field(default_factory=list)
+
+    def goal(self, x: float, y: float, yaw: float = 0.0) -> ClientGoalHandle:
+        """Send a goal and return its handle once the server answered."""
+        assert self.nav.wait_for_server(timeout_sec=5.0), "navigate_to_pose server not found"
+        msg = NavigateToPose.Goal()
+        msg.pose.header.frame_id = "map"
+        msg.pose.pose.position.x = x
+        msg.pose.pose.position.y = y
+        msg.pose.pose.orientation.z = math.sin(yaw / 2.0)
+        msg.pose.pose.orientation.w = math.cos(yaw / 2.0)
+        fut = self.nav.send_goal_async(msg, feedback_callback=lambda m: self.feedback.append(m.feedback))
+        return wait_future(fut, 5.0, "goal response")
+
+    def collect(self, msg_type: type[T], topic: str, qos: QoSProfile | int = 10) -> list[T]:
+        """Subscribe and return the (growing) list of received messages."""
+        got: list[T] = []
+        self.client.create_subscription(msg_type, topic, got.append, qos)
+        return got
+
+
+@pytest.fixture
+def make_rig() -> Iterator[Callable[..., Rig]]:
+    rigs: list[Rig] = []
+
+    def build(config: SimConfig, **robot_kw: Any) -> Rig:
+        ctx = rclpy.Context()
+        rclpy.init(context=ctx)
+        robot = SimRobot(config=config, context=ctx, **robot_kw)
+        client = Node("sim_robot_test_client", context=ctx)
+        executor = MultiThreadedExecutor(num_threads=MIN_EXECUTOR_THREADS + 2, context=ctx)
+        robot.add_to_executor(executor)
+        executor.add_node(client)
+        nav = ActionClient(client, NavigateToPose, "navigate_to_pose")
+
+        def spin() -> None:
+            try:
+                executor.spin()
+            except (ExternalShutdownException, RCLError):
+                # The teardown shuts the context down to stop spinning; rclpy
+                # reports that as either error depending on where it lands.
+                if ctx.ok():
+                    raise
+
+        thread = threading.Thread(target=spin, daemon=True)
+        thread.start()
+        rig = Rig(ctx, robot, client, executor, nav, thread)
+        rigs.append(rig)
+        return rig
+
+    yield build
+    # Order matters with rclpy: end goal callbacks, stop spinning via the
+    # context, and only then shut the executor and destroy entities (doing it
+    # the other way round races rclpy's own teardown).
+    for rig in rigs:
+        assert rig.robot.stop(), "the tick thread or an execute callback did not stop in time"
+        rclpy.try_shutdown(context=rig.ctx)
+        rig.thread.join(timeout=5.0)
+        assert not rig.thread.is_alive(), "executor thread did not stop"
+        rig.executor.shutdown(timeout_sec=2.0)
+        rig.robot.destroy()
+        rig.nav.destroy()
+        rig.client.destroy_node()
+        rig.ctx.destroy()
+    rigs.clear()
+    # rclpy objects sit in reference cycles; without a collection each test's
+    # DDS participant (about ten threads) lives on and loads later tests.
+    gc.collect()
+
+
+def fast(**kw: Any) -> SimConfig:
+    return SimConfig.from_data({"speed": FAST, "yaw_rate": 3.0, **kw})
+
+
+# --------------------------------------------------------------------------- tests
+
+
+def test_clean_goal_succeeds_with_feedback_and_truth_at_goal(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(fast())
+    truth = rig.collect(PoseStamped, "/sim_robot/ground_truth")
+    handle = rig.goal(1.5, 0.5, 0.5)
+    assert handle.accepted
+    res = wait_future(handle.get_result_async(), 5.0, "result")
+    assert res.status == RosGoalStatus.STATUS_SUCCEEDED
+    assert res.result.error_code == NavigateToPose.Result.NONE
+    assert len(rig.feedback) >= 3
+    first, last = rig.feedback[0], rig.feedback[-1]
+    assert first.distance_remaining > last.distance_remaining
+    assert first.current_pose.header.frame_id == "map"
+    seen = len(truth)
+    wait_until(lambda: len(truth) > seen + 1, 2.0, "ground truth after the result")
+    p = truth[-1].pose.position
+    assert math.hypot(p.x - 1.5, p.y - 0.5) <= 0.05
+    log_qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    log = rig.collect(String, "/sim_robot/goal_log", log_qos)
+    wait_until(lambda: len(log) >= 3, 3.0, "late-joining goal log (transient_local)")
+    events = [json.loads(m.data) for m in log]
+    assert [e["event"] for e in events] == ["received", "accepted", "succeeded"]
+    assert events[-1]["goal_index"] == 1 and events[-1]["target"]["x"] == 1.5
+    assert events[-1]["stamp"] > 1e9
+
+
+def test_reject_fault_gives_rejected_goal(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(fast(faults=[{"kind": "reject", "on_goal": 1}]))
+    handle = rig.goal(1.0, 0.0)
+    assert not handle.accepted
+    assert rig.goal(0.3, 0.0).accepted, "only the first goal is rejected"
+    assert [e.event.value for e in rig.robot.goal_log][:2] == ["received", "rejected"]
+
+
+def test_early_success_succeeds_far_from_goal(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(fast(faults=[{"kind": "early_success", "on_goal": 1, "after_s": 0.2}]))
+    handle = rig.goal(5.0, 0.0)
+    res = wait_future(handle.get_result_async(), 5.0, "result")
+    assert res.status == RosGoalStatus.STATUS_SUCCEEDED
+    truth = rig.robot.world.true_pose
+    assert math.hypot(truth.x - 5.0, truth.y) > 3.0
+
+
+def test_no_feedback_goal_still_succeeds(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(fast(faults=[{"kind": "no_feedback", "on_goal": 1}]))
+    handle = rig.goal(1.2, 0.0)
+    res = wait_future(handle.get_result_async(), 5.0, "result")
+    assert res.status == RosGoalStatus.STATUS_SUCCEEDED
+    assert rig.feedback == []
+
+
+def test_cancel_stops_the_goal(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(fast(faults=[{"kind": "stall", "on_goal": 1, "after_s": 0.1}]))
+    handle = rig.goal(5.0, 0.0)
+    wait_until(lambda: len(rig.feedback) >= 3, 3.0, "feedback while stalled")
+    assert rig.feedback[-1].distance_remaining == pytest.approx(rig.feedback[-2].distance_remaining)
+    wait_future(handle.cancel_goal_async(), 3.0, "cancel response")
+    res = wait_future(handle.get_result_async(), 3.0, "result")
+    assert res.status == RosGoalStatus.STATUS_CANCELED
+
+
+def test_new_goal_preempts_old_one(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(fast())
+    first = rig.goal(8.0, 0.0)
+    wait_until(lambda: len(rig.feedback) >= 1, 3.0, "feedback on the first goal")
+    second = rig.goal(0.0, 0.5)
+    r1 = wait_future(first.get_result_async(), 3.0, "first result")
+    assert r1.status == RosGoalStatus.STATUS_ABORTED
+    assert r1.result.error_code != NavigateToPose.Result.NONE and "preempted" in r1.result.error_msg
+    r2 = wait_future(second.get_result_async(), 8.0, "second result")
+    assert r2.status == RosGoalStatus.STATUS_SUCCEEDED
+
+
+def test_bt_navigator_reports_active(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(fast())
+    cli = rig.client.create_client(GetState, "/bt_navigator/get_state")
+    assert cli.wait_for_service(timeout_sec=5.0)
+    res = wait_future(cli.call_async(GetState.Request()), 3.0, "get_state")
+    assert res.current_state.id == 3 and res.current_state.label == "active"
+
+
+def test_goals_are_rejected_unless_active(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(fast(), autostart=False)
+    rig.robot.navigator.trigger_configure()
+    handle = rig.goal(1.0, 0.0)
+    assert not handle.accepted
+    assert rig.robot.world.goals_received == 0
+    rig.robot.navigator.trigger_activate()
+    assert rig.goal(0.2, 0.0).accepted
+
+
+def test_amcl_pose_arrives_at_pose_rate(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(fast(pose_rate_hz=20.0))
+    poses = rig.collect(PoseWithCovarianceStamped, "/amcl_pose")
+    wait_until(lambda: len(poses) >= 1, 5.0, "first /amcl_pose")
+    time.sleep(0.5)  # past discovery and start-up work
+    start = len(poses)
+    time.sleep(2.0)
+    n = len(poses) - start
+    # Wide band: CI VMs can lose much of their CPU to the host for seconds at a time.
+    assert 24 <= n <= 56, f"{n} poses in 2 s at 20 Hz"
+    assert poses[-1].header.frame_id == "map"
+    stamps = [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for m in poses[-5:]]
+    assert stamps == sorted(stamps) and stamps[-1] > stamps[0]
+
+
+def test_die_silent_goes_quiet_and_never_answers(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(fast(speed=0.5, faults=[{"kind": "die", "on_goal": 1, "after_s": 0.3}]), die_mode=DieMode.SILENT)
+    poses = rig.collect(PoseWithCovarianceStamped, "/amcl_pose")
+    handle = rig.goal(5.0, 0.0)
+    assert handle.accepted
+    result = handle.get_result_async()
+    wait_until(lambda: rig.robot.silenced, 3.0, "the die fault")
+    time.sleep(0.2)
+    count, n_feedback = len(poses), len(rig.feedback)
+    time.sleep(1.0)
+    assert len(poses) == count, "a dead robot publishes nothing"
+    assert len(rig.feedback) == n_feedback, "a dead robot sends no feedback"
+    assert not result.done(), "a dead robot returns no result"
+    assert not rig.goal(1.0, 0.0).accepted
+    cancel = wait_future(handle.cancel_goal_async(), 3.0, "cancel response")
+    assert not cancel.goals_canceling
+    assert not result.done()
+
+
+def test_lifecycle_cleanup_and_reconfigure_keep_serving(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(fast())
+    nav = rig.robot.navigator
+    running = rig.goal(8.0, 0.0)
+    nav.trigger_deactivate()
+    r = wait_future(running.get_result_async(), 3.0, "result of the goal running at deactivate")
+    assert r.status == RosGoalStatus.STATUS_ABORTED and "deactivated" in r.result.error_msg
+    nav.trigger_cleanup()
+    assert not rig.goal(0.1, 0.0).accepted
+    nav.trigger_configure()
+    nav.trigger_activate()
+    handle = rig.goal(0.3, 0.0)
+    assert handle.accepted
+    assert wait_future(handle.get_result_async(), 3.0, "result").status == RosGoalStatus.STATUS_SUCCEEDED
+
+
+def test_parameters_override_the_config() -> None:
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    try:
+        robot = SimRobot(
+            config=SimConfig(speed=1.0),
+            context=ctx,
+            parameter_overrides=[
+                Parameter("speed", value=2),
+                Parameter("faults_json", value='[{"kind": "stall", "on_goal": 2}]'),
+            ],
+        )
+        assert robot.config.speed == 2.0 and robot.config.faults[0].kind == "stall"
+        assert robot.node.get_parameter("pose_rate_hz").value == 20.0
+        robot.destroy()
+        with pytest.raises(ScenarioError, match="bogus"):
+            SimRobot(context=ctx, parameter_overrides=[Parameter("faults_json", value='[{"kind": "bogus"}]')])
+    finally:
+        rclpy.try_shutdown(context=ctx)
+        ctx.destroy()
+
+
+def test_executable_exits_with_code_3_when_die_fires() -> None:
+    """The standalone executable (die_mode exit) dies for real, configured through --ros-args."""
+    faults = json.dumps([{"kind": "die", "at_s": 0.3}])
+    code = "import sys; from robot_harness.nodes.sim_robot import main; sys.exit(main(sys.argv))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "--ros-args", "-p", "speed:=3", "-p", f"faults_json:='{faults}'"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 3, proc.stderr[-2000:]
+    assert "die fault fired" in proc.stderr + proc.stdout
