@@ -170,7 +170,7 @@ class MissionRunner:
         for turn_index in range(limits.max_turns):
             self._check_budget()
             self._update("planning")
-            snap = self._capture("before_model_turn")
+            snap, snap_draft = self._capture("before_model_turn", defer=True)
             turn_id = self.ids.new("turn")
             ctx = compile_planner_context(
                 goal=goal,
@@ -182,12 +182,15 @@ class MissionRunner:
                 byte_cap=self.config.context_byte_cap,
                 snapshot_byte_cap=self.config.snapshot_byte_cap,
             )
-            self._append(EventType.MODEL_TURN_STARTED, model_turn_id=turn_id, snapshot_id=snap.snapshot_id, payload={
-                "turn_index": turn_index, "context_bytes": context_size(ctx), "context": ctx,
-            })
-            for ev in pending:
-                self._append(EventType.RUNTIME_EVENT_DELIVERED, model_turn_id=turn_id, tool_call_id=ev.tool_call_id,
-                             robot_action_id=ev.action_id, payload=ev.model_dump(mode="json"))
+            # The snapshot, the turn and what it delivers to the model: one commit.
+            self._append_many([
+                snap_draft,
+                self._draft(EventType.MODEL_TURN_STARTED, model_turn_id=turn_id, snapshot_id=snap.snapshot_id, payload={
+                    "turn_index": turn_index, "context_bytes": context_size(ctx), "context": ctx,
+                }),
+                *(self._draft(EventType.RUNTIME_EVENT_DELIVERED, model_turn_id=turn_id, tool_call_id=ev.tool_call_id,
+                              robot_action_id=ev.action_id, payload=ev.model_dump(mode="json")) for ev in pending),
+            ])
             pending = []
             response, planner_error = self._ask_planner(turn_id, turn_index, ctx)
             # The response and every tool call in it are recorded in one commit, before any call runs.
@@ -425,10 +428,11 @@ class MissionRunner:
         if terminal is BackendTerminal.NONE and action.backend_goal_id:
             acknowledged = self.navigation.cancel(action.backend_goal_id, timeout_s=nav_cfg.cancel_timeout_s)
             action.backend_status = "cancel_acknowledged" if acknowledged else "cancel_unacknowledged"
-        self._transition(action, ActionStatus.VERIFYING,
-                         f"backend {terminal.value}" if terminal is not BackendTerminal.NONE else why_none)
+        verifying = self._transition(action, ActionStatus.VERIFYING,
+                                     f"backend {terminal.value}" if terminal is not BackendTerminal.NONE else why_none,
+                                     defer=True)
         self._update("verifying", action)
-        post = self._capture_after(action.terminal_reported_at, nav_cfg.outcome.settle_s)
+        post, post_draft = self._capture_after(action.terminal_reported_at, nav_cfg.outcome.settle_s)
         assert action.target is not None and action.dispatch_snapshot is not None
         verdict = check_navigation_outcome(
             target=action.target, backend=terminal, post=post, dispatch=action.dispatch_snapshot, tol=nav_cfg.outcome,
@@ -436,20 +440,22 @@ class MissionRunner:
         )
         reason = verdict.reason if terminal is not BackendTerminal.NONE else f"{why_none}; {verdict.reason}"
         action.outcome_snapshot_id = post.snapshot_id
-        self._transition(action, verdict.state, reason)
-        ev = self._append(EventType.ROBOT_ACTION_OUTCOME, tool_call_id=action.tool_call_id, robot_action_id=action.action_id,
-                          snapshot_id=post.snapshot_id, payload={
-                              "state": verdict.state.value, "reason": reason, "evidence": verdict.evidence,
-                              "action": action.view().model_dump(mode="json"),
-                          })
-        self._evidence.append(ev.seq)
+        final = self._transition(action, verdict.state, reason, defer=True)
+        # VERIFYING, the post-terminal snapshot, the verdict and its evidence: one commit.
+        committed = self._append_many([verifying, post_draft, final, self._draft(
+            EventType.ROBOT_ACTION_OUTCOME, tool_call_id=action.tool_call_id, robot_action_id=action.action_id,
+            snapshot_id=post.snapshot_id, payload={
+                "state": verdict.state.value, "reason": reason, "evidence": verdict.evidence,
+                "action": action.view().model_dump(mode="json"),
+            })])
+        self._evidence.append(committed[-1].seq)
         self._active = None
         self._update("verifying", action)
         return RuntimeEvent(type="robot_action_outcome", tool_call_id=action.tool_call_id, action_id=action.action_id,
                             state=verdict.state.value, detail={"reason": reason, "skill": action.skill,
                                                                "target": action.target.model_dump() if action.target else None})
 
-    def _capture_after(self, not_before: float | None, settle_s: float) -> WorldSnapshot:
+    def _capture_after(self, not_before: float | None, settle_s: float) -> tuple[WorldSnapshot, EventDraft]:
         """The post-terminal snapshot, waiting (bounded) for a pose observed after the terminal report."""
         deadline = self.clock.monotonic() + settle_s
         snap, draft = self._capture("post_terminal", defer=True)
@@ -459,8 +465,7 @@ class MissionRunner:
                 break
             self.navigation.poll(0.05)  # a bounded wait; late events about a judged goal are irrelevant
             snap, draft = self._capture("post_terminal", defer=True)
-        self._append_many([draft])
-        return snap
+        return snap, draft
 
     def _abandon_active(self, why: str) -> None:
         """Storage failed mid-action: ask the backend to stop rather than move unrecorded."""
@@ -528,10 +533,15 @@ class MissionRunner:
         self._append_many([draft])
         return snap
 
-    def _transition(self, action: ManagedAction, to: ActionStatus, reason: str) -> None:
+    def _transition(self, action: ManagedAction, to: ActionStatus, reason: str, *, defer: bool = False) -> EventDraft | None:
+        """Move the action (revision-checked) and journal it, now or in the caller's batch."""
         change = action.transition(to, now=self.clock.now(), reason=reason, expected_revision=action.revision)
-        self._append(EventType.ROBOT_ACTION_STATE_CHANGED, tool_call_id=action.tool_call_id,
-                     robot_action_id=action.action_id, payload=change)
+        draft = self._draft(EventType.ROBOT_ACTION_STATE_CHANGED, tool_call_id=action.tool_call_id,
+                            robot_action_id=action.action_id, payload=change)
+        if defer:
+            return draft
+        self._append_many([draft])
+        return None
 
     def _draft(self, type_: EventType, **fields: Any) -> EventDraft:
         return EventDraft(type=type_, mission_id=self._mission_id, **fields)

@@ -24,6 +24,7 @@ import abc
 import collections
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import re
@@ -89,7 +90,9 @@ _SECRET_WORDS = frozenset(
 _WORD_SPLIT = re.compile(r"[^0-9a-zA-Z]+|(?<=[a-z0-9])(?=[A-Z])")
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_secret_key(key: str) -> bool:
+    """Cached: payload keys repeat endlessly (every snapshot has the same ones)."""
     words = [w.lower() for w in _WORD_SPLIT.split(key) if w]
     if any(w in _SECRET_WORDS for w in words):
         return True
