@@ -428,6 +428,19 @@ class MissionRunner:
         if terminal is BackendTerminal.NONE and action.backend_goal_id:
             acknowledged = self.navigation.cancel(action.backend_goal_id, timeout_s=nav_cfg.cancel_timeout_s)
             action.backend_status = "cancel_acknowledged" if acknowledged else "cancel_unacknowledged"
+            # An acknowledged cancel is not a stopped robot: wait (bounded) for the
+            # goal's terminal report. Either way the requested action did not
+            # complete on its own, so the verdict stays UNKNOWN; the reason says
+            # whether the stop was confirmed.
+            # A refused cancel usually means the goal ended on its own meanwhile;
+            # its terminal report is then the evidence to judge.
+            confirmed = self._await_terminal(action, nav_cfg.cancel_timeout_s)
+            if confirmed in (BackendTerminal.SUCCEEDED, BackendTerminal.ABORTED):
+                terminal = confirmed
+            elif confirmed is BackendTerminal.CANCELED:
+                why_none += "; cancel requested, backend confirmed canceled"
+            else:
+                why_none += "; cancel requested, stop NOT confirmed by the backend" + ("" if acknowledged else " (refused)")
         verifying = self._transition(action, ActionStatus.VERIFYING,
                                      f"backend {terminal.value}" if terminal is not BackendTerminal.NONE else why_none,
                                      defer=True)
@@ -454,6 +467,16 @@ class MissionRunner:
         return RuntimeEvent(type="robot_action_outcome", tool_call_id=action.tool_call_id, action_id=action.action_id,
                             state=verdict.state.value, detail={"reason": reason, "skill": action.skill,
                                                                "target": action.target.model_dump() if action.target else None})
+
+    def _await_terminal(self, action: ManagedAction, timeout_s: float) -> BackendTerminal:
+        deadline = self.clock.monotonic() + timeout_s
+        while (now := self.clock.monotonic()) < deadline:
+            for ev in self.navigation.poll(min(0.1, deadline - now)):
+                if ev.goal_id == action.backend_goal_id and ev.status in _TERMINAL_STATUS:
+                    action.backend_status = ev.status
+                    action.terminal_reported_at = ev.stamp or self.clock.now()
+                    return _TERMINAL_STATUS[ev.status]
+        return BackendTerminal.NONE
 
     def _capture_after(self, not_before: float | None, settle_s: float) -> tuple[WorldSnapshot, EventDraft]:
         """The post-terminal snapshot, waiting (bounded) for a pose observed after the terminal report."""

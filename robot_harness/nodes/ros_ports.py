@@ -190,12 +190,17 @@ class Nav2NavigationPort:
         with self._lock:
             handle = self._handles.get(goal_id)
         if handle is None:
+            self._node.get_logger().warning(f"cancel {goal_id}: no live goal handle (already finished?)")
             return False
         try:
             resp = wait_future(handle.cancel_goal_async(), timeout_s, "navigate_to_pose cancel")
-        except (HarnessError, Exception):
+        except Exception as exc:  # timeout or a dead server: the stop is not confirmed
+            self._node.get_logger().warning(f"cancel {goal_id} not acknowledged: {exc}")
             return False
-        return resp.return_code == 0 and len(resp.goals_canceling) > 0
+        ok = resp.return_code == 0 and len(resp.goals_canceling) > 0
+        if not ok:
+            self._node.get_logger().warning(f"cancel {goal_id} refused by the server (return code {resp.return_code})")
+        return ok
 
     # -- callbacks (executor threads) --
 

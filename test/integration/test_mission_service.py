@@ -1,0 +1,122 @@
+"""The Mission action as a client sees it: YAML goals, per-mission overrides,
+refusals, cancellation and Stop — on the real in-process graph."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+import yaml
+
+from robot_harness.bringup import BringUp
+from robot_harness.client import MissionClient
+
+PLACES = {"dock": {"x": 0.0, "y": 0.0, "yaw": 0.0}, "spot": {"x": 2.0, "y": 1.0, "yaw": 0.0}}
+
+
+def set_message_fields(msg, values):
+    """What `ros2 action send_goal ... "<yaml>"` does (rosidl_runtime_py.set_message_fields), minimally."""
+    import importlib
+
+    types = msg.get_fields_and_field_types()
+    for name, value in values.items():
+        assert name in types, f"unknown field {name}"
+        if isinstance(value, list) and types[name].startswith("sequence<"):
+            pkg, typ = types[name][len("sequence<"):-1].split("/")
+            item_cls = getattr(importlib.import_module(f"{pkg}.msg"), typ)
+            setattr(msg, name, [set_message_fields(item_cls(), v) for v in value])
+        else:
+            setattr(msg, name, value)
+    return msg
+
+
+def test_the_mission_goal_is_sendable_from_yaml():
+    from robot_harness.action import Mission
+
+    text = "{goal: 'Go to office_storage, capture an image there, return to dock and report.', " \
+           "mission_id: m-1, overrides: [{key: limits.mission_timeout_s, value: '60'}]}"
+    goal = set_message_fields(Mission.Goal(), yaml.safe_load(text))
+    assert goal.goal.startswith("Go to office_storage")
+    assert goal.overrides[0].key == "limits.mission_timeout_s" and goal.overrides[0].value == "60"
+    constants = {getattr(Mission.Result, c) for c in dir(Mission.Result)
+                 if c.isupper() and isinstance(getattr(Mission.Result, c), str)}
+    assert {"SUCCEEDED", "FAILED", "UNKNOWN", "BLOCKED", "WAITING_USER", "CANCELLED"} <= constants
+
+
+def _graph(tmp_path, faults):
+    turns = [{"tool_calls": [{"name": "navigate_to", "arguments": {"place": "spot"}}]}, {"done": "at the spot"}]
+    overrides = {
+        "sim_robot": {"speed": 3.0, "faults_json": json.dumps(faults)},
+        "planner": {"turns_json": json.dumps(turns)},
+        "supervisor": {"journal_path": str(tmp_path / "j.sqlite3"),
+                       "harness_config_json": json.dumps({"places": PLACES, "navigation": {"timeout_s": 60.0}})},
+    }
+    with BringUp(overrides=overrides) as g:
+        g.wait_ready()
+        client = MissionClient(g.context)
+        g.executor.add_node(client.node)
+        yield g, client
+        g.executor.remove_node(client.node)
+        client.destroy()
+
+
+@pytest.fixture
+def graph(tmp_path):
+    yield from _graph(tmp_path, [])
+
+
+@pytest.fixture
+def stalling_graph(tmp_path):
+    yield from _graph(tmp_path, [{"kind": "stall", "on_goal": 1, "after_s": 0.1}])
+
+
+def test_overrides_apply_to_one_mission_and_bad_ones_are_refused(graph):
+    g, client = graph
+    accepted, result = client.send("Go to the spot.", overrides={"limits.max_turns": "1"})
+    assert accepted
+    assert result.status == "UNKNOWN" and "turn budget of 1" in result.summary
+    # the next mission has the configured limits again and goes through
+    accepted, result = client.send("Go to the spot.")
+    assert accepted and result.status == "SUCCEEDED", result.summary
+    # a malformed override never starts a mission
+    accepted, _ = client.send("Go to the spot.", overrides={"limits.no_such_limit": "3"})
+    assert not accepted
+    accepted, _ = client.send("   ")
+    assert not accepted, "an empty goal is refused"
+
+
+def test_cancel_stops_the_robot_and_reports_cancelled(stalling_graph):
+    g, client = stalling_graph
+    # the robot stalls on its first goal: cancel the mission while the goal is running
+    from robot_harness.action import Mission
+
+    box, handle_box = {}, {}
+
+    def send():
+        fut = client.client.send_goal_async(Mission.Goal(goal="Go to the spot again."))
+        while not fut.done():
+            time.sleep(0.02)
+        handle_box["h"] = fut.result()
+        res = handle_box["h"].get_result_async()
+        while not res.done():
+            time.sleep(0.02)
+        box["result"] = res.result()
+
+    t = threading.Thread(target=send)
+    t.start()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not any(e.goal_index == 1 and e.event.value == "accepted" for e in g.sim.goal_log):
+        time.sleep(0.05)
+    assert any(e.goal_index == 1 for e in g.sim.goal_log), "the goal reached the robot"
+    handle_box["h"].cancel_goal_async()
+    t.join(timeout=30)
+    assert box["result"].result.status == "CANCELLED", box["result"].result.summary
+    time.sleep(0.5)
+    assert any(e.goal_index == 1 and e.event.value == "canceled" for e in g.sim.goal_log), [(e.goal_index, e.event.value, e.reason) for e in g.sim.goal_log]
+    import sqlite3
+
+    db = sqlite3.connect(g.supervisor.journal_path)
+    (reason,) = db.execute("select json_extract(payload, '$.reason') from events where type='ROBOT_ACTION_OUTCOME' "
+                           "order by seq desc limit 1").fetchone()
+    assert "backend confirmed canceled" in reason, reason
