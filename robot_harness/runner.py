@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .core.clock import IdGenerator, SystemClock
+from .core.config import deep_merge
 from .core.journal import SqliteJournal
 from .core.records import EventType, JournalEvent
 from .core.scenario import Scenario
@@ -28,7 +29,7 @@ def scenario_overrides(scenario: Scenario, *, journal_path: Path, artifacts_dir:
         "places": {k: v.model_dump() for k, v in scenario.world.places.items()},
         "limits": {"mission_timeout_s": scenario.limits.mission_timeout_s, "max_turns": scenario.limits.max_turns},
     }
-    harness = _merge(harness, scenario.harness)
+    harness = deep_merge(harness, scenario.harness)
     return {
         "sim_robot": {
             "start.x": start.x, "start.y": start.y, "start.yaw": start.yaw,
@@ -45,13 +46,6 @@ def scenario_overrides(scenario: Scenario, *, journal_path: Path, artifacts_dir:
             "harness_config_json": json.dumps(harness),
         },
     }
-
-
-def _merge(a: dict, b: dict) -> dict:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
 
 
 def build_report(events: list[JournalEvent], *, mission_id: str, journal_path: str, mission_result: Any = None) -> dict[str, Any]:

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Preconditions", "OutcomeTolerance", "NavigationConfig", "LimitsConfig", "HarnessConfig"]
+__all__ = ["Preconditions", "OutcomeTolerance", "NavigationConfig", "LimitsConfig", "HarnessConfig",
+           "load_harness_config", "dotted_overrides", "deep_merge"]
 
 
 class _Cfg(BaseModel):
@@ -87,7 +88,7 @@ def load_harness_config(*, file_text: str | None = None, overrides: dict | None 
         base = {}
     if not isinstance(base, dict):
         raise UsageError("harness configuration must be a mapping")
-    merged = _deep_merge(base, overrides or {})
+    merged = deep_merge(base, overrides or {})
     try:
         return HarnessConfig.model_validate(merged)
     except Exception as exc:  # pydantic.ValidationError
@@ -116,8 +117,9 @@ def dotted_overrides(pairs: list[tuple[str, str]]) -> dict:
     return out
 
 
-def _deep_merge(a: dict, b: dict) -> dict:
+def deep_merge(a: dict, b: dict) -> dict:
+    """``b`` merged into a copy of ``a``, recursively for nested mappings."""
     out = dict(a)
     for k, v in b.items():
-        out[k] = _deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out

@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from .clock import Clock, IdGenerator
 from .config import HarnessConfig
@@ -22,7 +22,7 @@ from .errors import HarnessError, HarnessTimeout, JournalWriteError, UsageError
 from .journal import Journal
 from .lifecycle import ManagedAction
 from .outcome import BackendTerminal, check_navigation_outcome
-from .ports import BackendEvent, NavigationPort, PlannerPort, PlannerRequest, RobotIO, SnapshotPort
+from .ports import NavigationPort, PlannerPort, PlannerRequest, RobotIO, SnapshotPort
 from .preconditions import check_preconditions
 from .records import (
     ActionStatus,
@@ -518,12 +518,12 @@ class MissionRunner:
         failed_tools = self._unresolved_tool_errors()
         parts = [f"{a.skill} -> {_fmt_target(a.target)}: {a.state.value} ({a.reason})" for a in self._actions]
         if any(a.state is ActionStatus.UNKNOWN for a in unresolved):
-            return MissionStatus.UNKNOWN, f"planner proposed done but evidence is incomplete: " + "; ".join(parts)
+            return MissionStatus.UNKNOWN, "planner proposed done but evidence is incomplete: " + "; ".join(parts)
         if unresolved:
-            return MissionStatus.FAILED, f"planner proposed done but evidence contradicts it: " + "; ".join(parts)
+            return MissionStatus.FAILED, "planner proposed done but evidence contradicts it: " + "; ".join(parts)
         if failed_tools:
             return MissionStatus.FAILED, "planner proposed done but these tools failed and were not retried: " + ", ".join(failed_tools)
-        return MissionStatus.SUCCEEDED, f"verified: " + "; ".join(parts)
+        return MissionStatus.SUCCEEDED, "verified: " + "; ".join(parts)
 
     def _unresolved_tool_errors(self) -> list[str]:
         last: dict[str, str] = {}

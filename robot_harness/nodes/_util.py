@@ -8,7 +8,7 @@ from rclpy.task import Future
 
 from ..core.errors import HarnessTimeout
 
-__all__ = ["wait_future", "declare_params"]
+__all__ = ["wait_future", "declare_params", "run_node"]
 
 
 def wait_future(future: Future, timeout_s: float, what: str) -> Any:
@@ -36,3 +36,31 @@ def declare_params(node: Any, defaults: dict[str, Any]) -> dict[str, Any]:
             node.declare_parameter(name, default)
         values[name] = node.get_parameter(name).value
     return values
+
+
+def run_node(factory: Any, argv: list[str] | None, *, threads: int = 4) -> int:
+    """The body of every node executable: init, spin a MultiThreadedExecutor, clean up.
+
+    At least 4 threads: a node that blocks one thread on a future (the
+    supervisor's mission loop) needs others to complete it, and the default
+    thread count is the number of cores (2 on small robots).
+    """
+    import sys
+
+    import rclpy
+    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+
+    rclpy.init(args=argv if argv is not None else sys.argv)
+    node = None
+    try:
+        node = factory()
+        executor = MultiThreadedExecutor(num_threads=threads)
+        executor.add_node(node)
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return 0

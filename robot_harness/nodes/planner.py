@@ -7,21 +7,18 @@ never approves — the supervisor decides what a response means.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
-import rclpy
 import yaml
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from pydantic import TypeAdapter, ValidationError
 
 from ..core.errors import HarnessError
 from ..core.planner_script import ScriptedPlanner, ScriptTurn
 from ..core.ports import PlannerRequest
-from ._util import declare_params
+from ._util import declare_params, run_node
 
 __all__ = ["PlannerNode", "main", "load_turns"]
 
@@ -110,15 +107,5 @@ class PlannerNode(LifecycleNode):
 
 
 def main(argv: list[str] | None = None) -> int:
-    rclpy.init(args=argv if argv is not None else sys.argv)
-    node = PlannerNode()
-    executor = MultiThreadedExecutor()
-    executor.add_node(node)
-    try:
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    """Entry point for ``ros2 run robot_harness planner``."""
+    return run_node(PlannerNode, argv)

@@ -25,7 +25,7 @@ from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
 from ..core.clock import Clock, IdGenerator
-from ..core.errors import BackendUnavailable, HarnessError, HarnessTimeout, ToolExecutionError
+from ..core.errors import BackendUnavailable, ToolExecutionError
 from ..core.ports import BackendEvent, GoalAck, PlannerRequest
 from ..core.records import ArtifactRef, ModelResponse, Pose2D, WorldSnapshot
 from . import conversions as cv

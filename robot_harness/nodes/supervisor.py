@@ -9,21 +9,18 @@ on ``~/events`` after it commits.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
-import rclpy
 from lifecycle_msgs.srv import GetState
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.qos import QoSProfile, QoSReliabilityPolicy
 
 from ..core.clock import IdGenerator, SystemClock
-from ..core.config import HarnessConfig, dotted_overrides, load_harness_config
+from ..core.config import HarnessConfig, deep_merge, dotted_overrides, load_harness_config
 from ..core.engine import MAX_GOAL_CHARS, MissionRunner
 from ..core.errors import HarnessError, HarnessTimeout, UsageError
 from ..core.journal import Journal, SqliteJournal
@@ -31,7 +28,7 @@ from ..core.preconditions import check_preconditions
 from ..core.records import ActionView, EventDraft, EventType, JournalEvent, MissionStatus
 from ..core.skills import default_skills, resolve_target
 from . import conversions as cv
-from ._util import declare_params, wait_future
+from ._util import declare_params, run_node, wait_future
 from .ros_ports import Nav2NavigationPort, RosPlannerPort, RosRobotIO, RosSnapshotPort
 
 __all__ = ["SupervisorNode", "main", "default_journal_path"]
@@ -233,7 +230,7 @@ class SupervisorNode(LifecycleNode):
             return self._config
         return load_harness_config(
             file_text=None,
-            overrides=_merge(self._config.model_dump(mode="json"), dotted_overrides(pairs)),
+            overrides=deep_merge(self._config.model_dump(mode="json"), dotted_overrides(pairs)),
         )
 
     def _execute(self, goal_handle: Any) -> Any:
@@ -365,23 +362,6 @@ def _pose(v: dict) -> Any:
     return Pose2D(**v)
 
 
-def _merge(a: dict, b: dict) -> dict:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
-    rclpy.init(args=argv if argv is not None else sys.argv)
-    node = SupervisorNode()
-    executor = MultiThreadedExecutor()
-    executor.add_node(node)
-    try:
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    """Entry point for ``ros2 run robot_harness supervisor``."""
+    return run_node(SupervisorNode, argv)
