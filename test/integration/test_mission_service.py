@@ -120,3 +120,35 @@ def test_cancel_stops_the_robot_and_reports_cancelled(stalling_graph):
     (reason,) = db.execute("select json_extract(payload, '$.reason') from events where type='ROBOT_ACTION_OUTCOME' "
                            "order by seq desc limit 1").fetchone()
     assert "backend confirmed canceled" in reason, reason
+
+
+def test_stop_service_stops_the_running_mission(stalling_graph):
+    from rclpy.node import Node
+
+    from robot_harness.srv import Stop
+
+    g, client = stalling_graph
+    box = {}
+    t = threading.Thread(target=lambda: box.update(zip(("accepted", "result"), client.send("Go to the spot."))))
+    t.start()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not any(e.event.value == "accepted" for e in g.sim.goal_log):
+        time.sleep(0.05)
+    node = Node("test_stop_client", context=g.context)
+    g.executor.add_node(node)
+    try:
+        cli = node.create_client(Stop, "/supervisor/stop")
+        assert cli.wait_for_service(timeout_sec=10)
+        fut = cli.call_async(Stop.Request(reason="operator pressed stop"))
+        deadline = time.monotonic() + 10
+        while not fut.done() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert fut.done() and fut.result().ok
+        t.join(timeout=30)
+    finally:
+        g.executor.remove_node(node)
+        node.destroy_node()
+    assert box["accepted"]
+    assert box["result"].status == "CANCELLED"
+    assert "operator pressed stop" in box["result"].summary
+    assert any(e.event.value == "canceled" for e in g.sim.goal_log)
