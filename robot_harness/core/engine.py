@@ -110,6 +110,7 @@ class MissionRunner:
         self._calls: list[dict[str, Any]] = []
         self._evidence: list[int] = []
         self._deadline = math.inf
+        self._active_id_for_summary = ""
 
     # -- public ---------------------------------------------------------------
 
@@ -146,6 +147,10 @@ class MissionRunner:
             status, summary = self._loop(goal)
         except _Stop as stop:
             status, summary = stop.status, stop.summary
+            if self._active is not None and not self._active.terminal:
+                # e.g. the snapshot source died mid-action: do not leave the robot driving unsupervised
+                self._abandon_active(summary)
+                summary += f"; in-flight action {self._active_id_for_summary} was asked to stop"
         except JournalWriteError as exc:
             self._physical_blocked = str(exc)
             self._abandon_active("journal write failed")
@@ -491,8 +496,9 @@ class MissionRunner:
         return snap, draft
 
     def _abandon_active(self, why: str) -> None:
-        """Storage failed mid-action: ask the backend to stop rather than move unrecorded."""
+        """Supervision failed mid-action: ask the backend to stop rather than move unsupervised."""
         action = self._active
+        self._active_id_for_summary = action.action_id if action is not None else ""
         if action is not None and action.backend_goal_id and not action.terminal:
             try:
                 self.navigation.cancel(action.backend_goal_id, timeout_s=3.0)

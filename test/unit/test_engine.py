@@ -262,3 +262,19 @@ def test_context_is_bounded_and_carries_no_raw_streams():
 
     for req in planner.requests:
         assert len(json.dumps(req.context, separators=(",", ":"), sort_keys=True)) <= 1500
+
+
+def test_losing_the_snapshot_source_before_verification_is_never_success():
+    from robot_harness.core.errors import BackendUnavailable
+
+    def die_after_terminal(reason, robot):
+        if reason == "post_terminal":
+            raise BackendUnavailable("aggregator gone")
+
+    runner, robot, journal, _ = make([GO_OFFICE, {"done": "x"}], robot_kw={"on_capture": die_after_terminal})
+    out = runner.run("go")
+    assert out.status is MissionStatus.BLOCKED
+    assert "aggregator gone" in out.summary
+    assert out.actions[0].state is not ActionStatus.SUCCEEDED
+    assert journal.events(types=[EventType.ROBOT_ACTION_OUTCOME]) == []
+    assert robot.cancels == ["goal1"], "an unjudged action is asked to stop"
