@@ -1,10 +1,28 @@
 #!/usr/bin/env python3
-"""Harness overhead per managed navigation action and per model turn.
+"""Harness overhead per managed navigation action and per model turn, in the deployed topology.
 
-The real core ``MissionRunner`` runs in this process against the in-process
-node graph with the simulated robot (``BringUp``), with the production
-storage setting (``SqliteJournal``: WAL, ``synchronous=FULL``) and the real
-ROS ports. Only instrumentation is added: thin subclasses that read
+One process per node, as ``launch/harness.launch.py`` runs them:
+
+* ``sim_robot`` (the robot plus its Nav2-compatible ``navigate_to_pose``) and
+  ``snapshot_aggregator`` are the installed executables
+  (``lib/robot_harness/<exe>`` under ``AMENT_PREFIX_PATH``), started as
+  separate processes with their shipped parameter files
+  (``config/<node>.yaml``) plus ``-p autostart:=true`` and a fast robot, and
+  talking to this process over loopback DDS. On a robot the navigator is Nav2
+  (C++); here it is the simulated one, the same for the harness and for the
+  baseline.
+* This process hosts only what the supervisor process would: the core
+  ``MissionRunner`` with the production storage setting (``SqliteJournal``:
+  WAL, ``synchronous=FULL``), ``RosSnapshotPort`` and ``Nav2NavigationPort``
+  on one rclpy node in its own context, spun by a ``MultiThreadedExecutor``
+  (4 threads, default) or ``rclpy.experimental.EventsExecutor``
+  (``--executor events``) on a background thread. The runner runs on the
+  main thread, as the supervisor's mission thread does; it blocks on rclpy
+  futures that the executor thread completes.
+* The planner is an in-process stub (in production another process); its
+  time is excluded from every figure.
+
+Only instrumentation is added: thin subclasses that read
 ``time.perf_counter()`` around the port calls and journal appends.
 
 Measured:
@@ -16,24 +34,24 @@ Measured:
     time inside the planner and inside the navigation port (``send_goal``,
     ``poll``, ``cancel``): snapshots, context compilation, journal writes.
 
-Both are also split into the main thread's CPU time (the harness's own work)
-and the wall time spent in journal appends and snapshot captures. The graph's
-executor threads share this interpreter, so every GIL hand-off (each SQLite
-call releases the GIL) can cost up to ``sys.getswitchinterval()``; the
-journal's commit cost is therefore measured both with the graph running and
-after it stopped.
+Both are also split into the main thread's CPU time (the harness's own work),
+the wall time spent in journal appends and in snapshot captures, and the rest
+(waiting for the GIL and for the scheduler).
 
-Baseline, same run: a plain ``ActionClient`` on the same sim, ``send_goal`` ->
-accepted round trip, as many goals as actions; each goal is cancelled right
-after the accept and has ended before the next is sent, so the sim is idle.
-It runs in two halves, before and after the harness, so drift in load lands
-on both sides. For reference, a plain call of the aggregator's ``~/capture``
-(one snapshot without the harness). Results are noisy on a shared 2-core
-machine; compare the ratios, not the absolute numbers.
+Baseline, same run, same process, same executor: a plain ``ActionClient`` on
+the same sim process, ``send_goal`` -> accepted round trip, as many goals as
+actions; each goal is cancelled right after the accept and has ended before
+the next is sent, so the sim is idle. It runs in two halves, before and after
+the harness, so drift in load lands on both sides. For reference, a plain
+call of the aggregator's ``~/capture`` (one snapshot without the harness).
+Results are noisy on a shared 2-core machine; compare the ratios, not the
+absolute numbers.
 
-Run from the repository root after ``source scripts/env.sh``::
+Run from the repository root after ``source scripts/env.sh`` (and a built
+workspace: ``make setup``)::
 
     python bench/overhead.py --actions 200 --json /tmp/overhead.json
+    python bench/overhead.py --executor both      # both executors, one after the other
 """
 from __future__ import annotations
 
@@ -45,15 +63,19 @@ if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
 import argparse
+import contextlib
 import json
 import math
 import os
+import signal
 import statistics
+import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 TARGET_A_P95_MS = 15.0
 PLACES = {"p0": {"x": 0.0, "y": 0.0, "yaw": math.pi}, "p1": {"x": 0.3, "y": 0.0, "yaw": 0.0}}
@@ -69,6 +91,23 @@ SIM_YAW_RATE = 100.0
 WARMUP_ACTIONS = 5
 RESULT_TIMEOUT_S = 10.0
 ACCEPT_TIMEOUT_S = 5.0
+START_TIMEOUT_S = 30.0
+"""Bound on the robot processes coming up (pose, battery and navigation AVAILABLE in a capture)."""
+STOP_TIMEOUT_S = 5.0
+"""SIGINT first, SIGKILL after this long."""
+EXECUTOR_THREADS = 4
+EXECUTORS = ("multithreaded", "events")
+DEFAULT_EXECUTOR = "multithreaded"
+CONFIG = _ROOT / "config"
+CAPTURE_SERVICE = "/snapshot_aggregator/capture"
+NAV_ACTION = "navigate_to_pose"
+NODE_ARGS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    # executable: (parameter file, -p overrides, extra --ros-args)
+    "sim_robot": ("sim_robot.yaml", ("autostart:=true", f"speed:={SIM_SPEED}", f"yaw_rate:={SIM_YAW_RATE}"), ()),
+    # Two INFO lines per goal (controller active/idle) would only fill the log.
+    "snapshot_aggregator": ("snapshot_aggregator.yaml", ("autostart:=true",),
+                            ("--log-level", "snapshot_aggregator:=warn")),
+}
 
 
 # --------------------------------------------------------------------------- recording
@@ -195,9 +234,10 @@ def _other(place: str) -> str:
     return "p0" if place == "p1" else "p1"
 
 
-def _away(graph: Any) -> str:
+
+def _away(baseline: Any) -> str:
     """The place the robot is not at, so the first hop of a series is a real one."""
-    pose = graph.nodes["snapshot_aggregator"].capture(reason="bench").pose
+    pose = baseline.capture().pose
     return "p1" if pose is None or pose.x < PLACES["p1"]["x"] / 2 else "p0"
 
 
@@ -242,27 +282,38 @@ def analyse(rec: Recorder) -> dict[str, list[float]]:
     """Per-action (a) and per-turn (b) overheads, wall and main-thread CPU, with their parts."""
     calls = rec.planner_calls
     out: dict[str, list[float]] = {k: [] for k in (
-        "a", "a_cpu", "a_journal", "a_snapshot", "a_commits", "accept_rt",
-        "b", "b_cpu", "b_journal", "b_snapshot", "b_commits",
+        "a", "a_cpu", "a_journal", "a_journal_cpu", "a_snapshot", "a_snapshot_cpu", "a_other", "a_commits",
+        "a_captures", "accept_rt",
+        "b", "b_cpu", "b_journal", "b_snapshot", "b_other", "b_commits",
     )}
     for (entry, exit_, cpu_entry, _cpu_exit), accepted in zip(rec.send_goals, rec.accepted):
         before = [c for c in calls if c[1] <= entry]
         if not before:
             continue
         _e, returned, _ce, cpu_returned = before[-1]
+        journals = _within(rec.journal_spans, returned, entry)
+        journal = _wall(journals)
+        snaps = _within(rec.snapshot_spans, returned, entry)
         out["a"].append(entry - returned)
         out["a_cpu"].append(cpu_entry - cpu_returned)
-        out["a_journal"].append(_wall(_within(rec.journal_spans, returned, entry)))
-        out["a_snapshot"].append(_wall(_within(rec.snapshot_spans, returned, entry)))
+        out["a_journal"].append(journal)
+        out["a_journal_cpu"].append(_cpu(journals))
+        out["a_snapshot"].append(_wall(snaps))
+        out["a_snapshot_cpu"].append(_cpu(snaps))
+        out["a_other"].append(entry - returned - journal - _wall(snaps))
         out["a_commits"].append(len(_within(rec.journal_spans, returned, entry)))
+        out["a_captures"].append(len(snaps))
         if accepted:
             out["accept_rt"].append(exit_ - entry)
     for (e0, r0, ce0, cr0), (e1, _r1, ce1, _cr1) in zip(calls, calls[1:]):
         nav = _within(rec.nav_spans, r0, e1)
         out["b"].append((e1 - e0) - (r0 - e0) - _wall(nav))
         out["b_cpu"].append((ce1 - ce0) - (cr0 - ce0) - _cpu(nav))
-        out["b_journal"].append(_wall(_within(rec.journal_spans, r0, e1)))
-        out["b_snapshot"].append(_wall(_within(rec.snapshot_spans, r0, e1)))
+        journal = _wall(_within(rec.journal_spans, r0, e1))
+        snaps = _wall(_within(rec.snapshot_spans, r0, e1))
+        out["b_journal"].append(journal)
+        out["b_snapshot"].append(snaps)
+        out["b_other"].append(out["b"][-1] - journal - snaps)
         out["b_commits"].append(len(_within(rec.journal_spans, r0, e1)))
     return out
 
@@ -271,12 +322,14 @@ def analyse(rec: Recorder) -> dict[str, list[float]]:
 
 
 class DirectBaseline:
-    """Plain clients on the same graph: what a goal and a snapshot cost without the harness.
+    """Plain clients on the bench node: what a goal and a snapshot cost without the harness.
 
-    Waits the same way the ports do (a done-callback and an Event while the
-    graph's executor spins on its own thread), so only the harness differs.
-    The clients live as long as the bench node: destroying an action client
-    under a spinning executor can kill the executor thread
+    Same process, same node, same executor, same sim and aggregator
+    processes as the harness's ports, and waits the same way the ports do (a
+    done-callback and an Event while the executor spins on its own thread),
+    so only the harness differs. The clients live as long as the bench node
+    and are destroyed only after the executor stopped: destroying an action
+    client under a spinning executor can kill the executor thread
     (``RCLError: action client pointer is invalid``).
     """
 
@@ -289,8 +342,8 @@ class DirectBaseline:
 
         group = ReentrantCallbackGroup()
         self._node = node
-        self._nav = ActionClient(node, NavigateToPose, "navigate_to_pose", callback_group=group)
-        self._capture = node.create_client(CaptureSnapshot, "/snapshot_aggregator/capture", callback_group=group)
+        self._nav = ActionClient(node, NavigateToPose, NAV_ACTION, callback_group=group)
+        self._capture = node.create_client(CaptureSnapshot, CAPTURE_SERVICE, callback_group=group)
 
     def accept_round_trips(self, count: int, *, first: str) -> list[float]:
         """``send_goal_async`` -> accepted; each goal is cancelled and has ended before the next is sent."""
@@ -323,6 +376,23 @@ class DirectBaseline:
             wait_future(handle.get_result_async(), RESULT_TIMEOUT_S, "direct result")
         return out
 
+    def capture(self, *, timeout_s: float = 2.0) -> Any:
+        """One snapshot as the core model (``WorldSnapshot``); raises on timeout or refusal."""
+        from robot_harness.nodes import conversions as cv
+        from robot_harness.nodes._util import wait_future
+        from robot_harness.srv import CaptureSnapshot
+
+        if not self._capture.wait_for_service(timeout_sec=timeout_s):
+            raise TimeoutError(f"{CAPTURE_SERVICE} is not available within {timeout_s:.0f} s")
+        resp = wait_future(self._capture.call_async(CaptureSnapshot.Request(mission_id="bench", reason="bench")),
+                           timeout_s, "bench capture")
+        if not resp.ok:
+            raise RuntimeError(f"capture refused: {resp.error}")
+        return cv.msg_to_snapshot(resp.snapshot)
+
+    def wait_for_action_server(self, timeout_s: float) -> bool:
+        return bool(self._nav.wait_for_server(timeout_sec=timeout_s))
+
     def capture_round_trips(self, count: int) -> list[float]:
         """Plain calls of the aggregator's ``~/capture``: one snapshot's cost before the harness touches it."""
         from robot_harness.nodes._util import wait_future
@@ -338,10 +408,25 @@ class DirectBaseline:
             out.append(time.perf_counter() - t0)
             if not resp.ok:
                 raise RuntimeError(f"capture refused: {resp.error}")
+            self._last_capture = resp
+        return out
+
+    def conversion_costs(self, count: int) -> list[float]:
+        """``msg_to_snapshot`` on the last captured message: the Python side of every port capture."""
+        from robot_harness.nodes import conversions as cv
+
+        msg = getattr(self, "_last_capture", None)
+        if msg is None:
+            return []
+        out: list[float] = []
+        for _ in range(count):
+            t0 = time.perf_counter()
+            cv.msg_to_snapshot(msg.snapshot)
+            out.append(time.perf_counter() - t0)
         return out
 
     def destroy(self) -> None:
-        """Only once the node is out of the executor."""
+        """Only once the executor stopped spinning."""
         self._nav.destroy()
         self._node.destroy_client(self._capture)
 
@@ -349,9 +434,10 @@ class DirectBaseline:
 def journal_commit_costs(directory: Path, count: int, *, name: str = "commit-cost") -> dict[str, Any]:
     """Single-event appends to a fresh SqliteJournal (one fsync'd commit each), and raw fsync for scale.
 
-    Run once while the in-process graph is up (idle) and once after it stopped:
-    the difference is what sharing one interpreter (one GIL) with the
-    executor threads does to each commit.
+    Run once per executor while the bench node spins and the robot processes
+    run (idle between goals), and once after everything stopped: the
+    difference is what sharing this interpreter (one GIL) with the executor
+    thread(s), and the machine with the robot processes, does to each commit.
     """
     from robot_harness.core.clock import IdGenerator, SystemClock
     from robot_harness.core.journal import SqliteJournal
@@ -398,30 +484,242 @@ def _fs_type(path: Path) -> str:
     return kind
 
 
+# --------------------------------------------------------------------------- robot processes
+
+
+def _install_lib() -> Path | None:
+    """``lib/robot_harness`` of the first ``AMENT_PREFIX_PATH`` entry that has the executables."""
+    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
+        if not prefix:
+            continue
+        candidate = Path(prefix) / "lib" / "robot_harness"
+        if all((candidate / exe).exists() for exe in NODE_ARGS):
+            return candidate
+    return None
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (all threads), from ``/proc``; NaN if it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return float("nan")
+    fields = text[text.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+_DIE_WITH_PARENT = (
+    "import ctypes, os, signal, sys\n"
+    "try:\n"
+    "    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGINT), 0, 0, 0)  # PR_SET_PDEATHSIG\n"
+    "except (OSError, AttributeError):\n"
+    "    pass\n"
+    "os.execv(sys.argv[1], sys.argv[1:])\n"
+)
+"""Exec'd in front of each robot process on Linux: the kernel SIGINTs it if the bench dies.
+
+Cleanup normally happens in ``RobotProcesses.stop`` (also on Ctrl-C and
+SIGTERM); this covers a bench killed with SIGKILL. The death signal survives
+``execv``, so the process that runs is the installed executable itself, same
+pid, same arguments (no ``preexec_fn``: the bench has threads by the time a
+second pair of robot processes starts)."""
+
+
+class RobotProcesses:
+    """``sim_robot`` and ``snapshot_aggregator`` as separate processes, as the launch file starts them.
+
+    Each gets its own session (a Ctrl-C in the terminal reaches only the
+    bench, which then stops them in order) and a log file in the work dir.
+    """
+
+    def __init__(self, lib: Path, workdir: Path) -> None:
+        self._lib = lib
+        self._workdir = workdir
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._logs: dict[str, IO[bytes]] = {}
+        self.commands: dict[str, list[str]] = {}
+        self.exit_codes: dict[str, int | None] = {}
+
+    def start(self) -> None:
+        self._workdir.mkdir(parents=True, exist_ok=True)
+        wrapper = [sys.executable, "-c", _DIE_WITH_PARENT] if sys.platform.startswith("linux") else []
+        for exe, (param_file, params, extra) in NODE_ARGS.items():
+            args = [str(self._lib / exe), "--ros-args", "--params-file", str(CONFIG / param_file)]
+            for p in params:
+                args += ["-p", p]
+            args += list(extra)
+            self.commands[exe] = args
+            log = open(self.log_path(exe), "wb")  # noqa: SIM115 - closed in stop()
+            self._logs[exe] = log
+            self.procs[exe] = subprocess.Popen(wrapper + args, stdin=subprocess.DEVNULL, stdout=log,
+                                               stderr=subprocess.STDOUT, start_new_session=True)
+
+    def log_path(self, exe: str) -> Path:
+        return self._workdir / f"{exe}.log"
+
+    def log_tail(self, exe: str, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path(exe).read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def dead(self) -> dict[str, int]:
+        return {exe: rc for exe, p in self.procs.items() if (rc := p.poll()) is not None}
+
+    def check(self) -> None:
+        """Raise, with the log's last lines, if a robot process has exited."""
+        dead = self.dead()
+        if dead:
+            exe, rc = next(iter(dead.items()))
+            raise RuntimeError(f"{exe} exited with code {rc}; its log ends:\n  "
+                               + self.log_tail(exe).replace("\n", "\n  "))
+
+    def cpu(self) -> dict[str, float]:
+        return {exe: cpu_seconds(p.pid) for exe, p in self.procs.items()}
+
+    def stop(self) -> None:
+        """SIGINT all (the nodes' own clean shutdown), then SIGKILL whatever did not exit in time."""
+        for p in self.procs.values():
+            if p.poll() is None:
+                try:
+                    p.send_signal(signal.SIGINT)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        for exe, p in self.procs.items():
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                print(f"{exe} did not exit {STOP_TIMEOUT_S:.0f} s after SIGINT; killing it", file=sys.stderr)
+                p.kill()
+                p.wait(timeout=STOP_TIMEOUT_S)
+            self.exit_codes[exe] = p.returncode
+        for log in self._logs.values():
+            log.close()
+
+    def tracebacks(self) -> list[str]:
+        return [exe for exe in self.procs if "Traceback" in self.log_tail(exe, lines=10_000)]
+
+
+# --------------------------------------------------------------------------- the bench node
+
+
+class BenchNode:
+    """One rclpy node in its own context, spun on a background thread: what the supervisor process hosts.
+
+    ``multithreaded``: ``MultiThreadedExecutor(num_threads=4)``.spin().
+    ``events``: ``rclpy.experimental.EventsExecutor`` driven by ``spin_once``
+    in a loop; its ``spin()`` in this rclpy (9.1.2, Kilted wheels) dispatched
+    nothing and busy-looped at 100 % of a core (not even a timer fired), while
+    ``spin_once`` works. It is single-threaded: fine here, since the runner
+    blocks on futures from the main thread, never from an executor callback.
+    """
+
+    def __init__(self, kind: str) -> None:
+        import rclpy
+        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.signals import SignalHandlerOptions
+
+        self.kind = kind
+        self.context = rclpy.Context()
+        # No rclpy signal handlers: Ctrl-C / SIGTERM become KeyboardInterrupt in
+        # the main thread, and the finally blocks take everything down in order.
+        rclpy.init(context=self.context, signal_handler_options=SignalHandlerOptions.NO)
+        self.node = rclpy.create_node("overhead_bench", context=self.context)
+        if kind == "events":
+            from rclpy.experimental import EventsExecutor
+
+            self.executor: Any = EventsExecutor(context=self.context)
+        else:
+            self.executor = MultiThreadedExecutor(num_threads=EXECUTOR_THREADS, context=self.context)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    @property
+    def label(self) -> str:
+        return f"MultiThreadedExecutor({EXECUTOR_THREADS} threads)" if self.kind == "multithreaded" \
+            else "EventsExecutor (spin_once loop, 1 thread)"
+
+    def start(self) -> None:
+        self.executor.add_node(self.node)
+        self._thread = threading.Thread(target=self._spin, name=f"bench-{self.kind}-executor", daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        try:
+            if self.kind == "events":
+                while not self._stop.is_set() and self.context.ok():
+                    self.executor.spin_once(timeout_sec=0.1)
+            else:
+                self.executor.spin()
+        except BaseException as exc:  # noqa: BLE001 - reported by check(); the runner would only see timeouts
+            self.error = exc
+
+    def check(self) -> None:
+        if self._thread is not None and not self._thread.is_alive() and not self._stop.is_set():
+            raise RuntimeError(f"the bench executor thread died: {self.error!r}")
+
+    def stop_spinning(self) -> None:
+        """The executor stops before any entity is destroyed: destroying under a spinning executor races its wait set."""
+        self._stop.set()
+        if self.kind == "multithreaded":
+            self.executor.shutdown(timeout_sec=2.0)
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+            if self._thread.is_alive():
+                print("warning: the bench executor thread did not stop within 5 s", file=sys.stderr)
+
+    def close(self) -> None:
+        import rclpy
+
+        with contextlib.suppress(Exception):  # already out after shutdown
+            self.executor.remove_node(self.node)
+        if self.kind == "events":
+            self.executor.shutdown()
+        self.node.destroy_node()
+        rclpy.try_shutdown(context=self.context)
+
+
+def wait_ready(baseline: DirectBaseline, bench: BenchNode, robot: RobotProcesses, timeout_s: float) -> dict[str, Any]:
+    """Bounded: until a capture holds pose, battery and navigation AVAILABLE and the action server is up."""
+    from robot_harness.core.records import Availability
+
+    t0 = time.monotonic()
+    deadline = t0 + timeout_s
+    last: str = "no answer yet"
+    while time.monotonic() < deadline:
+        robot.check()
+        bench.check()
+        try:
+            snap = baseline.capture(timeout_s=min(2.0, max(0.1, deadline - time.monotonic())))
+        except Exception as exc:  # noqa: BLE001 - not up yet (timeout, refusal while inactive)
+            last = f"{type(exc).__name__}: {exc}"
+            time.sleep(0.2)
+            continue
+        fields = {"pose": snap.pose_meta, "battery": snap.battery_meta, "navigation": snap.navigation_meta}
+        missing = [f"{k} {m.availability.value}" for k, m in fields.items() if m.availability is not Availability.AVAILABLE]
+        if not missing:
+            if not baseline.wait_for_action_server(max(0.1, deadline - time.monotonic())):
+                break
+            return {"ready_s": time.monotonic() - t0}
+        last = "capture answered, but " + ", ".join(missing)
+        time.sleep(0.2)
+    raise TimeoutError(f"robot processes not ready within {timeout_s:.0f} s ({last})")
+
+
 # --------------------------------------------------------------------------- the run
 
 
-def run(actions: int, workdir: Path, *, mission_timeout_s: float, commits: int) -> dict[str, Any]:
-    import rclpy
-    from rclpy.logging import LoggingSeverity, set_logger_level
-
-    from robot_harness.bringup import BringUp
+def run_executor(kind: str, robot: RobotProcesses, workdir: Path, actions: int, *, mission_timeout_s: float,
+                 commits: int, step: str) -> dict[str, Any]:
+    """Baseline halves around the harness mission, all on one bench node spun by ``kind``."""
     from robot_harness.core.clock import IdGenerator, SystemClock
     from robot_harness.core.config import HarnessConfig, LimitsConfig
     from robot_harness.core.engine import MissionRunner
     from robot_harness.core.records import ActionStatus, EventType
-    from robot_harness.core.scenario import Scenario
     from robot_harness.core.skills import default_skills
-    from robot_harness.runner import scenario_overrides
 
-    scenario = Scenario.model_validate({
-        "goal": "Go back and forth.",
-        "world": {"places": PLACES, "start": "p0"},
-        "robot": {"speed": SIM_SPEED, "yaw_rate": SIM_YAW_RATE, "camera": False},
-        "limits": {"mission_timeout_s": mission_timeout_s},
-    })
-    overrides = scenario_overrides(scenario, journal_path=workdir / "supervisor.sqlite3",
-                                   artifacts_dir=workdir / "artifacts")
     rec = Recorder()
     TimedNavPort, TimedSnapshotPort, TimedJournal = _instrumented_classes(rec)
     clock, ids = SystemClock(), IdGenerator(None)
@@ -429,76 +727,92 @@ def run(actions: int, workdir: Path, *, mission_timeout_s: float, commits: int) 
         places=PLACES,
         limits=LimitsConfig(mission_timeout_s=mission_timeout_s, max_turns=2 * actions + 20),
     )
-    res: dict[str, Any] = {}
-    with BringUp(overrides=overrides) as graph:
-        graph.wait_ready(timeout_s=20.0)
-        # Two INFO lines per goal (controller active/idle) would bury the report.
-        set_logger_level("snapshot_aggregator", LoggingSeverity.WARN)
-        node = rclpy.create_node("overhead_bench", context=graph.context)
-        graph.executor.add_node(node)
-        journal = TimedJournal(workdir / "bench-journal.sqlite3", clock=clock, ids=ids)
+    res: dict[str, Any] = {"executor": kind}
+    bench = BenchNode(kind)
+    res["executor_label"] = bench.label
+    journal = TimedJournal(workdir / f"bench-journal-{kind}.sqlite3", clock=clock, ids=ids)
+    snapshots: Any = None
+    nav: Any = None
+    baseline: DirectBaseline | None = None
+    try:
         journal.setup()
-        snapshots = TimedSnapshotPort(node, "/snapshot_aggregator/capture")
-        baseline = DirectBaseline(node)
-        nav = None
-        try:
-            first = actions // 2
-            print(f"[1/4] direct baseline, first half ({first} goals) ...", flush=True)
-            baseline.accept_round_trips(WARMUP_ACTIONS, first=_away(graph))  # warm-up, not counted
-            direct_1 = baseline.accept_round_trips(first, first=_away(graph))
-            capture_1 = baseline.capture_round_trips(first)
-            nav = TimedNavPort(node, "navigate_to_pose", clock=clock)
+        # Every entity exists before the first baseline goal, so both baseline
+        # halves and the harness run on the same node with the same load (the
+        # port's status subscription sees the baseline's goals too).
+        snapshots = TimedSnapshotPort(bench.node, CAPTURE_SERVICE)
+        nav = TimedNavPort(bench.node, NAV_ACTION, clock=clock)
+        baseline = DirectBaseline(bench.node)
+        bench.start()
+        res.update(wait_ready(baseline, bench, robot, START_TIMEOUT_S))
+        first = actions // 2
+        print(f"[{step}] {bench.label}: ready after {res['ready_s']:.1f} s; direct baseline, first half "
+              f"({first} goals, +{WARMUP_ACTIONS} warm-up) ...", flush=True)
+        baseline.accept_round_trips(WARMUP_ACTIONS, first=_away(baseline))  # warm-up, not counted
+        direct_1 = baseline.accept_round_trips(first, first=_away(baseline))
+        capture_1 = baseline.capture_round_trips(first)
+        bench.check()
 
-            def mission(n: int) -> Any:
-                runner = MissionRunner(
-                    config=config, journal=journal, clock=clock, ids=ids,
-                    skills=default_skills(config.navigation), snapshots=snapshots,
-                    planner=AlternatingPlanner(rec, actions=n, first=_away(graph)), navigation=nav,
-                )
-                return runner.run(f"Go back and forth between p0 and p1 {n} times.")
-
-            # Warm-up: discovery of the capture service and the action server,
-            # first SQLite pages, and the latched status of the baseline's goals
-            # (reported to the port as uncorrelated events) - none of it counted.
-            print(f"[2/4] harness mission, {actions} actions (+{WARMUP_ACTIONS} warm-up) ...", flush=True)
-            warm = mission(WARMUP_ACTIONS)
-            res["warmup_uncorrelated_events"] = len(journal.events(
-                mission_id=warm.mission_id, types=[EventType.BACKEND_EVENT_UNCORRELATED]))
-            rec.reset()
-            t0 = time.perf_counter()
-            outcome = mission(actions)
-            res["mission_wall_s"] = time.perf_counter() - t0
-            res["measured"] = analyse(rec)
-            res["uncorrelated_events"] = len(journal.events(
-                mission_id=outcome.mission_id, types=[EventType.BACKEND_EVENT_UNCORRELATED]))
-            res["journal_events"] = len(journal.events(mission_id=outcome.mission_id))
-            print(f"[3/4] direct baseline, second half ({actions - first} goals) ...", flush=True)
-            capture_2 = baseline.capture_round_trips(actions - first)
-            direct_2 = baseline.accept_round_trips(actions - first, first=_away(graph))
-            res["commit_under_graph"] = journal_commit_costs(workdir, commits, name="commit-under-graph")
-            supervisor_nav = getattr(graph.nodes["supervisor"], "_nav", None)
-            res.update(
-                mission_status=outcome.status.value, mission_summary=outcome.summary[:300],
-                actions_sent=len(rec.send_goals),
-                actions_succeeded=sum(1 for a in outcome.actions if a.state is ActionStatus.SUCCEEDED),
-                not_succeeded=[f"{a.state.value}: {a.reason}" for a in outcome.actions
-                               if a.state is not ActionStatus.SUCCEEDED],
-                turns=len(rec.planner_calls),
-                supervisor_nav_queue_backlog=supervisor_nav._events.qsize() if supervisor_nav is not None else None,  # noqa: SLF001
-                direct=direct_1 + direct_2, direct_first=direct_1, direct_second=direct_2,
-                capture=capture_1 + capture_2,
+        def mission(n: int) -> Any:
+            runner = MissionRunner(
+                config=config, journal=journal, clock=clock, ids=ids,
+                skills=default_skills(config.navigation), snapshots=snapshots,
+                planner=AlternatingPlanner(rec, actions=n, first=_away(baseline)), navigation=nav,
             )
-        finally:
-            # Out of the executor before anything is destroyed: destroying
-            # entities under a spinning executor races its wait set.
-            graph.executor.remove_node(node)
-            time.sleep(0.3)
-            if nav is not None:
-                nav.destroy()
-            baseline.destroy()
-            snapshots.destroy(node)
-            journal.close()
-            node.destroy_node()
+            return runner.run(f"Go back and forth between p0 and p1 {n} times.")
+
+        # Warm-up: first SQLite pages, the port's clients, and the latched status
+        # of the baseline's goals (reported to the port as uncorrelated events) -
+        # none of it counted.
+        print(f"[{step}] harness mission, {actions} actions (+{WARMUP_ACTIONS} warm-up) ...", flush=True)
+        warm = mission(WARMUP_ACTIONS)
+        res["warmup_uncorrelated_events"] = len(journal.events(
+            mission_id=warm.mission_id, types=[EventType.BACKEND_EVENT_UNCORRELATED]))
+        rec.reset()
+        status_goals_0 = len(getattr(nav, "_last_status", {}))  # diagnostic read of the port's private map
+        cpu0, proc0, main0 = robot.cpu(), time.process_time(), time.thread_time()
+        t0 = time.perf_counter()
+        outcome = mission(actions)
+        res["mission_wall_s"] = wall = time.perf_counter() - t0
+        cpu1, proc1, main1 = robot.cpu(), time.process_time(), time.thread_time()
+        res["cpu_pct_of_one_core"] = {
+            "bench process": 100.0 * (proc1 - proc0) / wall,
+            "bench main thread (runner)": 100.0 * (main1 - main0) / wall,
+            **{exe: 100.0 * (cpu1[exe] - cpu0[exe]) / wall for exe in cpu0},
+        }
+        res["status_array_goals"] = [status_goals_0, len(getattr(nav, "_last_status", {}))]
+        robot.check()
+        bench.check()
+        res["measured"] = analyse(rec)
+        res["uncorrelated_events"] = len(journal.events(
+            mission_id=outcome.mission_id, types=[EventType.BACKEND_EVENT_UNCORRELATED]))
+        res["journal_events"] = len(journal.events(mission_id=outcome.mission_id))
+        print(f"[{step}] direct baseline, second half ({actions - first} goals) ...", flush=True)
+        capture_2 = baseline.capture_round_trips(actions - first)
+        direct_2 = baseline.accept_round_trips(actions - first, first=_away(baseline))
+        res["conversion"] = baseline.conversion_costs(actions)
+        robot.check()
+        res["commit_under_graph"] = journal_commit_costs(workdir, commits, name=f"commit-running-{kind}")
+        res.update(
+            mission_status=outcome.status.value, mission_summary=outcome.summary[:300],
+            actions_sent=len(rec.send_goals),
+            actions_succeeded=sum(1 for a in outcome.actions if a.state is ActionStatus.SUCCEEDED),
+            not_succeeded=[f"{a.state.value}: {a.reason}" for a in outcome.actions
+                           if a.state is not ActionStatus.SUCCEEDED],
+            turns=len(rec.planner_calls),
+            direct=direct_1 + direct_2, direct_first=direct_1, direct_second=direct_2,
+            capture=capture_1 + capture_2,
+        )
+    finally:
+        bench.stop_spinning()
+        for destroy in (lambda: nav.destroy() if nav is not None else None,
+                        lambda: baseline.destroy() if baseline is not None else None,
+                        lambda: snapshots.destroy(bench.node) if snapshots is not None else None):
+            try:
+                destroy()
+            except Exception as exc:  # noqa: BLE001 - cleanup goes on
+                print(f"warning: cleanup: {exc!r}", file=sys.stderr)
+        journal.close()
+        bench.close()
     return res
 
 
@@ -506,28 +820,37 @@ def _fmt(v: float) -> str:
     return f"{v:8.2f}"
 
 
-def report(res: dict[str, Any], commit: dict[str, Any], *, workdir: Path) -> dict[str, Any]:
+def report(res: dict[str, Any], stopped: dict[str, Any], *, workdir: Path) -> dict[str, Any]:
+    """The table for one executor; returns its JSON part."""
     m = res["measured"]
     rows: dict[str, dict[str, float]] = {
         "(a) tool call -> goal sent": _summary(m["a"]),
         "    main-thread CPU": _summary(m["a_cpu"]),
         "    in journal appends": _summary(m["a_journal"]),
+        "      main-thread CPU in journal appends": _summary(m["a_journal_cpu"]),
         "    in snapshot capture": _summary(m["a_snapshot"]),
+        "      main-thread CPU in snapshot capture": _summary(m["a_snapshot_cpu"]),
+        "    rest (harness code, GIL, scheduling)": _summary(m["a_other"]),
         "(b) per turn, excl. planner + nav port": _summary(m["b"]),
         "    main-thread CPU ": _summary(m["b_cpu"]),
         "    in journal appends ": _summary(m["b_journal"]),
-        "    in snapshot capture ": _summary(m["b_snapshot"]),
+        "    in snapshot captures ": _summary(m["b_snapshot"]),
+        "    rest (harness code, GIL, scheduling) ": _summary(m["b_other"]),
         "harness send_goal -> accepted": _summary(m["accept_rt"]),
         "direct send_goal -> accepted (baseline)": _summary(res["direct"]),
         "direct capture service call (reference)": _summary(res["capture"]),
+        "msg_to_snapshot conversion (reference)": _summary(res["conversion"]),
     }
     direct = rows["direct send_goal -> accepted (baseline)"]
     a = rows["(a) tool call -> goal sent"]
     print()
+    print(f"=== {res['executor_label']} ===")
     print(f"actions sent {res['actions_sent']}, succeeded {res['actions_succeeded']}, model turns {res['turns']}, "
           f"mission {res['mission_status']} in {res['mission_wall_s']:.1f} s, {res['journal_events']} journal events; "
-          f"commits per action in (a) {statistics.median(m['a_commits']):.0f}, per turn in (b) "
-          f"{statistics.median(m['b_commits']):.0f}")
+          f"per action in (a): {statistics.median(m['a_commits']):.0f} commits, "
+          f"{statistics.median(m['a_captures']):.0f} capture; per turn in (b): {statistics.median(m['b_commits']):.0f} commits")
+    cpu = res["cpu_pct_of_one_core"]
+    print("CPU during the mission, % of one core: " + ", ".join(f"{k} {v:.0f}" for k, v in cpu.items()))
     print()
     print(f"{'metric (ms)':44s} {'n':>5s} {'median':>8s} {'p95':>8s} {'max':>8s}")
     for name, s in rows.items():
@@ -546,48 +869,62 @@ def report(res: dict[str, Any], commit: dict[str, Any], *, workdir: Path) -> dic
              "direct_after": _summary(res["direct_second"])["median_ms"]}
     print(f"medians, first/second half: (a) {drift['a_first_half']:.2f} / {drift['a_second_half']:.2f} ms; "
           f"direct accept before/after the harness {drift['direct_before']:.2f} / {drift['direct_after']:.2f} ms")
-    j = _summary(commit["journal_append"])
-    f = _summary(commit["raw_fsync"])
     jg = _summary(res["commit_under_graph"]["journal_append"])
     fg = _summary(res["commit_under_graph"]["raw_fsync"])
+    j = _summary(stopped["journal_append"])
+    f = _summary(stopped["raw_fsync"])
     fs = _fs_type(workdir)
     print()
-    print(f"journal commit cost: {j['n']} single-event appends to a fresh file on {fs} "
-          f"(journal_mode={commit['pragmas'].get('journal_mode')}, synchronous={commit['pragmas'].get('synchronous')} = FULL)")
-    print(f"  {'':34s} {'median':>8s} {'p95':>8s}")
-    print(f"  {'SqliteJournal.append, graph stopped':34s} {_fmt(j['median_ms'])} {_fmt(j['p95_ms'])}")
-    print(f"  {'SqliteJournal.append, graph running':34s} {_fmt(jg['median_ms'])} {_fmt(jg['p95_ms'])}")
-    print(f"  {'raw 4 KiB write+fsync, graph stopped':34s} {_fmt(f['median_ms'])} {_fmt(f['p95_ms'])}")
-    print(f"  {'raw 4 KiB write+fsync, graph running':34s} {_fmt(fg['median_ms'])} {_fmt(fg['p95_ms'])}")
+    print(f"journal commit cost: {jg['n']} single-event appends to a fresh file on {fs} "
+          f"(journal_mode={stopped['pragmas'].get('journal_mode')}, synchronous={stopped['pragmas'].get('synchronous')} = FULL)")
+    print(f"  {'':46s} {'median':>8s} {'p95':>8s}")
+    print(f"  {'SqliteJournal.append, everything stopped':46s} {_fmt(j['median_ms'])} {_fmt(j['p95_ms'])}")
+    print(f"  {'SqliteJournal.append, executor + robot running':46s} {_fmt(jg['median_ms'])} {_fmt(jg['p95_ms'])}")
+    print(f"  {'raw 4 KiB write+fsync, everything stopped':46s} {_fmt(f['median_ms'])} {_fmt(f['p95_ms'])}")
+    print(f"  {'raw 4 KiB write+fsync, executor + robot running':46s} {_fmt(fg['median_ms'])} {_fmt(fg['p95_ms'])}")
     for line in sorted(set(res["not_succeeded"])):
         print(f"not succeeded ({res['not_succeeded'].count(line)}x): {line[:160]}")
     print(f"uncorrelated backend events journaled: warm-up {res['warmup_uncorrelated_events']}, "
-          f"measured mission {res['uncorrelated_events']}")
-    if res.get("supervisor_nav_queue_backlog"):
-        print(f"note: the idle supervisor's navigation port holds {res['supervisor_nav_queue_backlog']} undrained "
-              "backend events (its queue is only read during a mission)")
+          f"measured mission {res['uncorrelated_events']}; goals listed in navigate_to_pose's status array: "
+          f"{res['status_array_goals'][0]} at the mission's start, {res['status_array_goals'][1]} at its end")
     met = a["p95_ms"] < TARGET_A_P95_MS
     print()
-    print(f"target: p95 of (a) < {TARGET_A_P95_MS:.0f} ms -> {a['p95_ms']:.2f} ms: {'MET' if met else 'NOT MET'}")
+    print(f"target ({res['executor']}): p95 of (a) < {TARGET_A_P95_MS:.0f} ms -> {a['p95_ms']:.2f} ms: "
+          f"{'MET' if met else 'NOT MET'}")
     return {
+        "executor": res["executor"], "executor_label": res["executor_label"],
         "target": {"a_p95_ms_below": TARGET_A_P95_MS, "a_p95_ms": a["p95_ms"], "met": met},
         "rows": {k.strip(): v for k, v in rows.items() if not k.startswith("    ")},
-        "parts": {"a": {k.strip(): rows[k] for k in list(rows)[1:4]}, "b": {k.strip(): rows[k] for k in list(rows)[5:8]}},
+        "parts": {"a": {k.strip(): rows[k] for k in list(rows)[1:7]}, "b": {k.strip(): rows[k] for k in list(rows)[8:12]}},
         "ratios": ratios, "drift": drift,
-        "journal_commit": {"append_graph_stopped": j, "raw_fsync_graph_stopped": f, "append_graph_running": jg,
-                           "raw_fsync_graph_running": fg, "pragmas": commit["pragmas"], "fs": fs},
+        "journal_commit": {"append_stopped": j, "raw_fsync_stopped": f, "append_running": jg,
+                           "raw_fsync_running": fg, "pragmas": stopped["pragmas"], "fs": fs},
         **{k: v for k, v in res.items()
-           if k not in ("measured", "direct", "direct_first", "direct_second", "capture", "commit_under_graph")},
+           if k not in ("measured", "direct", "direct_first", "direct_second", "capture", "conversion",
+                        "commit_under_graph", "executor", "executor_label")},
     }
+
+
+def compare(outs: dict[str, dict[str, Any]], primary: str) -> None:
+    print()
+    print(f"{'executor':44s} {'(a) med':>8s} {'(a) p95':>8s} {'dir med':>8s} {'dir p95':>8s} {'(a)/dir p95':>12s}")
+    for out in outs.values():
+        a, d = out["rows"]["(a) tool call -> goal sent"], out["rows"]["direct send_goal -> accepted (baseline)"]
+        print(f"{out['executor_label']:44s} {_fmt(a['median_ms'])} {_fmt(a['p95_ms'])} {_fmt(d['median_ms'])} "
+              f"{_fmt(d['p95_ms'])} {out['ratios']['(a) / direct accept']['p95_ms']:11.2f}x")
+    print(f"default executor: {DEFAULT_EXECUTOR}; the target line and the top-level JSON refer to: {primary}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--actions", type=int, default=200, help="managed navigation actions to measure (default 200)")
+    parser.add_argument("--executor", choices=(*EXECUTORS, "both"), default=DEFAULT_EXECUTOR,
+                        help=f"what spins the bench node (default {DEFAULT_EXECUTOR}); 'both' runs one after the "
+                             "other against the same robot processes")
     parser.add_argument("--json", type=Path, default=None, help="also write the results to this JSON file")
     parser.add_argument("--commits", type=int, default=200, help="single-event journal appends for the commit cost (default 200)")
     parser.add_argument("--workdir", type=Path, default=None,
-                        help="where the temporary journals go (default: the system temp dir); removed afterwards")
+                        help="where the temporary journals and node logs go (default: the system temp dir); removed afterwards")
     parser.add_argument("--mission-timeout", type=float, default=150.0, help="bound on each mission, s (default 150)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when the target is not met")
     args = parser.parse_args(argv)
@@ -596,22 +933,69 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--actions must be at least 2")
     if args.commits < 1:
         parser.error("--commits must be at least 1")
+    lib = _install_lib()
+    if lib is None:
+        parser.error("no lib/robot_harness/{sim_robot,snapshot_aggregator} under AMENT_PREFIX_PATH: "
+                     "run `make setup` and `source scripts/env.sh`")
+    kinds = list(EXECUTORS) if args.executor == "both" else [args.executor]
+    if args.executor == "both":
+        kinds.sort(key=lambda k: k != DEFAULT_EXECUTOR)
+    primary = kinds[0]
 
-    print(f"overhead bench: {args.actions} actions (+{WARMUP_ACTIONS} warm-up), ROS_DOMAIN_ID="
-          f"{os.environ.get('ROS_DOMAIN_ID', '0')}, load avg {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs")
+    def _terminate(signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, _terminate)  # cleanup runs for SIGTERM as for Ctrl-C
+    load = os.getloadavg()
+    print(f"overhead bench: {args.actions} actions (+{WARMUP_ACTIONS} warm-up), executor {args.executor}, "
+          f"ROS_DOMAIN_ID={os.environ.get('ROS_DOMAIN_ID', '0')}, RMW {os.environ.get('RMW_IMPLEMENTATION', '?')}, "
+          f"load avg {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} CPUs")
+    results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="rh-bench-overhead-", dir=args.workdir) as tmp:
         workdir = Path(tmp)
-        res = run(args.actions, workdir, mission_timeout_s=args.mission_timeout, commits=args.commits)
-        print("[4/4] journal commit cost, graph stopped ...", flush=True)
-        commit = journal_commit_costs(workdir, args.commits)
+        n_steps = len(kinds) + 1
+        robot_info: dict[str, dict[str, Any]] = {}
+        for i, kind in enumerate(kinds):
+            # Fresh robot processes per executor: the navigator's status array
+            # lists every goal of the last 15 minutes (rclpy's default
+            # result_timeout), so its cost grows over a run; each executor
+            # starts from the same empty history.
+            robot = RobotProcesses(lib, workdir / kind)
+            step = f"{i + 1}/{n_steps}"
+            print(f"[{step}] {kind}: starting {', '.join(NODE_ARGS)} from {lib} ...", flush=True)
+            try:
+                robot.start()
+                results[kind] = run_executor(kind, robot, workdir, args.actions, mission_timeout_s=args.mission_timeout,
+                                             commits=args.commits, step=step)
+            except BaseException:
+                for exe in robot.procs:
+                    tail = robot.log_tail(exe, lines=15)
+                    if tail:
+                        print(f"{exe} log (last lines):\n  " + tail.replace("\n", "\n  "), file=sys.stderr)
+                raise
+            finally:
+                robot.stop()
+            robot_info[kind] = {"commands": robot.commands, "exit_codes": robot.exit_codes,
+                                "tracebacks": robot.tracebacks()}
+        print(f"[{n_steps}/{n_steps}] journal commit cost, everything stopped ...", flush=True)
+        stopped = journal_commit_costs(workdir, args.commits, name="commit-stopped")
+        outs = {kind: report(res, stopped, workdir=workdir) for kind, res in results.items()}
+    for kind, res in results.items():
         if res["actions_sent"] < args.actions or res["mission_status"] != "SUCCEEDED":
-            print(f"WARNING: mission {res['mission_status']}: {res['mission_summary']}", file=sys.stderr)
-        out = report(res, commit, workdir=workdir)
+            print(f"WARNING ({kind}): mission {res['mission_status']}: {res['mission_summary']}", file=sys.stderr)
+    for kind, info in robot_info.items():
+        if info["tracebacks"]:
+            print(f"WARNING ({kind}): Traceback in the log of {', '.join(info['tracebacks'])}", file=sys.stderr)
+    if len(outs) > 1:
+        compare(outs, primary)
+    out = {**outs[primary], "primary_executor": primary, "default_executor": DEFAULT_EXECUTOR,
+           "by_executor": outs, "robot_processes": robot_info, "load_avg_at_start": load,
+           "cpus": os.cpu_count()}
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=2, sort_keys=True, default=str) + "\n")
         print(f"wrote {args.json}")
-    if res["actions_sent"] < args.actions:
+    if any(res["actions_sent"] < args.actions for res in results.values()):
         return 2
     return 1 if args.strict and not out["target"]["met"] else 0
 

@@ -182,7 +182,28 @@ def _mission_finished(p: Mapping[str, Any]) -> str:
     return f"{p['status']}: {p['summary']}" if p.get("summary") else str(p["status"])
 
 
+def _turn_started(p: Mapping[str, Any]) -> str:
+    return f"turn {p['turn_index']} | context {p.get('context_bytes', '?')} bytes"
+
+
+def _progress(p: Mapping[str, Any]) -> str:
+    d = p.get("distance_remaining")
+    return "distance remaining " + (f"{d:.2f} m" if isinstance(d, (int, float)) else "n/a")
+
+
+def _delivered(p: Mapping[str, Any]) -> str:
+    return f"{p.get('type', 'runtime_event')}: {p.get('state', '')} {(p.get('detail') or {}).get('reason', '')}".strip()
+
+
+def _uncorrelated(p: Mapping[str, Any]) -> str:
+    return f"goal {str(p.get('goal_id', ''))[:12]} {p.get('status') or p.get('type', '')}: not ours, ignored"
+
+
 _SUMMARIES: dict[EventType, Callable[[Mapping[str, Any]], str]] = {
+    EventType.MODEL_TURN_STARTED: _turn_started,
+    EventType.ROBOT_ACTION_PROGRESS: _progress,
+    EventType.RUNTIME_EVENT_DELIVERED: _delivered,
+    EventType.BACKEND_EVENT_UNCORRELATED: _uncorrelated,
     EventType.MISSION_STARTED: _mission_started,
     EventType.WORLD_SNAPSHOT_CAPTURED: _snapshot,
     EventType.MODEL_RESPONSE_RECORDED: _model_response,
@@ -221,7 +242,24 @@ def _wrap(summary: str, room: int) -> list[str]:
 # ----------------------------------------------------------------- public
 
 
-def render_timeline(events: Sequence[JournalEvent], *, width: int = 100) -> str:
+def _collapse_progress(events: Sequence[JournalEvent]) -> list[JournalEvent | tuple[int, float]]:
+    """Keep the first and last of each run of progress events; the rest become a count."""
+    out: list[JournalEvent | tuple[int, float]] = []
+    i = 0
+    while i < len(events):
+        j = i
+        while j < len(events) and events[j].type is EventType.ROBOT_ACTION_PROGRESS:
+            j += 1
+        if j - i > 2:
+            out += [events[i], (j - i - 2, events[j - 1].stamp - events[i].stamp), events[j - 1]]
+            i = j
+        else:
+            out.append(events[i])
+            i += 1
+    return out
+
+
+def render_timeline(events: Sequence[JournalEvent], *, width: int = 100, collapse_progress: bool = True) -> str:
     """A readable timeline: a header, then one line per event and an id line under it.
 
     Times are seconds since the first event. No line is longer than ``width``
@@ -245,7 +283,10 @@ def render_timeline(events: Sequence[JournalEvent], *, width: int = 100) -> str:
     )
     lines = [_fit(header, width)]
     indent = " " * (10 + 1 + 5 + 2)
-    for ev in events:
+    for ev in (_collapse_progress(events) if collapse_progress else events):
+        if isinstance(ev, tuple):
+            lines.append(_fit(f"{'':>10} {'':>5}  ... {ev[0]} more progress updates over {ev[1]:.1f}s", width))
+            continue
         prefix = f"{'+%.3fs' % (ev.stamp - t0):>10} {ev.seq:>5}  {ev.type.value:<{_TYPE_WIDTH}}  "
         summary, known = _summary(ev)
         # Narrow terminals: the summary moves under the type instead of being squeezed.

@@ -116,7 +116,9 @@ def test_up_then_mission_over_dds(tmp_path):
         mission = cli("mission", "Go to the spot and come back.", "--json", "--timeout", "90", timeout=120)
         assert mission.returncode == 0, mission.stderr[-2000:]
         out = json.loads(mission.stdout)
-        assert out["status"] == "SUCCEEDED", out
+        if out["status"] != "SUCCEEDED":
+            show = cli("journal", "show", "--journal", str(journal))
+            pytest.fail(f"{out}\n{show.stdout[-6000:]}")
         assert out["journal"] == str(journal)
         assert out["evidence_seqs"]
     finally:

@@ -134,7 +134,7 @@ def test_events_of_several_missions_name_their_mission():
 def test_no_line_exceeds_the_width(mission, width):
     clock = ManualClock()
     j = MemoryJournal(clock=clock, ids=IdGenerator(seed=1))
-    j.append([d(E.BACKEND_EVENT_UNCORRELATED, payload={"goal_id": "g" * 300})])
+    j.append([d(E.MODEL_TURN_STARTED, payload={"unexpected": "g" * 300})])  # no turn_index: raw JSON, cut
     text = render_timeline(mission + j.events(), width=width)
     assert max(len(line) for line in text.splitlines()) <= width
     assert text.splitlines()[-1].endswith("...")
@@ -152,7 +152,7 @@ def test_unknown_payload_shapes_fall_back_to_compact_json():
         [
             d(E.TOOL_CALL_RECORDED, payload={"weird": [1, 2]}),
             d(E.ROBOT_ACTION_STATE_CHANGED, payload={"to": "RUNNING"}),
-            d(E.ROBOT_ACTION_PROGRESS, payload={"distance_remaining": 1.5}),
+            d(E.MODEL_TURN_STARTED, payload={"distance_remaining": 1.5}),
         ]
     )
     # The journal refuses a malformed snapshot, but the renderer must survive
@@ -210,3 +210,19 @@ def test_unknown_export_format_is_a_usage_error(mission):
 def test_a_width_below_the_minimum_is_raised_to_it(mission):
     text = render_timeline(mission, width=10)
     assert 40 < max(len(line) for line in text.splitlines()) <= 50
+
+
+def test_progress_runs_collapse_and_known_types_read_as_text():
+    clock = ManualClock()
+    j = MemoryJournal(clock=clock, ids=IdGenerator(seed=1))
+    j.append([d(E.MODEL_TURN_STARTED, payload={"turn_index": 2, "context_bytes": 900})])
+    for k in range(6):
+        clock.advance(0.5)
+        j.append([d(E.ROBOT_ACTION_PROGRESS, payload={"distance_remaining": 3.0 - k * 0.5})])
+    text = render_timeline(j.events())
+    assert "turn 2 | context 900 bytes" in text
+    assert "distance remaining 3.00 m" in text and "distance remaining 0.50 m" in text
+    assert "... 4 more progress updates over 2.5s" in text
+    assert "distance remaining 2.00 m" not in text
+    full = render_timeline(j.events(), collapse_progress=False)
+    assert "distance remaining 2.00 m" in full
