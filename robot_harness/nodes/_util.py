@@ -39,22 +39,24 @@ def declare_params(node: Any, defaults: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_node(factory: Any, argv: list[str] | None, *, threads: int = 4) -> int:
-    """The body of every node executable: init, spin a MultiThreadedExecutor, clean up.
+    """The body of every node executable: init, spin, clean up.
 
-    At least 4 threads: a node that blocks one thread on a future (the
-    supervisor's mission loop) needs others to complete it, and the default
-    thread count is the number of cores (2 on small robots).
+    ``threads >= 2``: a MultiThreadedExecutor — a node that blocks one thread
+    on a future (the supervisor's mission loop) needs others to complete it,
+    and the default thread count is the number of cores (2 on small robots).
+    ``threads == 1``: a SingleThreadedExecutor, cheaper for nodes whose
+    callbacks never block (the high-rate snapshot aggregator).
     """
     import sys
 
     import rclpy
-    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
+    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
 
     rclpy.init(args=argv if argv is not None else sys.argv)
     node = None
     try:
         node = factory()
-        executor = MultiThreadedExecutor(num_threads=threads)
+        executor = SingleThreadedExecutor() if threads == 1 else MultiThreadedExecutor(num_threads=threads)
         executor.add_node(node)
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):

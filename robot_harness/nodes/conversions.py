@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 from collections.abc import Iterable, Sequence
 
 from action_msgs.msg import GoalStatus, GoalStatusArray
@@ -391,3 +392,43 @@ def active_goal_ids(msg: GoalStatusArray | Iterable[GoalStatus]) -> list[str]:
     return [
         goal_id_to_hex(s.goal_info.goal_id) for s in statuses if s.status in _ACTIVE_GOAL_STATUSES
     ]
+
+
+# --------------------------------------------------------------------------- raw CDR fast paths
+#
+# The aggregator's two high-rate topics (pose at up to 200 Hz, odometry at
+# 50 Hz) are subscribed raw and decoded here: it needs six numbers out of each
+# message, and skipping rclpy's full deserialization (36-double covariances
+# into Python objects) is most of its per-message cost. A test checks these
+# against rclpy's own serializer for every alignment of the frame ids.
+
+_CDR_ORDER = {0: ">", 1: "<"}  # encapsulation kind CDR_BE / CDR_LE (PL variants share the low bit)
+
+
+def _cdr_start(data: bytes) -> tuple[str, float, int]:
+    """Byte order, header stamp (s) and body offset just past header.frame_id."""
+    order = _CDR_ORDER[data[1] & 1]
+    sec, nsec, length = struct.unpack_from(order + "iII", data, 4)
+    return order, sec + nsec * 1e-9, 12 + length  # body-relative offset
+
+
+def _align(offset: int, n: int) -> int:
+    return (offset + n - 1) // n * n
+
+
+def parse_pose_with_covariance_stamped(data: bytes) -> tuple[float, Pose2D]:
+    """(header stamp, pose) from a serialized geometry_msgs/PoseWithCovarianceStamped."""
+    order, stamp, off = _cdr_start(data)
+    off = _align(off, 8)
+    x, y, _z, qx, qy, qz, qw = struct.unpack_from(order + "7d", data, 4 + off)
+    return stamp, Pose2D(x=x, y=y, yaw=math.atan2(2.0 * (qw * qz + qx * qy), 1.0 - 2.0 * (qy * qy + qz * qz)))
+
+
+def parse_odometry_twist(data: bytes) -> tuple[float, Velocity]:
+    """(header stamp, body twist) from a serialized nav_msgs/Odometry."""
+    order, stamp, off = _cdr_start(data)
+    off = _align(off, 4)
+    (child_len,) = struct.unpack_from(order + "I", data, 4 + off)
+    off = _align(off + 4 + child_len, 8) + (7 + 36) * 8  # skip pose + covariance
+    vx, vy, _vz, _wx, _wy, wz = struct.unpack_from(order + "6d", data, 4 + off)
+    return stamp, Velocity(vx=vx, vy=vy, wz=wz)

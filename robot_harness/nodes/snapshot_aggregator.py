@@ -26,7 +26,6 @@ from geometry_msgs.msg import PoseWithCovarianceStamped
 from nav2_msgs.action import NavigateToPose
 from nav_msgs.msg import Odometry
 from pydantic import ValidationError
-from rclpy.executors import ExternalShutdownException
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.qos import (
     QoSProfile,
@@ -41,14 +40,16 @@ from robot_harness.core.errors import RefusalError
 from robot_harness.core.records import WorldSnapshot
 from robot_harness.core.snapshot import FreshnessConfig, SalientEvent, SnapshotBuilder
 from robot_harness.msg import WorldSnapshot as WorldSnapshotMsg
+from robot_harness.nodes._util import run_node
 from robot_harness.nodes.conversions import (
+    parse_odometry_twist,
+    parse_pose_with_covariance_stamped,
     active_goal_ids,
     goal_id_to_hex,
     pose_msg_to_pose2d,
     snapshot_to_msg,
     stamp_to_float,
     transform_to_pose2d,
-    twist_to_velocity,
 )
 from robot_harness.srv import CaptureSnapshot
 
@@ -196,14 +197,14 @@ class SnapshotAggregator(LifecycleNode):
             self._pose_source = pose_topic
             self._subscriptions_made.append(
                 self.create_subscription(
-                    PoseWithCovarianceStamped, pose_topic, self._on_pose, _RELIABLE_10
+                    PoseWithCovarianceStamped, pose_topic, self._on_pose, _RELIABLE_10, raw=True
                 )
             )
 
         odom_topic = str(self.get_parameter("odom_topic").value)
         self._odom_source = odom_topic
         self._subscriptions_made.append(
-            self.create_subscription(Odometry, odom_topic, self._on_odom, qos_profile_sensor_data)
+            self.create_subscription(Odometry, odom_topic, self._on_odom, qos_profile_sensor_data, raw=True)
         )
         battery_topic = str(self.get_parameter("battery_topic").value)
         self._battery_source = battery_topic
@@ -296,23 +297,22 @@ class SnapshotAggregator(LifecycleNode):
 
     # -- observations (hot path: no logging, no work beyond the update) --------------------
 
-    def _on_pose(self, msg: PoseWithCovarianceStamped) -> None:
+    def _on_pose(self, data: bytes) -> None:
+        # Subscribed raw: six numbers are decoded straight from the CDR bytes.
         builder = self._builder
         if builder is None:
             return
-        events = builder.update_pose(
-            pose_msg_to_pose2d(msg.pose.pose), stamp_to_float(msg.header.stamp), self._pose_source
-        )
+        stamp, pose = parse_pose_with_covariance_stamped(data)
+        events = builder.update_pose(pose, stamp, self._pose_source)
         if events:
             self._on_salient(events)
 
-    def _on_odom(self, msg: Odometry) -> None:
+    def _on_odom(self, data: bytes) -> None:
         builder = self._builder
         if builder is None:
             return
-        builder.update_velocity(
-            twist_to_velocity(msg.twist.twist), stamp_to_float(msg.header.stamp), self._odom_source
-        )
+        stamp, velocity = parse_odometry_twist(data)
+        builder.update_velocity(velocity, stamp, self._odom_source)
 
     def _on_battery(self, msg: BatteryState) -> None:
         builder = self._builder
@@ -425,16 +425,8 @@ class SnapshotAggregator(LifecycleNode):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point for ``ros2 run robot_harness snapshot_aggregator``."""
-    rclpy.init(args=argv)
-    node: SnapshotAggregator | None = None
-    try:
-        node = SnapshotAggregator()
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    """Entry point for ``ros2 run robot_harness snapshot_aggregator``.
+
+    Its callbacks never block, so one thread spins it (cheapest at 200 Hz pose).
+    """
+    return run_node(SnapshotAggregator, argv, threads=1)

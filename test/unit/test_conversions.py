@@ -301,3 +301,43 @@ def test_active_goal_ids_filters_by_status():
     )
     assert cv.active_goal_ids(msg) == ["01" * 16, "02" * 16]
     assert cv.active_goal_ids(GoalStatusArray()) == []
+
+
+@pytest.mark.parametrize("frame_id", ["", "m", "map", "mapp", "map_frame_x", "a" * 13])
+def test_raw_pose_parser_matches_rclpy_serialization(frame_id):
+    import math as _m
+
+    from geometry_msgs.msg import PoseWithCovarianceStamped
+    from rclpy.serialization import serialize_message
+
+    from robot_harness.nodes.conversions import parse_pose_with_covariance_stamped, quaternion_from_yaw
+
+    msg = PoseWithCovarianceStamped()
+    msg.header.frame_id = frame_id
+    msg.header.stamp.sec, msg.header.stamp.nanosec = 1_700_000_123, 456_000_000
+    msg.pose.pose.position.x, msg.pose.pose.position.y, msg.pose.pose.position.z = 12.25, -4.5, 0.3
+    msg.pose.pose.orientation = quaternion_from_yaw(1.2)
+    msg.pose.covariance = [float(i) for i in range(36)]
+    stamp, pose = parse_pose_with_covariance_stamped(serialize_message(msg))
+    assert stamp == pytest.approx(1_700_000_123.456)
+    assert (pose.x, pose.y) == (12.25, -4.5)
+    assert pose.yaw == pytest.approx(1.2) and _m.isfinite(pose.yaw)
+
+
+@pytest.mark.parametrize("frame_id, child", [("odom", "base_link"), ("", ""), ("od", "b"), ("odom_x", "base_footprint")])
+def test_raw_odometry_parser_matches_rclpy_serialization(frame_id, child):
+    from nav_msgs.msg import Odometry
+    from rclpy.serialization import serialize_message
+
+    from robot_harness.nodes.conversions import parse_odometry_twist
+
+    msg = Odometry()
+    msg.header.frame_id, msg.child_frame_id = frame_id, child
+    msg.header.stamp.sec, msg.header.stamp.nanosec = 42, 500_000_000
+    msg.pose.pose.position.x = 99.0
+    msg.pose.covariance = [1.0] * 36
+    msg.twist.twist.linear.x, msg.twist.twist.linear.y, msg.twist.twist.angular.z = 0.7, -0.1, 0.25
+    msg.twist.covariance = [2.0] * 36
+    stamp, v = parse_odometry_twist(serialize_message(msg))
+    assert stamp == pytest.approx(42.5)
+    assert (v.vx, v.vy, v.wz) == (0.7, -0.1, 0.25)
