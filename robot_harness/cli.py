@@ -266,7 +266,10 @@ def _up(args: argparse.Namespace) -> int:
           file=sys.stderr)
     print("send missions with: robot-harness mission \"<goal>\"  (Ctrl-C to stop)", file=sys.stderr)
     stop = {"flag": False}
-    signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__("flag", True))
+    # Explicit handlers: a process started in the background by a script
+    # inherits an ignored SIGINT, and Ctrl-C/`kill -INT` must still stop it.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.__setitem__("flag", True))
     try:
         while not stop["flag"]:
             time.sleep(0.2)
