@@ -498,6 +498,18 @@ def _install_lib() -> Path | None:
     return None
 
 
+def machine_cpu() -> dict[str, float]:
+    """Whole-machine CPU seconds from ``/proc/stat``: busy (all CPUs), steal (VM host took it), total; {} if unreadable."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return {}
+    tick = os.sysconf("SC_CLK_TCK")
+    user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return {"busy": (user + nice + system + irq + softirq) / tick, "steal": steal / tick,
+            "total": (user + nice + system + idle + iowait + irq + softirq + steal) / tick}
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process (all threads), from ``/proc``; NaN if it is gone."""
     try:
@@ -769,16 +781,23 @@ def run_executor(kind: str, robot: RobotProcesses, workdir: Path, actions: int, 
             mission_id=warm.mission_id, types=[EventType.BACKEND_EVENT_UNCORRELATED]))
         rec.reset()
         status_goals_0 = len(getattr(nav, "_last_status", {}))  # diagnostic read of the port's private map
-        cpu0, proc0, main0 = robot.cpu(), time.process_time(), time.thread_time()
+        cpu0, proc0, main0, mach0 = robot.cpu(), time.process_time(), time.thread_time(), machine_cpu()
         t0 = time.perf_counter()
         outcome = mission(actions)
         res["mission_wall_s"] = wall = time.perf_counter() - t0
-        cpu1, proc1, main1 = robot.cpu(), time.process_time(), time.thread_time()
-        res["cpu_pct_of_one_core"] = {
+        cpu1, proc1, main1, mach1 = robot.cpu(), time.process_time(), time.thread_time(), machine_cpu()
+        cpu = res["cpu_pct_of_one_core"] = {
             "bench process": 100.0 * (proc1 - proc0) / wall,
             "bench main thread (runner)": 100.0 * (main1 - main0) / wall,
             **{exe: 100.0 * (cpu1[exe] - cpu0[exe]) / wall for exe in cpu0},
         }
+        if mach0 and mach1:
+            # Anything else on the machine (other processes, and on a VM the
+            # host's steal) competes for the same cores: say how much there was.
+            ours = cpu["bench process"] + sum(cpu[exe] for exe in cpu0)
+            cpu["whole machine busy"] = 100.0 * (mach1["busy"] - mach0["busy"]) / wall
+            cpu["other processes"] = max(0.0, cpu["whole machine busy"] - ours)
+            cpu["VM steal"] = 100.0 * (mach1["steal"] - mach0["steal"]) / wall
         res["status_array_goals"] = [status_goals_0, len(getattr(nav, "_last_status", {}))]
         robot.check()
         bench.check()
@@ -988,9 +1007,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"WARNING ({kind}): Traceback in the log of {', '.join(info['tracebacks'])}", file=sys.stderr)
     if len(outs) > 1:
         compare(outs, primary)
+    load_end = os.getloadavg()
+    print(f"load avg at the end {load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f} (the bench itself adds about 1)")
     out = {**outs[primary], "primary_executor": primary, "default_executor": DEFAULT_EXECUTOR,
            "by_executor": outs, "robot_processes": robot_info, "load_avg_at_start": load,
-           "cpus": os.cpu_count()}
+           "load_avg_at_end": load_end, "cpus": os.cpu_count()}
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=2, sort_keys=True, default=str) + "\n")

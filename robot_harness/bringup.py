@@ -104,7 +104,12 @@ class BringUp:
         values.update(self.overrides.get(spec.name, {}))
         return values
 
-    def start(self) -> "BringUp":
+    def _transition(self, name: str, step: str) -> None:
+        ret = getattr(self.nodes[name], f"trigger_{step}")()
+        if getattr(ret, "name", str(ret)) != "SUCCESS":
+            raise RuntimeError(f"{name}: {step} failed ({ret}); see the node's log")
+
+    def start(self, *, wait_ready: bool = True) -> "BringUp":
         import rclpy
         from rclpy.executors import MultiThreadedExecutor
 
@@ -133,12 +138,16 @@ class BringUp:
                 self.executor.add_node(node)
             self._thread = threading.Thread(target=self._spin, name="robot_harness-executor", daemon=True)
             self._thread.start()
+            # Lifecycle order: everything configured, the observers active, and
+            # the supervisor (which admits missions) last, once the world is
+            # observable — a mission admitted earlier would only meet MISSING fields.
             for name in ("snapshot_aggregator", "planner", "supervisor"):
-                node = self.nodes[name]
-                for step in ("configure", "activate"):
-                    ret = getattr(node, f"trigger_{step}")()
-                    if getattr(ret, "name", str(ret)) != "SUCCESS":
-                        raise RuntimeError(f"{name}: {step} failed ({ret}); see the node's log")
+                self._transition(name, "configure")
+            for name in ("snapshot_aggregator", "planner"):
+                self._transition(name, "activate")
+            if self.use_sim and wait_ready:
+                self.wait_ready()
+            self._transition("supervisor", "activate")
         except BaseException:
             self.stop()
             raise
@@ -203,6 +212,11 @@ class BringUp:
             except Exception:
                 pass
         rclpy.try_shutdown(context=self.context)
+        # rclpy frees DDS participants only on garbage collection; lingering
+        # ones slow discovery for the next graph in this process.
+        import gc
+
+        gc.collect()
         self.nodes.clear()
         self.context = None
 

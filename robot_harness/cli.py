@@ -260,8 +260,6 @@ def _up(args: argparse.Namespace) -> int:
         overrides["planner"] = {"script_file": str(args.planner_script.resolve())}
     graph = BringUp(use_sim=not args.no_sim, params_dir=args.params_dir, overrides=overrides)
     graph.start()
-    if not args.no_sim:
-        graph.wait_ready()
     print(f"robot_harness graph up (sim={'on' if not args.no_sim else 'off'}); journal {graph.supervisor.journal_path}",
           file=sys.stderr)
     print("send missions with: robot-harness mission \"<goal>\"  (Ctrl-C to stop)", file=sys.stderr)

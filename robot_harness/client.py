@@ -31,7 +31,7 @@ class MissionClient:
         mission_id: str = "",
         overrides: dict[str, str] | None = None,
         timeout_s: float = 600.0,
-        server_timeout_s: float = 10.0,
+        server_timeout_s: float = 30.0,
         on_feedback: Callable[[Any], None] | None = None,
     ) -> tuple[bool, Any]:
         """Returns (accepted, result). Needs an executor spinning ``self.node``."""

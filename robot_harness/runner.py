@@ -104,7 +104,6 @@ def run_scenario(
         overrides.setdefault(node, {}).update(values)
     mission_id = IdGenerator(None).new("mission")
     with BringUp(overrides=overrides) as graph:
-        graph.wait_ready()
         client = MissionClient(graph.context)
         graph.executor.add_node(client.node)
         if graph_hook is not None:

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -113,6 +114,12 @@ def test_up_then_mission_over_dds(tmp_path):
     up = subprocess.Popen([*CLI, "up", "--journal", str(journal), "--planner-script", str(script), "--harness-config", str(places)],
                           cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
+        # wait for `up` to say the graph is up (it admits missions only then)
+        deadline = time.monotonic() + 60
+        seen = ""
+        while "graph up" not in seen and time.monotonic() < deadline and up.poll() is None:
+            seen += up.stdout.readline()
+        assert "graph up" in seen, seen[-3000:]
         mission = cli("mission", "Go to the spot and come back.", "--json", "--timeout", "90", timeout=120)
         assert mission.returncode == 0, mission.stderr[-2000:]
         out = json.loads(mission.stdout)

@@ -53,7 +53,6 @@ def _graph(tmp_path, faults):
                        "harness_config_json": json.dumps({"places": PLACES, "navigation": {"timeout_s": 60.0}})},
     }
     with BringUp(overrides=overrides) as g:
-        g.wait_ready()
         client = MissionClient(g.context)
         g.executor.add_node(client.node)
         yield g, client
