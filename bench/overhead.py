@@ -91,6 +91,10 @@ SIM_YAW_RATE = 100.0
 WARMUP_ACTIONS = 5
 RESULT_TIMEOUT_S = 10.0
 ACCEPT_TIMEOUT_S = 5.0
+CANCEL_TIMEOUT_S = 3.0
+"""As the harness's ``cancel_timeout_s``."""
+SLOW_ACCEPT_S = 1.0
+"""An accept round trip this long is a stall, not noise: counted separately."""
 START_TIMEOUT_S = 30.0
 """Bound on the robot processes coming up (pose, battery and navigation AVAILABLE in a capture)."""
 STOP_TIMEOUT_S = 5.0
@@ -342,6 +346,8 @@ class DirectBaseline:
 
         group = ReentrantCallbackGroup()
         self._node = node
+        self.cancel_timeouts = 0
+        """Cancels of baseline goals with no answer within ``CANCEL_TIMEOUT_S`` (the goal still ends)."""
         self._nav = ActionClient(node, NavigateToPose, NAV_ACTION, callback_group=group)
         self._capture = node.create_client(CaptureSnapshot, CAPTURE_SERVICE, callback_group=group)
 
@@ -350,6 +356,7 @@ class DirectBaseline:
         from geometry_msgs.msg import PoseStamped
         from nav2_msgs.action import NavigateToPose
 
+        from robot_harness.core.errors import HarnessTimeout
         from robot_harness.core.records import Pose2D
         from robot_harness.nodes import conversions as cv
         from robot_harness.nodes._util import wait_future
@@ -372,7 +379,11 @@ class DirectBaseline:
             out.append(t1 - t0)
             # Cancel at once and wait for the end: the sim is idle before the
             # next goal, and the baseline does not spend the time budget driving.
-            wait_future(handle.cancel_goal_async(), 3.0, "direct cancel")
+            try:
+                wait_future(handle.cancel_goal_async(), CANCEL_TIMEOUT_S, "direct cancel")
+            except HarnessTimeout:
+                # Counted and reported; the goal (a 0.3 m hop) still ends on its own.
+                self.cancel_timeouts += 1
             wait_future(handle.get_result_async(), RESULT_TIMEOUT_S, "direct result")
         return out
 
@@ -819,6 +830,7 @@ def run_executor(kind: str, robot: RobotProcesses, workdir: Path, actions: int, 
                            if a.state is not ActionStatus.SUCCEEDED],
             turns=len(rec.planner_calls),
             direct=direct_1 + direct_2, direct_first=direct_1, direct_second=direct_2,
+            direct_cancel_timeouts=baseline.cancel_timeouts,
             capture=capture_1 + capture_2,
         )
     finally:
@@ -903,6 +915,12 @@ def report(res: dict[str, Any], stopped: dict[str, Any], *, workdir: Path) -> di
     print(f"  {'raw 4 KiB write+fsync, executor + robot running':46s} {_fmt(fg['median_ms'])} {_fmt(fg['p95_ms'])}")
     for line in sorted(set(res["not_succeeded"])):
         print(f"not succeeded ({res['not_succeeded'].count(line)}x): {line[:160]}")
+    slow_h = sum(1 for v in m["accept_rt"] if v >= SLOW_ACCEPT_S)
+    slow_d = sum(1 for v in res["direct"] if v >= SLOW_ACCEPT_S)
+    res["slow_accepts"] = {"harness": slow_h, "direct": slow_d}
+    if slow_h or slow_d or res["direct_cancel_timeouts"]:
+        print(f"stalls: accept round trips >= {SLOW_ACCEPT_S:.0f} s: harness {slow_h}, direct {slow_d}; direct cancels "
+              f"unanswered within {CANCEL_TIMEOUT_S:.0f} s: {res['direct_cancel_timeouts']}")
     print(f"uncorrelated backend events journaled: warm-up {res['warmup_uncorrelated_events']}, "
           f"measured mission {res['uncorrelated_events']}; goals listed in navigate_to_pose's status array: "
           f"{res['status_array_goals'][0]} at the mission's start, {res['status_array_goals'][1]} at its end")
