@@ -42,6 +42,7 @@ from .errors import JournalWriteError, RefusalError, StaleRevision, UsageError
 from .records import EventDraft, EventType, JournalEvent, WorldSnapshot
 
 __all__ = [
+    "EVENT_COLUMNS",
     "MIGRATIONS",
     "REDACTED",
     "Journal",
@@ -165,7 +166,7 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
 """Named schema migrations, applied in order, each recorded in ``migrations``
 in the same transaction as its change. Append only: never edit a shipped one."""
 
-_COLUMNS = (
+EVENT_COLUMNS = (
     "seq",
     "event_id",
     "format_version",
@@ -178,6 +179,8 @@ _COLUMNS = (
     "snapshot_id",
     "payload",
 )
+"""Columns of the ``events`` table, in order (also the CSV export's columns)."""
+_COLUMNS = EVENT_COLUMNS
 _MISSION_MARKS = (EventType.MISSION_STARTED, EventType.MISSION_FINISHED)
 
 

@@ -21,23 +21,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from .errors import UsageError
+from .journal import EVENT_COLUMNS
 from .records import Availability, EventType, FieldMeta, JournalEvent, WorldSnapshot, to_json
 
 __all__ = ["EXPORT_COLUMNS", "render_timeline", "export_events"]
 
-EXPORT_COLUMNS = (
-    "seq",
-    "event_id",
-    "format_version",
-    "type",
-    "stamp",
-    "mission_id",
-    "model_turn_id",
-    "tool_call_id",
-    "robot_action_id",
-    "snapshot_id",
-    "payload",
-)
+EXPORT_COLUMNS = EVENT_COLUMNS
 """Column order of the CSV export, identical to the journal's ``events`` table."""
 
 _MIN_WIDTH = 50
