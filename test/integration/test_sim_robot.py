@@ -241,9 +241,16 @@ def test_amcl_pose_arrives_at_pose_rate(make_rig: Callable[..., Rig]) -> None:
     time.sleep(0.5)  # past discovery and start-up work
     start = len(poses)
     time.sleep(2.0)
-    n = len(poses) - start
-    # Wide band: CI VMs can lose much of their CPU to the host for seconds at a time.
-    assert 24 <= n <= 56, f"{n} poses in 2 s at 20 Hz"
+    window = poses[start:]
+    n = len(window)
+    # CI VMs can lose much of their CPU to the host for seconds at a time, so
+    # the rate is judged by the median spacing of the header stamps (robust to
+    # a stall), and the count only has to show a live publisher.
+    assert 10 <= n <= 56, f"{n} poses in 2 s at 20 Hz"
+    stamps_w = [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for m in window]
+    gaps = sorted(b - a for a, b in zip(stamps_w, stamps_w[1:]))
+    median_gap = gaps[len(gaps) // 2]
+    assert 0.8 / 20.0 <= median_gap <= 1.25 / 20.0, f"median stamp spacing {median_gap * 1000:.1f} ms at 20 Hz"
     assert poses[-1].header.frame_id == "map"
     stamps = [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for m in poses[-5:]]
     assert stamps == sorted(stamps) and stamps[-1] > stamps[0]
