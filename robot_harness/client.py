@@ -63,9 +63,6 @@ class MissionClient:
             return False, None
         return True, box["result"].result
 
-    def cancel(self) -> None:
-        pass
-
     def destroy(self) -> None:
         self.client.destroy()
         self.node.destroy_node()

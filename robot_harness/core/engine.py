@@ -110,9 +110,13 @@ class MissionRunner:
         self._calls: list[dict[str, Any]] = []
         self._evidence: list[int] = []
         self._deadline = math.inf
-        self._active_id_for_summary = ""
 
     # -- public ---------------------------------------------------------------
+
+    @property
+    def mission_id(self) -> str:
+        """The mission this runner is running (or last ran); empty before the first."""
+        return self._mission_id
 
     @property
     def physical_blocked(self) -> str | None:
@@ -149,11 +153,10 @@ class MissionRunner:
             status, summary = stop.status, stop.summary
             if self._active is not None and not self._active.terminal:
                 # e.g. the snapshot source died mid-action: do not leave the robot driving unsupervised
-                self._abandon_active(summary)
-                summary += f"; in-flight action {self._active_id_for_summary} was asked to stop"
+                summary += f"; in-flight action {self._abandon_active()} was asked to stop"
         except JournalWriteError as exc:
             self._physical_blocked = str(exc)
-            self._abandon_active("journal write failed")
+            self._abandon_active()
             return self._outcome(MissionStatus.BLOCKED, f"journal write failed; no new physical work: {exc}")
         try:
             ev = self._append(EventType.MISSION_FINISHED, payload={
@@ -495,16 +498,19 @@ class MissionRunner:
             snap, draft = self._capture("post_terminal", defer=True)
         return snap, draft
 
-    def _abandon_active(self, why: str) -> None:
-        """Supervision failed mid-action: ask the backend to stop rather than move unsupervised."""
+    def _abandon_active(self) -> str:
+        """Supervision failed mid-action: ask the backend to stop rather than move unsupervised.
+
+        Returns the abandoned action's id (empty when none was in flight).
+        """
         action = self._active
-        self._active_id_for_summary = action.action_id if action is not None else ""
         if action is not None and action.backend_goal_id and not action.terminal:
             try:
                 self.navigation.cancel(action.backend_goal_id, timeout_s=3.0)
             except HarnessError:
                 pass
         self._active = None
+        return action.action_id if action is not None else ""
 
     # -- done proposals -------------------------------------------------------
 

@@ -289,7 +289,7 @@ class SupervisorNode(LifecycleNode):
             self._busy.release()
 
     def _runner_mission_id(self) -> str:
-        return self._runner._mission_id if self._runner is not None else ""  # noqa: SLF001 - same package
+        return self._runner.mission_id if self._runner is not None else ""
 
     # -- services -----------------------------------------------------------------
 
