@@ -17,18 +17,23 @@ One process per node, as ``launch/harness.launch.py`` runs them:
   on one rclpy node in its own context, spun on a background thread by
   ``rclpy.experimental.EventsExecutor`` (default, ``--executor events``) or a
   ``MultiThreadedExecutor`` with 4 threads (``--executor multithreaded``;
-  ``--executor both`` runs one after the other, each against fresh robot
+  ``--executor all`` runs one after the other, each against fresh robot
   processes). The runner runs on the main thread and blocks on rclpy futures
-  that the executor thread completes. (The supervisor node runs it inside its
-  action server's execute callback on a ``MultiThreadedExecutor``; a
-  single-threaded executor there would need the runner moved to a thread of
-  its own.)
+  that the executor thread completes. This is how the supervisor node runs it:
+  the mission loop blocks one worker of the node's MultiThreadedExecutor,
+  and its clients (capture, planner, navigation) live on a helper node spun
+  by an EventsExecutor on its own thread (``BackgroundSpinner`` in
+  ``robot_harness/nodes/executors.py``). ``multithreaded`` measures the
+  alternative of spinning those clients on the MultiThreadedExecutor (the
+  harness's, without rclpy's resubmit busy loop); ``rclpy-multithreaded`` on
+  rclpy's own.
 
   Why events is the default: measured on the 2-core VM, in interleaved runs,
   it gave the lower (a) in every pair (calm machine: p95 8-9 ms against
-  19 ms), its thread used less than half the CPU, and it never stalled, while with the
-  ``MultiThreadedExecutor`` 9 of 13 runs had accept round trips of 1-4 s (up
-  to 16 of 200 goals) and 3 of 14 a cancel unanswered for 3 s.
+  14-19 ms), its thread used less than half the CPU, and it never stalled,
+  while with rclpy's own MultiThreadedExecutor 9 of 13 runs had accept round
+  trips of 1-4 s (up to 16 of 200 goals) and 3 of 14 a cancel unanswered for
+  3 s, and the bench process used 71 % of a core against 25-30 % (rclpy#1452).
 * The planner is an in-process stub (in production another process); its
   time is excluded from every figure.
 
@@ -62,7 +67,7 @@ Run from the repository root after ``source scripts/env.sh`` (and a built
 workspace: ``make setup``)::
 
     python bench/overhead.py --actions 200 --json /tmp/overhead.json
-    python bench/overhead.py --executor both      # both executors, one after the other
+    python bench/overhead.py --executor all       # every executor, one after the other
 """
 from __future__ import annotations
 
@@ -111,7 +116,8 @@ START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 5.0
 """SIGINT first, SIGKILL after this long."""
 EXECUTOR_THREADS = 4
-EXECUTORS = ("events", "multithreaded")
+EXECUTORS = ("events", "multithreaded", "rclpy-multithreaded")
+MULTITHREADED = ("multithreaded", "rclpy-multithreaded")
 DEFAULT_EXECUTOR = "events"
 CONFIG = _ROOT / "config"
 CAPTURE_SERVICE = "/snapshot_aggregator/capture"
@@ -646,12 +652,15 @@ class BenchNode:
     nothing and busy-looped at 100 % of a core (not even a timer fired), while
     ``spin_once`` works. It is single-threaded: fine here, since the runner
     blocks on futures from the main thread, never from an executor callback.
-    ``multithreaded``: ``MultiThreadedExecutor(num_threads=4)``.spin().
+    ``multithreaded``: the harness's ``MultiThreadedExecutor(num_threads=4)``
+    (``robot_harness.nodes.executors``: rclpy's, minus the resubmit busy
+    loop of ros2/rclpy#1452), what the supervisor and the bring-up use.
+    ``rclpy-multithreaded``: rclpy's own, for comparison.
     """
 
     def __init__(self, kind: str) -> None:
         import rclpy
-        from rclpy.executors import MultiThreadedExecutor
+        from robot_harness.nodes.executors import MultiThreadedExecutor
         from rclpy.signals import SignalHandlerOptions
 
         self.kind = kind
@@ -664,6 +673,10 @@ class BenchNode:
             from rclpy.experimental import EventsExecutor
 
             self.executor: Any = EventsExecutor(context=self.context)
+        elif kind == "rclpy-multithreaded":
+            from rclpy.executors import MultiThreadedExecutor as RclpyMultiThreadedExecutor
+
+            self.executor = RclpyMultiThreadedExecutor(num_threads=EXECUTOR_THREADS, context=self.context)
         else:
             self.executor = MultiThreadedExecutor(num_threads=EXECUTOR_THREADS, context=self.context)
         self._stop = threading.Event()
@@ -672,8 +685,11 @@ class BenchNode:
 
     @property
     def label(self) -> str:
-        return f"MultiThreadedExecutor({EXECUTOR_THREADS} threads)" if self.kind == "multithreaded" \
-            else "EventsExecutor (spin_once loop, 1 thread)"
+        if self.kind == "multithreaded":
+            return f"robot_harness MultiThreadedExecutor({EXECUTOR_THREADS} threads)"
+        if self.kind == "rclpy-multithreaded":
+            return f"rclpy MultiThreadedExecutor({EXECUTOR_THREADS} threads)"
+        return "EventsExecutor (spin_once loop, 1 thread)"
 
     def start(self) -> None:
         self.executor.add_node(self.node)
@@ -697,7 +713,7 @@ class BenchNode:
     def stop_spinning(self) -> None:
         """The executor stops before any entity is destroyed: destroying under a spinning executor races its wait set."""
         self._stop.set()
-        if self.kind == "multithreaded":
+        if self.kind in MULTITHREADED:
             self.executor.shutdown(timeout_sec=2.0)
         if self._thread is not None:
             self._thread.join(timeout=5.0)
@@ -966,8 +982,8 @@ def compare(outs: dict[str, dict[str, Any]], primary: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--actions", type=int, default=200, help="managed navigation actions to measure (default 200)")
-    parser.add_argument("--executor", choices=(*EXECUTORS, "both"), default=DEFAULT_EXECUTOR,
-                        help=f"what spins the bench node (default {DEFAULT_EXECUTOR}); 'both' runs one after the "
+    parser.add_argument("--executor", choices=(*EXECUTORS, "all"), default=DEFAULT_EXECUTOR,
+                        help=f"what spins the bench node (default {DEFAULT_EXECUTOR}); 'all' runs each in turn "
                              "other against the same robot processes")
     parser.add_argument("--json", type=Path, default=None, help="also write the results to this JSON file")
     parser.add_argument("--commits", type=int, default=200, help="single-event journal appends for the commit cost (default 200)")
@@ -985,8 +1001,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if lib is None:
         parser.error("no lib/robot_harness/{sim_robot,snapshot_aggregator} under AMENT_PREFIX_PATH: "
                      "run `make setup` and `source scripts/env.sh`")
-    kinds = list(EXECUTORS) if args.executor == "both" else [args.executor]
-    if args.executor == "both":
+    kinds = list(EXECUTORS) if args.executor == "all" else [args.executor]
+    if args.executor == "all":
         kinds.sort(key=lambda k: k != DEFAULT_EXECUTOR)
     primary = kinds[0]
 

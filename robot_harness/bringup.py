@@ -111,7 +111,7 @@ class BringUp:
 
     def start(self, *, wait_ready: bool = True) -> "BringUp":
         import rclpy
-        from rclpy.executors import MultiThreadedExecutor
+        from robot_harness.nodes.executors import MultiThreadedExecutor
 
         from .nodes.planner import PlannerNode
         from .nodes.snapshot_aggregator import SnapshotAggregator

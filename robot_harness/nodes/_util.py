@@ -41,7 +41,9 @@ def declare_params(node: Any, defaults: dict[str, Any]) -> dict[str, Any]:
 def run_node(factory: Any, argv: list[str] | None, *, threads: int = 4) -> int:
     """The body of every node executable: init, spin, clean up.
 
-    ``threads >= 2``: a MultiThreadedExecutor — a node that blocks one thread
+    ``threads >= 2``: the harness's MultiThreadedExecutor
+    (:mod:`robot_harness.nodes.executors`, rclpy's without its resubmit busy
+    loop) — a node that blocks one thread
     on a future (the supervisor's mission loop) needs others to complete it,
     and the default thread count is the number of cores (2 on small robots).
     ``threads == 1``: a SingleThreadedExecutor, cheaper for nodes whose
@@ -50,7 +52,9 @@ def run_node(factory: Any, argv: list[str] | None, *, threads: int = 4) -> int:
     import sys
 
     import rclpy
-    from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor, SingleThreadedExecutor
+    from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+
+    from robot_harness.nodes.executors import MultiThreadedExecutor
 
     rclpy.init(args=argv if argv is not None else sys.argv)
     node = None

@@ -16,12 +16,14 @@ and ROS-free. The navigate_to_pose execute callback blocks a worker thread for
 the whole goal, so the executor needs at least ``MIN_EXECUTOR_THREADS``
 threads (one per concurrently running goal plus requests).
 
-The tick runs on its own thread rather than as an executor timer. rclpy's
-MultiThreadedExecutor re-submits a callback that is queued but not yet started
-on every loop, without waiting; under CPU contention a 50 Hz timer turned that
-into a busy loop that starved everything in the process (measured: /amcl_pose
-fell from 20 Hz to 1-3 Hz while the process burned a full core). The executor
-now only serves requests (goals, cancels, lifecycle, parameters).
+The tick runs on its own thread rather than as an executor timer, so the
+publishing schedule does not depend on how busy the executor is. The executor
+is the harness's MultiThreadedExecutor (:mod:`robot_harness.nodes.executors`):
+rclpy's own re-submits a callback that is queued but not yet started on every
+loop without waiting (ros2/rclpy#1452), a busy loop that starved everything in
+the process (measured: /amcl_pose fell from 20 Hz to 1-3 Hz while the process
+burned a full core). The executor only serves requests (goals, cancels,
+lifecycle, parameters).
 """
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.context import Context
 from rclpy.event_handler import PublisherEventCallbacks
-from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedExecutor
+from rclpy.executors import Executor, ExternalShutdownException
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
@@ -61,6 +63,7 @@ from std_msgs.msg import String
 
 from robot_harness.core.errors import HarnessError, UsageError
 from robot_harness.core.records import Pose2D
+from robot_harness.nodes.executors import MultiThreadedExecutor
 from robot_harness.sim.world import (
     GoalEvent,
     GoalEventType,

@@ -29,6 +29,7 @@ from ..core.records import ActionView, EventDraft, EventType, JournalEvent, Miss
 from ..core.skills import default_skills, resolve_target
 from . import conversions as cv
 from ._util import declare_params, run_node, wait_future
+from .executors import BackgroundSpinner
 from .ros_ports import Nav2NavigationPort, RosPlannerPort, RosRobotIO, RosSnapshotPort
 
 __all__ = ["SupervisorNode", "main", "default_journal_path"]
@@ -116,9 +117,15 @@ class SupervisorNode(LifecycleNode):
         self._events_pub = self.create_publisher(JournalEventMsg, "~/events", reliable)
         self._state_pub = self.create_publisher(ActionState, "~/action_state", 10)
         self._unsubscribe = self._journal.subscribe(self._publish_events)
-        self._snapshots = RosSnapshotPort(self, p["capture_service"])
-        self._planner = RosPlannerPort(self, p["planner_service"], timeout_s=float(p["planner_timeout_s"]))
-        self._nav = Nav2NavigationPort(self, p["nav_action"], clock=self._wall)
+        # The mission loop's clients (snapshot capture, planner, navigation)
+        # live on a helper node with its own single-threaded spinner: see
+        # BackgroundSpinner for why.
+        self._spinner = BackgroundSpinner(context=self.context, name=f"{self.get_name()}_dispatch",
+                                          namespace=self.get_namespace()).start()
+        io_node = self._spinner.node
+        self._snapshots = RosSnapshotPort(io_node, p["capture_service"])
+        self._planner = RosPlannerPort(io_node, p["planner_service"], timeout_s=float(p["planner_timeout_s"]))
+        self._nav = Nav2NavigationPort(io_node, p["nav_action"], clock=self._wall)
         self._io = RosRobotIO(self, clock=self._wall, ids=self._ids, artifacts_dir=artifacts,
                               camera_topic=p["camera_topic"], speech_topic=p["speech_topic"], message_topic=p["message_topic"])
         self._backend_state = None
@@ -164,10 +171,13 @@ class SupervisorNode(LifecycleNode):
             return
         self._unsubscribe()
         self._mission_server.destroy()
+        if not self._spinner.stop():
+            self.get_logger().warning("the dispatch spinner did not stop within 2 s")
         self._nav.destroy()
         self._io.destroy()
-        self._snapshots.destroy(self)
-        self._planner.destroy(self)
+        self._snapshots.destroy(self._spinner.node)
+        self._planner.destroy(self._spinner.node)
+        self._spinner.destroy()
         for srv in (self._check_srv, self._stop_srv):
             self.destroy_service(srv)
         if self._backend_state is not None:

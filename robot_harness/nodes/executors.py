@@ -1,0 +1,146 @@
+"""A MultiThreadedExecutor that does not spin on callbacks waiting for a worker.
+
+rclpy's ``MultiThreadedExecutor`` (up to and including Kilted's 9.1.x) yields,
+on every pass of its wait loop, each task that is *in progress but not yet
+executing*; a task that was just handed to the thread pool is such a task, so
+the spin thread resubmits it again and again without waiting, holding the GIL
+while the pool's workers are trying to start it (ros2/rclpy#1452, fixed
+upstream by ros2/rclpy#1547). Measured here: a node with one subscription
+burned four CPU seconds per wall second and starved a 50 Hz thread in the
+same process down to 20 Hz.
+
+:class:`MultiThreadedExecutor` below keeps rclpy's executor and changes one
+thing: a task that is already queued in the pool is not queued again; the
+spin thread instead blocks (GIL released) until a worker starts it, bounded by
+``_QUEUED_WAIT_S``. Everything else (wait set, callback groups, shutdown) is
+rclpy's own code. On an rclpy with the upstream fix this is a harmless no-op.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from rclpy.executors import (
+    ConditionReachedException,
+    ExternalShutdownException,
+    ShutdownException,
+    TimeoutException,
+)
+from rclpy.executors import MultiThreadedExecutor as _RclpyMultiThreadedExecutor
+
+__all__ = ["BackgroundSpinner", "MultiThreadedExecutor"]
+
+_QUEUED_WAIT_S = 0.05
+"""Upper bound on one wait for a worker to start an already-queued task."""
+
+
+class MultiThreadedExecutor(_RclpyMultiThreadedExecutor):
+    """rclpy's MultiThreadedExecutor without the resubmit busy loop (rclpy#1452)."""
+
+    def __init__(self, num_threads: int | None = None, *, context: Any = None) -> None:
+        super().__init__(num_threads=num_threads, context=context)
+        self._queued: set[Any] = set()
+        self._queued_cond = threading.Condition()
+
+    def _run_queued(self, handler: Any) -> None:
+        with self._queued_cond:
+            self._queued.discard(handler)
+            self._queued_cond.notify_all()
+        handler()
+
+    def _spin_once_impl(
+        self,
+        timeout_sec: Any = None,
+        wait_condition: Callable[[], bool] = lambda: False,
+    ) -> None:
+        try:
+            handler, _entity, _node = self.wait_for_ready_callbacks(timeout_sec, None, wait_condition)
+        except (ExternalShutdownException, ShutdownException, TimeoutException, ConditionReachedException):
+            return
+        with self._queued_cond:
+            if handler in self._queued:
+                # Already waiting for a worker: let one start it rather than
+                # queueing it again (which is what makes rclpy's loop spin).
+                self._queued_cond.wait_for(lambda: handler not in self._queued, _QUEUED_WAIT_S)
+                return
+            self._queued.add(handler)
+        self._executor.submit(self._run_queued, handler)
+        self._futures.append(handler)
+        for future in self._futures[:]:
+            if future.done():
+                self._futures.remove(future)
+                future.result()  # raise any exceptions, as rclpy does
+
+
+class BackgroundSpinner:
+    """A plain node on its own single-threaded executor thread, for a node's latency-critical clients.
+
+    The supervisor's mission loop blocks a worker of its MultiThreadedExecutor
+    for the whole mission and, on the way to every dispatch, waits on a
+    snapshot capture and a goal acceptance. Those clients live on this node
+    instead, spun by ``rclpy.experimental.EventsExecutor`` (a SingleThreaded
+    executor where that is missing): measured in ``bench/overhead.py``, it
+    halves the tool-call-to-goal-sent tail against a MultiThreadedExecutor.
+    Its ``spin()`` busy-loops in rclpy 9.1.2, so a ``spin_once`` loop drives it.
+    Callbacks on this node must never block (no waiting on futures inside
+    them); callers on other threads wait on the futures it completes.
+    """
+
+    POLL_S = 0.1
+
+    def __init__(self, *, context: Any, name: str, namespace: str = "") -> None:
+        from rclpy.node import Node
+
+        try:
+            from rclpy.experimental import EventsExecutor
+
+            self.executor: Any = EventsExecutor(context=context)
+            self.kind = "events"
+        except ImportError:  # older rclpy
+            from rclpy.executors import SingleThreadedExecutor
+
+            self.executor = SingleThreadedExecutor(context=context)
+            self.kind = "single_threaded"
+        self.context = context
+        self.node = Node(name, namespace=namespace or None, context=context)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._spin, name=f"{name}-spinner", daemon=True)
+        self.error: BaseException | None = None
+
+    def start(self) -> "BackgroundSpinner":
+        self.executor.add_node(self.node)
+        self._thread.start()
+        return self
+
+    def _spin(self) -> None:
+        try:
+            while not self._stop.is_set() and self.context.ok():
+                self.executor.spin_once(timeout_sec=self.POLL_S)
+        except (ExternalShutdownException, ShutdownException):
+            pass
+        except BaseException as exc:  # noqa: BLE001 - kept for alive(); callers see timeouts
+            self.error = exc
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def stop(self, timeout_s: float = 2.0) -> bool:
+        """Stop spinning (before any entity on the node is destroyed); True when the thread ended."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=timeout_s)
+        return not self._thread.is_alive()
+
+    def destroy(self) -> None:
+        """After :meth:`stop` and after the owners destroyed their entities."""
+        try:
+            self.executor.remove_node(self.node)
+        except Exception:  # noqa: BLE001 - the context may be shut down already
+            pass
+        if self.kind == "events":
+            try:
+                self.executor.shutdown()
+            except Exception:  # noqa: BLE001
+                pass
+        self.node.destroy_node()

@@ -1,0 +1,111 @@
+"""The harness's MultiThreadedExecutor: rclpy's behaviour without the resubmit busy loop (rclpy#1452)."""
+
+from __future__ import annotations
+
+import resource
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import rclpy
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.node import Node
+from std_msgs.msg import String
+
+from robot_harness.nodes.executors import MultiThreadedExecutor
+
+
+@pytest.fixture
+def node_and_executor() -> Iterator[tuple[Node, MultiThreadedExecutor]]:
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = Node("executor_test", context=ctx)
+    executor = MultiThreadedExecutor(num_threads=4, context=ctx)
+    executor.add_node(node)
+    yield node, executor
+    executor.shutdown(timeout_sec=2.0)
+    node.destroy_node()
+    rclpy.try_shutdown(context=ctx)
+
+
+def _cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def test_a_subscription_does_not_make_the_executor_spin(node_and_executor: tuple[Node, MultiThreadedExecutor]) -> None:
+    # rclpy 9.1.2's own executor burns about four CPU seconds in this window
+    # (its spin thread resubmits each queued message handler until a worker
+    # starts it); this one needs a few hundredths.
+    node, executor = node_and_executor
+    got: list[String] = []
+    node.create_subscription(String, "/executor_test", got.append, 10)
+    pub = node.create_publisher(String, "/executor_test", 10)
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 5.0
+    while pub.get_subscription_count() < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    before = _cpu_s()
+    for i in range(20):
+        pub.publish(String(data=str(i)))
+        time.sleep(0.05)
+    used = _cpu_s() - before
+    deadline = time.monotonic() + 2.0
+    while len(got) < 20 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [m.data for m in got] == [str(i) for i in range(20)]
+    assert used < 0.5, f"{used:.2f} CPU s for 20 messages in 1 s: the executor is busy-looping"
+
+
+def test_mutually_exclusive_callbacks_never_overlap_and_all_run(
+    node_and_executor: tuple[Node, MultiThreadedExecutor],
+) -> None:
+    node, executor = node_and_executor
+    group = MutuallyExclusiveCallbackGroup()
+    active = 0
+    overlaps = 0
+    runs = 0
+    lock = threading.Lock()
+
+    def slow(_msg: String) -> None:
+        nonlocal active, overlaps, runs
+        with lock:
+            active += 1
+            overlaps += active > 1
+        time.sleep(0.01)
+        with lock:
+            active -= 1
+            runs += 1
+
+    node.create_subscription(String, "/executor_excl_a", slow, 50, callback_group=group)
+    node.create_subscription(String, "/executor_excl_b", slow, 50, callback_group=group)
+    pub_a = node.create_publisher(String, "/executor_excl_a", 50)
+    pub_b = node.create_publisher(String, "/executor_excl_b", 50)
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 5.0
+    while (pub_a.get_subscription_count() < 1 or pub_b.get_subscription_count() < 1) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for i in range(10):
+        pub_a.publish(String(data=str(i)))
+        pub_b.publish(String(data=str(i)))
+    deadline = time.monotonic() + 5.0
+    while runs < 20 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert runs == 20
+    assert overlaps == 0
+
+
+def test_a_callback_exception_reaches_the_spinning_thread(node_and_executor: tuple[Node, MultiThreadedExecutor]) -> None:
+    node, executor = node_and_executor
+
+    def boom() -> None:
+        raise RuntimeError("callback failed")
+
+    node.create_timer(0.01, boom)
+    with pytest.raises(RuntimeError, match="callback failed"):
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            executor.spin_once(timeout_sec=0.1)
