@@ -48,6 +48,13 @@ def generate_launch_description():
         ),
         Node(
             package="robot_harness",
+            executable="verifier",
+            name="verifier",
+            output="screen",
+            parameters=[os.path.join(config, "verifier.yaml"), {"autostart": True}],
+        ),
+        Node(
+            package="robot_harness",
             executable="supervisor",
             name="supervisor",
             output="screen",

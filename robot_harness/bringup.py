@@ -30,6 +30,7 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
     NodeSpec("sim_robot", "sim_robot", "sim_robot.yaml", sim_only=True),
     NodeSpec("snapshot_aggregator", "snapshot_aggregator", "snapshot_aggregator.yaml"),
     NodeSpec("planner", "planner", "planner.yaml"),
+    NodeSpec("verifier", "verifier", "verifier.yaml"),
     NodeSpec("supervisor", "supervisor", "supervisor.yaml"),
 )
 
@@ -116,6 +117,7 @@ class BringUp:
         from .nodes.planner import PlannerNode
         from .nodes.snapshot_aggregator import SnapshotAggregator
         from .nodes.supervisor import SupervisorNode
+        from .nodes.verifier import VerifierNode
 
         self.context = rclpy.Context()
         kw = {} if self.domain_id is None else {"domain_id": self.domain_id}
@@ -132,7 +134,8 @@ class BringUp:
                     self.sim.add_to_executor(self.executor)
                     continue
                 params["autostart"] = False  # this bring-up is the lifecycle manager
-                cls = {"snapshot_aggregator": SnapshotAggregator, "planner": PlannerNode, "supervisor": SupervisorNode}[spec.name]
+                cls = {"snapshot_aggregator": SnapshotAggregator, "planner": PlannerNode, "verifier": VerifierNode,
+                       "supervisor": SupervisorNode}[spec.name]
                 node = cls(context=self.context, parameter_overrides=_to_parameters(params))
                 self.nodes[spec.name] = node
                 self.executor.add_node(node)
@@ -141,9 +144,9 @@ class BringUp:
             # Lifecycle order: everything configured, the observers active, and
             # the supervisor (which admits missions) last, once the world is
             # observable — a mission admitted earlier would only meet MISSING fields.
-            for name in ("snapshot_aggregator", "planner", "supervisor"):
+            for name in ("snapshot_aggregator", "planner", "verifier", "supervisor"):
                 self._transition(name, "configure")
-            for name in ("snapshot_aggregator", "planner"):
+            for name in ("snapshot_aggregator", "planner", "verifier"):
                 self._transition(name, "activate")
             if self.use_sim and wait_ready:
                 self.wait_ready()

@@ -228,7 +228,25 @@ def _run(args: argparse.Namespace) -> int:
     print()
     print(f"status:  {report['status']}")
     print(f"summary: {report['summary']}")
-    print(f"evidence: journal seqs {report['evidence_seqs']} in {report['journal']}")
+    contract = report.get("contract")
+    if contract:
+        print(f"contract {contract['contract_id']} (revision {contract['revision']}, {contract['compiler']} compiler):")
+        for o in contract["obligations"]:
+            print(f"  {o['id']} {o['kind']}: {o['description']}")
+    verdict = report.get("verdict")
+    if verdict:
+        print(f"verdict {verdict['verdict_id']} by {verdict['verifier']}: {verdict['goal_verdict']}"
+              f" (contract revision {verdict['contract_revision']}, state version {verdict['state_version']})")
+        for st in verdict["steps"]:
+            print(f"  {st['obligation_id']} {st['verdict']}: {st['reason']}")
+    if report.get("commit"):
+        print(f"committed by the gate: {report['commit']['commit_id']}")
+    print(f"evidence ids: {', '.join(report.get('evidence_ids') or []) or 'none'}")
+    print(f"journal: {report['journal']} (seqs {report['evidence_seqs']})")
+    bag = report.get("bag") or {}
+    if bag.get("path"):
+        print(f"bag:     {bag['path']} ({bag.get('messages', 0)} messages"
+              + (f", {bag['dropped']} dropped" if bag.get("dropped") else "") + ")")
     for call in report["tool_calls"]:
         res = call.get("result") or {}
         state = f" -> {call['action_state']}" if call.get("action_state") else ""

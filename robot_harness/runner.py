@@ -29,6 +29,8 @@ def scenario_overrides(scenario: Scenario, *, journal_path: Path, artifacts_dir:
         "places": {k: v.model_dump() for k, v in scenario.world.places.items()},
         "limits": {"mission_timeout_s": scenario.limits.mission_timeout_s, "max_turns": scenario.limits.max_turns},
     }
+    if scenario.contract:
+        harness["contract"] = {"compiler": "scenario", "obligations": [o.model_dump(mode="json") for o in scenario.contract]}
     harness = deep_merge(harness, scenario.harness)
     return {
         "sim_robot": {
@@ -65,6 +67,10 @@ def build_report(events: list[JournalEvent], *, mission_id: str, journal_path: s
         elif e.type is EventType.ROBOT_ACTION_STATE_CHANGED and e.tool_call_id in calls:
             calls[e.tool_call_id]["action_state"] = e.payload["to"]
             calls[e.tool_call_id]["action_reason"] = e.payload.get("reason", "")
+    contract = next((e.payload.get("contract") for e in reversed(mine) if e.type is EventType.CONTRACT_FROZEN), None)
+    verdict = next((e.payload.get("verdict") for e in reversed(mine) if e.type is EventType.VERDICT_RECORDED), None)
+    commit = next((e.payload.get("commit") for e in reversed(mine) if e.type is EventType.COMMIT_RECORDED), None)
+    receipts = [e.payload["receipt"] for e in mine if e.type is EventType.RECEIPT_RECORDED]
     finished = next((e for e in reversed(mine) if e.type is EventType.MISSION_FINISHED), None)
     started = next((e for e in mine if e.type is EventType.MISSION_STARTED), None)
     status = finished.payload["status"] if finished else (getattr(mission_result, "status", "") or "UNKNOWN")
@@ -77,6 +83,13 @@ def build_report(events: list[JournalEvent], *, mission_id: str, journal_path: s
         "tool_calls": list(calls.values()),
         "event_counts": dict(Counter(e.type.value for e in mine)),
         "evidence_seqs": list(finished.payload.get("evidence_seqs", [])) if finished else [],
+        "evidence_ids": list(finished.payload.get("evidence_ids", [])) if finished else [],
+        "contract": contract,
+        "verdict": verdict,
+        "commit": commit,
+        "receipts": [{k: r.get(k) for k in ("receipt_id", "skill", "invocation_id", "status", "state_version")}
+                     for r in receipts],
+        "bag": finished.payload.get("bag", {}) if finished else {},
         "journal": journal_path,
     }
 

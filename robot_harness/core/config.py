@@ -1,9 +1,11 @@
 """Harness configuration (the ``harness`` section of config/*.yaml and scenarios)."""
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Preconditions", "OutcomeTolerance", "NavigationConfig", "LimitsConfig", "HarnessConfig",
+__all__ = ["Preconditions", "OutcomeTolerance", "NavigationConfig", "LimitsConfig", "ContractConfig", "VerificationConfig", "HarnessConfig",
            "load_harness_config", "dotted_overrides", "deep_merge"]
 
 
@@ -62,6 +64,29 @@ class LimitsConfig(_Cfg):
     max_silent_turns: int = 1
     """Consecutive model turns with neither tool calls nor a done proposal before the mission ends."""
     max_tool_calls_per_turn: int = 8
+    max_done_rejections: int = 3
+    """Done proposals the verifier may turn down before the mission ends on the last verdict."""
+
+
+class ContractConfig(_Cfg):
+    """How the mission's completion contract is compiled (at admission, before any planning)."""
+
+    compiler: str = "template"
+    """template | scenario | llm. ``scenario`` uses ``obligations`` verbatim."""
+    templates_file: str = ""
+    """YAML templates for the template compiler; empty: the packaged config/contract_templates.yaml defaults."""
+    obligations: list[dict[str, Any]] = Field(default_factory=list)
+    """A scenario-provided contract (obligation dicts); non-empty implies the scenario compiler."""
+    require_coverage: bool = True
+    """Refuse to plan (WAITING_USER) when the coverage review finds parts of the goal no obligation covers."""
+
+
+class VerificationConfig(_Cfg):
+    """The verifier's deterministic predicates."""
+
+    xy_tolerance_m: float = 0.5
+    yaw_tolerance_rad: float | None = 0.5
+    final_pose_max_age_s: float = 2.0
 
 
 class HarnessConfig(_Cfg):
@@ -73,6 +98,8 @@ class HarnessConfig(_Cfg):
     places: dict[str, dict[str, float]] = Field(default_factory=dict)
     navigation: NavigationConfig = NavigationConfig()
     limits: LimitsConfig = LimitsConfig()
+    contract: ContractConfig = ContractConfig()
+    verification: VerificationConfig = VerificationConfig()
     artifacts_dir: str = ""
     """Where capture_image writes artifacts; empty: beside the journal."""
 

@@ -16,16 +16,34 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from .clock import Clock, IdGenerator
+from .completion import (
+    CompletionContract,
+    EvidenceRef,
+    GoalVerdict,
+    Receipt,
+    ReceiptStatus,
+    StepVerdict,
+    Verdict,
+)
 from .config import HarnessConfig
+from .contracts import (
+    ContractCompiler,
+    ContractError,
+    CoverageReviewer,
+    RuleCoverageReviewer,
+    compile_contract,
+)
 from .context import compile_planner_context, context_size
 from .errors import HarnessError, HarnessTimeout, JournalWriteError, UsageError
+from .gate import CommitGate, GateRejection, TaskState, commit_drafts, original_goal_check
 from .journal import Journal
 from .lifecycle import ManagedAction
 from .outcome import BackendTerminal, check_navigation_outcome
-from .ports import NavigationPort, PlannerPort, PlannerRequest, RobotIO, SnapshotPort
+from .ports import EvidenceRecorder, NavigationPort, PlannerPort, PlannerRequest, RobotIO, SnapshotPort, VerifierPort
 from .preconditions import check_preconditions
 from .records import (
     ActionStatus,
+    Availability,
     ActionView,
     EventDraft,
     EventType,
@@ -39,11 +57,22 @@ from .records import (
     ToolResultStatus,
     WorldSnapshot,
 )
-from .skills import NavigateToArgs, Skill, SkillRegistry, ToolEnv, resolve_target
+from .skills import PROPOSE_DONE, NavigateToArgs, Skill, SkillRegistry, ToolEnv, resolve_target
+from .authority import InProcessVerifier, default_contract_compiler
+from .verifier import PoseSample, VerifyRequest
 
 __all__ = ["MissionOutcome", "MissionRunner", "MAX_GOAL_CHARS"]
 
 MAX_GOAL_CHARS = 2000
+_RECEIPT_STATUS = {
+    ToolResultStatus.OK: ReceiptStatus.SUCCEEDED,
+    ToolResultStatus.ERROR: ReceiptStatus.FAILED,
+    ToolResultStatus.REJECTED: ReceiptStatus.REJECTED,
+    ToolResultStatus.PRECONDITION_CHANGED: ReceiptStatus.REJECTED,
+    ToolResultStatus.SKIPPED: ReceiptStatus.REJECTED,
+}
+_STATE_EVENTS = (EventType.CONTRACT_FROZEN, EventType.RECEIPT_RECORDED, EventType.VERDICT_RECORDED,
+                 EventType.COMMIT_RECORDED, EventType.FACT_RECORDED)
 _TERMINAL_STATUS = {
     "succeeded": BackendTerminal.SUCCEEDED,
     "aborted": BackendTerminal.ABORTED,
@@ -61,6 +90,10 @@ class MissionOutcome(BaseModel):
     evidence_ids: tuple[str, ...] = ()
     tool_calls: tuple[dict[str, Any], ...] = ()
     actions: tuple[ActionView, ...] = ()
+    contract: dict[str, Any] | None = None
+    """The frozen completion contract (None when the goal could not be compiled)."""
+    verdict: dict[str, Any] | None = None
+    """The verifier's last verdict on a done proposal (None when none was proposed)."""
 
 
 class _Stop(Exception):
@@ -88,6 +121,10 @@ class MissionRunner:
         navigation: NavigationPort,
         robot_io: RobotIO | None = None,
         on_update: Callable[[str, ActionView | None, JournalEvent | None], None] | None = None,
+        verifier: VerifierPort | None = None,
+        contract_compiler: ContractCompiler | None = None,
+        coverage_reviewer: CoverageReviewer | None = None,
+        recorder: EvidenceRecorder | None = None,
     ) -> None:
         self.config = config
         self.journal = journal
@@ -100,7 +137,14 @@ class MissionRunner:
         self.robot_io = robot_io
         self._on_update = on_update
         self._places = {k: Pose2D(**v) for k, v in config.places.items()}
+        self.contract_compiler = contract_compiler or default_contract_compiler(config)
+        self.coverage_reviewer = coverage_reviewer or RuleCoverageReviewer()
+        self.verifier = verifier or InProcessVerifier(config=config, snapshots=snapshots, ids=ids, clock=clock)
+        self.gate = CommitGate(ids=ids, clock=clock)
+        self.recorder = recorder
         self._tool_specs = tuple(skills.tool_specs())
+        self._physical_skills = frozenset(sk.name for sk in skills if sk.physical)
+        self._recorder_error = ""
         self._stop_requested: str | None = None
         self._physical_blocked: str | None = None
         self._active: ManagedAction | None = None
@@ -110,6 +154,14 @@ class MissionRunner:
         self._calls: list[dict[str, Any]] = []
         self._evidence: list[int] = []
         self._deadline = math.inf
+        self._goal = ""
+        self._contract: CompletionContract | None = None
+        self._state_version = 0
+        self._trajectory: list[PoseSample] = []
+        self._last_verdict: Verdict | None = None
+        self._done_rejections = 0
+        self._verdict_evidence: list[str] = []
+        self._call_started: dict[str, float] = {}
 
     # -- public ---------------------------------------------------------------
 
@@ -134,6 +186,9 @@ class MissionRunner:
             raise UsageError(f"goal is {len(goal)} characters; the limit is {MAX_GOAL_CHARS}")
         self._mission_id = mission_id or self.ids.new("mission")
         self._actions, self._calls, self._evidence = [], [], []
+        self._goal, self._contract, self._state_version = goal, None, 0
+        self._trajectory, self._last_verdict, self._done_rejections, self._verdict_evidence = [], None, 0, []
+        self._call_started = {}
         self._stop_requested = None
         self._deadline = self.clock.monotonic() + self.config.limits.mission_timeout_s
         try:
@@ -147,7 +202,9 @@ class MissionRunner:
         except JournalWriteError as exc:
             self._physical_blocked = str(exc)
             return self._outcome(MissionStatus.BLOCKED, f"journal unavailable, mission not started: {exc}")
+        self._start_recorder()
         try:
+            self._freeze_contract(goal)
             status, summary = self._loop(goal)
         except _Stop as stop:
             status, summary = stop.status, stop.summary
@@ -157,10 +214,14 @@ class MissionRunner:
         except JournalWriteError as exc:
             self._physical_blocked = str(exc)
             self._abandon_active()
+            self._stop_recorder()
             return self._outcome(MissionStatus.BLOCKED, f"journal write failed; no new physical work: {exc}")
+        bag = self._stop_recorder()
         try:
             ev = self._append(EventType.MISSION_FINISHED, payload={
                 "status": status.value, "summary": summary, "evidence_seqs": list(self._evidence),
+                "evidence_ids": self._evidence_ids(), "bag": bag,
+                "verdict_id": self._last_verdict.verdict_id if self._last_verdict else "",
             })
             self._evidence.append(ev.seq)
         except JournalWriteError as exc:
@@ -215,15 +276,24 @@ class MissionRunner:
                 silent += 1
                 if silent >= limits.max_silent_turns:
                     why = f"planner error: {planner_error}" if planner_error else "the planner stopped proposing actions"
-                    return MissionStatus.UNKNOWN, f"{why}; no done proposal, so the goal is not established"
+                    return self._give_up(why)
                 continue
             silent = 0
-            last_results, action = self._run_tool_calls(turn_id, snap, response.tool_calls)
+            last_results, action, done_call = self._run_tool_calls(turn_id, snap, response.tool_calls)
             if action is not None:
                 pending.append(self._supervise(action))
-            if response.done is not None:
-                return self._judge_done(response.done)
-        return MissionStatus.UNKNOWN, f"turn budget of {limits.max_turns} exhausted without a verified done"
+            proposal: tuple[str, str] | None = None
+            if done_call is not None:
+                proposal = (done_call.id, str(done_call.arguments.get("summary", "")))
+            elif response.done is not None:
+                proposal = (f"{turn_id}/done", response.done)
+            if proposal is not None:
+                final, event = self._verify_done(turn_id, *proposal)
+                if final is not None:
+                    return final
+                if event is not None:
+                    pending.append(event)
+        return self._give_up(f"turn budget of {limits.max_turns} exhausted without a verified done")
 
     def _ask_planner(self, turn_id: str, turn_index: int, ctx: dict[str, Any]) -> tuple[ModelResponse, str | None]:
         request = PlannerRequest(
@@ -239,9 +309,10 @@ class MissionRunner:
 
     def _run_tool_calls(
         self, turn_id: str, decision: WorldSnapshot, calls: Sequence[ToolCall]
-    ) -> tuple[list[ToolResult], ManagedAction | None]:
+    ) -> tuple[list[ToolResult], ManagedAction | None, ToolCall | None]:
         results: list[ToolResult] = []
         dispatched: ManagedAction | None = None
+        done_call: ToolCall | None = None
         stop_reason: str | None = None
         seen: set[str] = set()
         limit = self.config.limits.max_tool_calls_per_turn
@@ -255,7 +326,12 @@ class MissionRunner:
             elif stop_reason is not None:
                 result = ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.SKIPPED,
                                     content={"reason": stop_reason})
+            elif call.name == PROPOSE_DONE:
+                result = self._accept_done_call(call, first=done_call is None)
+                if result.status is ToolResultStatus.OK:
+                    done_call = call
             else:
+                self._call_started[call.id] = self.clock.now()
                 result, action = self._run_one(turn_id, decision, call, physical_done=dispatched is not None)
                 if result.status is ToolResultStatus.PRECONDITION_CHANGED:
                     stop_reason = "an earlier call in this turn hit precondition_changed; decide again on the fresh snapshot"
@@ -263,14 +339,33 @@ class MissionRunner:
             results.append(result)
             if action is not None:
                 dispatched = action
-            self._append(EventType.TOOL_RESULT_RECORDED, model_turn_id=turn_id, tool_call_id=call.id,
-                         robot_action_id=result.action_id or "", payload=result.model_dump(mode="json"))
+            drafts = [self._draft(EventType.TOOL_RESULT_RECORDED, model_turn_id=turn_id, tool_call_id=call.id,
+                                  robot_action_id=result.action_id or "", payload=result.model_dump(mode="json"))]
+            if action is None and call.name != PROPOSE_DONE:
+                # Everything but an accepted physical action ends here: its receipt
+                # is written with its result, in the same commit. An accepted
+                # action's receipt is written with its verified outcome.
+                drafts.append(self._receipt_draft(turn_id, decision, call, result))
+            self._append_many(drafts)
             self._calls.append({
                 "id": call.id, "name": call.name, "arguments": call.arguments,
                 "result": result.model_dump(mode="json", exclude={"kind", "format_version"}),
                 "action_id": result.action_id,
             })
-        return results, dispatched
+        return results, dispatched, done_call
+
+    def _accept_done_call(self, call: ToolCall, *, first: bool) -> ToolResult:
+        try:
+            self.skills.get(PROPOSE_DONE).validate(call.arguments)
+        except UsageError as exc:
+            return self._error(call, exc.code, exc.message, exc.details)
+        if not first:
+            return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.REJECTED,
+                              content={"reason": "one done proposal per turn"})
+        return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.OK, content={
+            "note": "verification requested: the independent verifier decides, against the goal's completion "
+                    "contract, receipts and fresh observations; its verdict arrives in the next turn",
+        })
 
     def _run_one(
         self, turn_id: str, decision: WorldSnapshot, call: ToolCall, *, physical_done: bool
@@ -468,8 +563,8 @@ class MissionRunner:
             snapshot_id=post.snapshot_id, payload={
                 "state": verdict.state.value, "reason": reason, "evidence": verdict.evidence,
                 "action": action.view().model_dump(mode="json"),
-            })])
-        self._evidence.append(committed[-1].seq)
+            }), self._action_receipt_draft(action, post, reason)])
+        self._evidence.append(committed[-2].seq)
         self._active = None
         self._update("verifying", action)
         return RuntimeEvent(type="robot_action_outcome", tool_call_id=action.tool_call_id, action_id=action.action_id,
@@ -512,37 +607,201 @@ class MissionRunner:
         self._active = None
         return action.action_id if action is not None else ""
 
-    # -- done proposals -------------------------------------------------------
+    # -- completion authority ---------------------------------------------------
 
-    def _judge_done(self, text: str) -> tuple[MissionStatus, str]:
-        """A done proposal is checked against the recorded evidence, never taken at its word."""
-        if not self._actions:
-            return MissionStatus.UNKNOWN, (
-                f"planner proposed done ({text!r}) but no physical action was verified in this mission"
-            )
-        unresolved: list[ManagedAction] = []
-        for i, a in enumerate(self._actions):
-            if a.state is ActionStatus.SUCCEEDED:
-                continue
-            later_ok = any(b.state is ActionStatus.SUCCEEDED and b.target == a.target for b in self._actions[i + 1:])
-            if not later_ok:
-                unresolved.append(a)
-        failed_tools = self._unresolved_tool_errors()
-        parts = [f"{a.skill} -> {_fmt_target(a.target)}: {a.state.value} ({a.reason})" for a in self._actions]
-        if any(a.state is ActionStatus.UNKNOWN for a in unresolved):
-            return MissionStatus.UNKNOWN, "planner proposed done but evidence is incomplete: " + "; ".join(parts)
-        if unresolved:
-            return MissionStatus.FAILED, "planner proposed done but evidence contradicts it: " + "; ".join(parts)
-        if failed_tools:
-            return MissionStatus.FAILED, "planner proposed done but these tools failed and were not retried: " + ", ".join(failed_tools)
-        return MissionStatus.SUCCEEDED, "verified: " + "; ".join(parts)
+    def _freeze_contract(self, goal: str) -> None:
+        """Compile the completion contract from the goal alone, before the planner sees anything."""
+        contract_id = self.ids.new("contract")
+        try:
+            contract = compile_contract(goal, compiler=self.contract_compiler, reviewer=self.coverage_reviewer,
+                                        mission_id=self._mission_id, contract_id=contract_id, places=self._places)
+        except ContractError as exc:
+            self._append(EventType.CONTRACT_FROZEN, payload={"error": {"code": exc.code, "message": exc.message}})
+            raise _Stop(MissionStatus.BLOCKED, f"no completion contract for this goal, nothing was planned: {exc.message}") from None
+        self._contract = contract
+        self._state_version += 1
+        self._append(EventType.CONTRACT_FROZEN, payload={"contract": contract.model_dump(mode="json"),
+                                                         "state_version": self._state_version})
+        coverage = contract.coverage
+        if coverage is not None and not coverage.ok and self.config.contract.require_coverage:
+            raise _Stop(MissionStatus.WAITING_USER, (
+                "the completion contract does not cover all of the goal (" + "; ".join(coverage.uncovered)
+                + "): an operator must clarify or extend it; nothing was planned"))
 
-    def _unresolved_tool_errors(self) -> list[str]:
-        last: dict[str, str] = {}
-        for c in self._calls:
-            if c["action_id"] is None:
-                last[c["name"]] = c["result"]["status"]
-        return sorted(n for n, s in last.items() if s == ToolResultStatus.ERROR.value and n in ("capture_image", "speak", "send_message"))
+    def _receipt_draft(self, turn_id: str, decision: WorldSnapshot, call: ToolCall, result: ToolResult) -> EventDraft:
+        """The receipt of a call that ended with its tool result (capabilities, refusals, failed dispatches)."""
+        status = _RECEIPT_STATUS.get(result.status, ReceiptStatus.FAILED)
+        if result.error and result.error.get("code") == "backend_timeout":
+            status = ReceiptStatus.UNKNOWN
+        evidence: list[EvidenceRef] = [EvidenceRef.for_journal(f"snapshot:{decision.snapshot_id}")]
+        artifact = result.content.get("artifact") if isinstance(result.content, dict) else None
+        if isinstance(artifact, dict) and artifact.get("uri") and artifact.get("sha256"):
+            evidence.append(EvidenceRef.for_artifact(artifact["uri"], artifact["sha256"]))
+        started = self._call_started.pop(call.id, self.clock.now())
+        return self._new_receipt(
+            turn_id=turn_id, call=call, physical=call.name in self._physical_skills,
+            result=result.model_dump(mode="json", exclude={"kind", "format_version"}), status=status,
+            started_at=started, decision_snapshot_id=decision.snapshot_id, action_id=result.action_id or "",
+            pose_snapshot=decision, evidence=evidence,
+        )
+
+    def _action_receipt_draft(self, action: ManagedAction, post: WorldSnapshot, reason: str) -> EventDraft:
+        """The receipt of an accepted physical action, written with its verified outcome."""
+        status = {ActionStatus.SUCCEEDED: ReceiptStatus.SUCCEEDED, ActionStatus.FAILED: ReceiptStatus.FAILED}.get(
+            action.state, ReceiptStatus.UNKNOWN)
+        call = next((c for c in self._calls if c["id"] == action.tool_call_id), None)
+        arguments = call["arguments"] if call is not None else {}
+        evidence = [EvidenceRef.for_journal(f"snapshot:{post.snapshot_id}")]
+        ref = self._record("/robot_harness/snapshots", post)
+        if ref is not None:
+            evidence.append(ref)
+        return self._new_receipt(
+            turn_id=action.model_turn_id, call=ToolCall(id=action.tool_call_id, name=action.skill, arguments=arguments),
+            physical=True, status=status, started_at=self._call_started.pop(action.tool_call_id, self.clock.now()),
+            result={"state": action.state.value, "reason": reason, "backend_goal_id": action.backend_goal_id,
+                    "backend_status": action.backend_status,
+                    "target": action.target.model_dump() if action.target else None},
+            decision_snapshot_id=action.decision_snapshot_id, outcome_snapshot_id=post.snapshot_id,
+            action_id=action.action_id, pose_snapshot=post, evidence=evidence,
+        )
+
+    def _new_receipt(self, *, turn_id: str, call: ToolCall, physical: bool, result: dict[str, Any], status: ReceiptStatus,
+                     started_at: float, decision_snapshot_id: str, action_id: str, pose_snapshot: WorldSnapshot,
+                     evidence: list[EvidenceRef], outcome_snapshot_id: str = "") -> EventDraft:
+        assert self._contract is not None
+        self._state_version += 1
+        pose_ok = pose_snapshot.pose is not None and pose_snapshot.pose_meta.availability is Availability.AVAILABLE
+        receipt = Receipt(
+            receipt_id=self.ids.new("rcpt"), mission_id=self._mission_id, contract_revision=self._contract.revision,
+            state_version=self._state_version, plan_node_id=turn_id, invocation_id=call.id, skill=call.name,
+            physical=physical, request={"arguments": call.arguments}, result=result, status=status,
+            started_at=started_at, ended_at=self.clock.now(), decision_snapshot_id=decision_snapshot_id,
+            outcome_snapshot_id=outcome_snapshot_id, action_id=action_id,
+            pose_at_end=pose_snapshot.pose if pose_ok else None,
+            pose_stamp=pose_snapshot.pose_meta.source_stamp if pose_ok else None,
+            evidence=tuple(evidence),
+        )
+        return self._draft(EventType.RECEIPT_RECORDED, model_turn_id=turn_id, tool_call_id=call.id,
+                           robot_action_id=action_id, payload={"receipt": receipt.model_dump(mode="json")})
+
+    def _task_state(self) -> TaskState:
+        """The task state, derived from this mission's journal (the source of truth)."""
+        return TaskState.from_events(self.journal.events(mission_id=self._mission_id, types=_STATE_EVENTS))
+
+    def _verify_done(self, turn_id: str, invocation_id: str, text: str) -> tuple[tuple[MissionStatus, str] | None, RuntimeEvent | None]:
+        """A done proposal goes to the independent verifier; only the commit gate can end the mission in success.
+
+        The proposal's text is journaled for audit and never reaches the verifier.
+        """
+        self._update("verifying_goal")
+        self._append(EventType.DONE_PROPOSED, model_turn_id=turn_id, tool_call_id=invocation_id, payload={"text": text})
+        state = self._task_state()
+        request = VerifyRequest(
+            mission_id=self._mission_id, goal=self._goal, contract=state.contract, receipts=state.receipts,
+            state_version=state.state_version, plan_node_id=turn_id, invocation_id=invocation_id,
+            places=dict(self._places), trajectory=tuple(self._trajectory),
+        )
+        try:
+            verdict, fresh = self.verifier.verify(request)
+        except HarnessError as exc:
+            self._done_rejections += 1
+            event = RuntimeEvent(type="done_not_verified", tool_call_id=invocation_id, state="verifier_unavailable",
+                                 detail={"reason": f"the verifier did not answer: {exc.message}"})
+            if self._done_rejections >= self.config.limits.max_done_rejections:
+                return (MissionStatus.UNKNOWN, f"the verifier was unavailable ({exc.message}); completion not established"), None
+            return None, event
+        self._last_verdict = verdict
+        self._verdict_evidence = [verdict.verdict_id, *verdict.evidence_ids]
+        self._record("/robot_harness/verdicts", verdict)
+        fresh_draft = self._draft(EventType.WORLD_SNAPSHOT_CAPTURED, snapshot_id=fresh.snapshot_id,
+                                  payload={"reason": "verification", "snapshot": fresh.model_dump(mode="json")})
+        verdict_draft = self._draft(EventType.VERDICT_RECORDED, model_turn_id=turn_id, tool_call_id=invocation_id,
+                                    snapshot_id=fresh.snapshot_id, payload={"verdict": verdict.model_dump(mode="json")})
+        if verdict.goal_verdict is GoalVerdict.VERIFIED_DONE:
+            return self._commit(turn_id, invocation_id, verdict, [fresh_draft, verdict_draft])
+        self._append_many([fresh_draft, verdict_draft])
+        if verdict.goal_verdict is GoalVerdict.BLOCKED:
+            return (MissionStatus.BLOCKED, "verifier: blocked: " + _describe_steps(verdict, unsatisfied_only=True)), None
+        if verdict.goal_verdict is GoalVerdict.WAITING_USER:
+            return (MissionStatus.WAITING_USER, "verifier: waiting for the operator: " + _describe_steps(verdict, unsatisfied_only=True)), None
+        self._done_rejections += 1
+        if self._done_rejections >= self.config.limits.max_done_rejections:
+            return self._give_up(f"{self._done_rejections} done proposals were not verified"), None
+        assert self._contract is not None
+        missing = [{"obligation": o.id, "description": o.description, "verdict": verdict.step(o.id).verdict.value,
+                    "reason": verdict.step(o.id).reason}
+                   for o in self._contract.obligations if o.id in verdict.missing]
+        return None, RuntimeEvent(type="done_rejected", tool_call_id=invocation_id, state=verdict.goal_verdict.value,
+                                  detail={"verdict_id": verdict.verdict_id, "missing": missing,
+                                          "note": "the mission is not done; the obligations above lack evidence"})
+
+    def _commit(self, turn_id: str, invocation_id: str, verdict: Verdict,
+                verdict_drafts: list[EventDraft]) -> tuple[tuple[MissionStatus, str] | None, RuntimeEvent | None]:
+        """Gate the verdict against the current task state and commit it atomically."""
+        state = self._task_state()
+        try:
+            commit = self.gate.decide(verdict, state=state, plan_node_id=turn_id, invocation_id=invocation_id)
+        except GateRejection as exc:
+            self._append_many([*verdict_drafts, self._draft(
+                EventType.GATE_REJECTED, model_turn_id=turn_id, tool_call_id=invocation_id,
+                payload={"verdict_id": verdict.verdict_id, "code": exc.code, "message": exc.message, **exc.details})])
+            self._done_rejections += 1
+            return None, RuntimeEvent(type="done_rejected", tool_call_id=invocation_id, state="gate_rejected",
+                                      detail={"reason": exc.message})
+        # commit_drafts starts with the verdict itself; the fresh snapshot goes first.
+        drafts = [verdict_drafts[0], *(
+            self._draft(EventType(type_), model_turn_id=turn_id, tool_call_id=invocation_id, payload=payload)
+            for type_, payload in commit_drafts(commit, verdict))]
+        self._state_version = commit.state_version_after
+        self._append_many(drafts)
+        self._verdict_evidence.append(commit.commit_id)
+        ok, why = original_goal_check(self._contract, self._task_state(), goal=self._goal)
+        if not ok:
+            return (MissionStatus.UNKNOWN, f"verdict committed but the original-goal check failed: {why}"), None
+        return (MissionStatus.SUCCEEDED, f"verified by {verdict.verifier or self.verifier.name}: "
+                + _describe_steps(verdict, unsatisfied_only=False)), None
+
+    def _give_up(self, why: str) -> tuple[MissionStatus, str]:
+        """The planner stopped or a budget ran out: the last verdict (if any) decides between FAILED and UNKNOWN."""
+        verdict = self._last_verdict
+        if verdict is None:
+            return MissionStatus.UNKNOWN, f"{why}; no verified done proposal, so the goal is not established"
+        unsatisfied = _describe_steps(verdict, unsatisfied_only=True)
+        if any(s.verdict is StepVerdict.VIOLATED for s in verdict.steps):
+            return MissionStatus.FAILED, f"{why}; the evidence contradicts the goal: {unsatisfied}"
+        return MissionStatus.UNKNOWN, f"{why}; the evidence does not establish the goal: {unsatisfied}"
+
+    def _start_recorder(self) -> None:
+        if self.recorder is None:
+            return
+        try:
+            self.recorder.start(self._mission_id)
+        except Exception as exc:  # noqa: BLE001 - recording is evidence, never a reason to stop
+            self._recorder_error = f"{type(exc).__name__}: {exc}"
+
+    def _stop_recorder(self) -> dict[str, Any]:
+        if self.recorder is None:
+            return {}
+        try:
+            return self.recorder.stop()
+        except Exception as exc:  # noqa: BLE001
+            return {"error": f"{type(exc).__name__}: {exc}"}
+
+    def _record(self, topic: str, record: Any) -> EvidenceRef | None:
+        if self.recorder is None:
+            return None
+        try:
+            return self.recorder.record_record(topic, record)
+        except Exception:  # noqa: BLE001 - a dropped bag message is counted by the recorder
+            return None
+
+    def _evidence_ids(self) -> list[str]:
+        ids: list[str] = []
+        for a in self._actions:
+            ids += [a.action_id, a.outcome_snapshot_id]
+        ids += self._verdict_evidence
+        seen: set[str] = set()
+        return [x for x in ids if x and not (x in seen or seen.add(x))]
 
     # -- helpers ----------------------------------------------------------------
 
@@ -561,6 +820,10 @@ class MissionRunner:
         active = self._active.view() if self._active is not None else None
         recent = next((a.view() for a in reversed(self._actions) if a.terminal), None)
         snap = snap.model_copy(update={"active_action": active, "recent_outcome": recent, "mission_id": self._mission_id})
+        meta = snap.pose_meta
+        if snap.pose is not None and meta.availability is Availability.AVAILABLE and meta.source_stamp is not None:
+            if not self._trajectory or self._trajectory[-1].t < meta.source_stamp:
+                self._trajectory.append(PoseSample(t=meta.source_stamp, pose=snap.pose, source_id=snap.snapshot_id))
         draft = self._draft(EventType.WORLD_SNAPSHOT_CAPTURED, snapshot_id=snap.snapshot_id,
                             payload={"reason": reason, "snapshot": snap.model_dump(mode="json")})
         if defer:
@@ -597,15 +860,19 @@ class MissionRunner:
             self._on_update(stage, action.view() if action else None, None)
 
     def _outcome(self, status: MissionStatus, summary: str) -> MissionOutcome:
-        evidence_ids: list[str] = []
-        for a in self._actions:
-            evidence_ids += [a.action_id, a.outcome_snapshot_id]
         return MissionOutcome(
             mission_id=self._mission_id, status=status, summary=summary,
-            evidence_seqs=tuple(self._evidence), evidence_ids=tuple(x for x in evidence_ids if x),
+            evidence_seqs=tuple(self._evidence), evidence_ids=tuple(self._evidence_ids()),
+            contract=self._contract.model_dump(mode="json") if self._contract else None,
+            verdict=self._last_verdict.model_dump(mode="json") if self._last_verdict else None,
             tool_calls=tuple(self._calls), actions=tuple(a.view() for a in self._actions),
         )
 
 
 def _fmt_target(p: Pose2D | None) -> str:
     return "?" if p is None else f"({p.x:.2f}, {p.y:.2f}, {p.yaw:.2f})"
+
+
+def _describe_steps(verdict: Verdict, *, unsatisfied_only: bool) -> str:
+    steps = [st for st in verdict.steps if not unsatisfied_only or st.verdict is not StepVerdict.SATISFIED]
+    return "; ".join(f"{st.obligation_id} {st.verdict.value} ({st.reason})" for st in steps) or "no obligations"

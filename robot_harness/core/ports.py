@@ -5,13 +5,18 @@ services and actions; unit tests implement them with scripted fakes.
 """
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .records import ArtifactRef, ModelResponse, Pose2D, WorldSnapshot
 
-__all__ = ["SnapshotPort", "PlannerRequest", "PlannerPort", "GoalAck", "BackendEvent", "NavigationPort", "RobotIO"]
+if TYPE_CHECKING:
+    from .completion import EvidenceRef, Verdict
+    from .verifier import VerifyRequest
+
+__all__ = ["SnapshotPort", "PlannerRequest", "PlannerPort", "GoalAck", "BackendEvent", "NavigationPort", "RobotIO",
+           "VerifierPort", "EvidenceRecorder"]
 
 
 class SnapshotPort(Protocol):
@@ -77,3 +82,28 @@ class RobotIO(Protocol):
 
     def send_message(self, *, to: str, text: str, artifacts: list[ArtifactRef]) -> dict[str, Any]:
         """Deliver a message; returns a delivery receipt."""
+
+
+class VerifierPort(Protocol):
+    """The independent verifier. It gets the goal, the frozen contract, receipts and
+    the task state version, and fetches fresh observations itself; the request
+    type has no field for anything the planner said."""
+
+    name: str
+
+    def verify(self, request: "VerifyRequest") -> "tuple[Verdict, WorldSnapshot]":
+        """Judge a done proposal; returns the verdict and the fresh snapshot it was judged on
+        (raises HarnessError when the verifier is unreachable)."""
+
+
+class EvidenceRecorder(Protocol):
+    """Where a mission's evidence goes (the MCAP bag); recording never stops a mission."""
+
+    def start(self, mission_id: str) -> None:
+        """Open the mission's bag."""
+
+    def record_record(self, topic: str, record: BaseModel) -> "EvidenceRef | None":
+        """Write a harness record (snapshot, receipt, verdict) and return its evidence ref, or None if dropped."""
+
+    def stop(self) -> dict[str, Any]:
+        """Close the bag; returns its summary (path, message counts, dropped)."""

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .completion import Obligation
 from .errors import ScenarioError
 from .planner_script import ScriptTurn
 
@@ -99,6 +100,8 @@ class Scenario(_Spec):
     limits: LimitsSpec = Field(default_factory=LimitsSpec)
     harness: dict[str, Any] = Field(default_factory=dict)
     """Overrides of the harness configuration (same keys as config/harness.yaml's harness section)."""
+    contract: list[Obligation] = Field(default_factory=list)
+    """A scenario-provided completion contract (obligations); empty: compiled from the goal by the templates."""
     expect: dict[str, Any] = Field(default_factory=dict)
     """What the scenario's author expects (e.g. {status: SUCCEEDED}); used by tests, not by the harness."""
 

@@ -27,6 +27,8 @@ __all__ = [
     "Skill",
     "SkillRegistry",
     "NavigateToArgs",
+    "ProposeDoneArgs",
+    "PROPOSE_DONE",
     "default_skills",
     "resolve_target",
 ]
@@ -184,6 +186,19 @@ class SendMessageArgs(_Args):
     artifacts: list[ArtifactArg] = Field(default_factory=list, description="Artifact references (uri + sha256) to attach.")
 
 
+PROPOSE_DONE = "propose_done"
+
+
+class ProposeDoneArgs(_Args):
+    summary: str = Field(min_length=1, max_length=2000, description="What you believe was achieved, for the operator.")
+
+
+def _propose_done(env: ToolEnv, args: ProposeDoneArgs) -> dict[str, Any]:
+    # The engine intercepts propose_done before any handler runs; reaching
+    # this means a registry was used without the engine, which is a bug.
+    raise ToolExecutionError("propose_done is handled by the mission engine, not by a handler")
+
+
 def resolve_target(args: NavigateToArgs, places: Mapping[str, Pose2D]) -> Pose2D:
     if args.place is not None:
         try:
@@ -270,6 +285,11 @@ def default_skills(navigation: NavigationConfig | None = None) -> SkillRegistry:
               args_model=SpeakArgs, handler=_speak),
         Skill(name="send_message", description="Send a text message (with optional artifact references) to a recipient; returns a delivery receipt.",
               args_model=SendMessageArgs, handler=_send_message),
+        Skill(name=PROPOSE_DONE, description=(
+            "Propose that the user's goal is achieved. This asks the harness's independent verifier to check "
+            "the goal's completion contract against execution receipts and fresh observations; it does not "
+            "end the mission by itself. If obligations are missing, they come back in the next turn."),
+              args_model=ProposeDoneArgs, handler=_propose_done),
     ])
 
 

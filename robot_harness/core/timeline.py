@@ -188,7 +188,64 @@ def _uncorrelated(p: Mapping[str, Any]) -> str:
     return f"goal {str(p.get('goal_id', ''))[:12]} {p.get('status') or p.get('type', '')}: not ours, ignored"
 
 
+def _contract(p: Mapping[str, Any]) -> str:
+    if p.get("error"):
+        return f"no contract: {p['error'].get('message', p['error'])}"
+    c = p["contract"]
+    parts = [f"contract {c['contract_id']} rev {c['revision']} ({c['compiler']})"]
+    for o in c["obligations"]:
+        deps = f" after {','.join(o['depends_on'])}" if o.get("depends_on") else ""
+        parts.append(f"{o['id']} {o['kind']}: {o['description']}{deps}")
+    cov = c.get("coverage")
+    if cov:
+        parts.append("coverage ok" if cov["ok"] else "coverage MISSING: " + "; ".join(cov.get("uncovered", [])))
+    return " | ".join(parts)
+
+
+def _receipt(p: Mapping[str, Any]) -> str:
+    r = p["receipt"]
+    ev = ", ".join(e["id"] for e in r.get("evidence", []))
+    return f"{r['receipt_id']} {r['skill']} {r['status']} | v{r['state_version']} rev {r['contract_revision']}" +         (f" | evidence {ev}" if ev else "")
+
+
+def _done_proposed(p: Mapping[str, Any]) -> str:
+    return f"planner proposes done (a request, not evidence): {p.get('text', '')!r}"
+
+
+def _verdict(p: Mapping[str, Any]) -> str:
+    v = p["verdict"]
+    parts = [f"{v['verdict_id']} {v['goal_verdict'].upper()} | contract rev {v['contract_revision']} v{v['state_version']}"]
+    for st in v["steps"]:
+        parts.append(f"{st['obligation_id']} {st['verdict']} [{st['layer']}] {st['reason']}")
+    if v.get("evidence_ids"):
+        parts.append("evidence " + ", ".join(v["evidence_ids"]))
+    return " | ".join(parts)
+
+
+def _commit(p: Mapping[str, Any]) -> str:
+    c = p["commit"]
+    return (f"{c['commit_id']} accepts {c['verdict_id']} | state v{c['state_version_before']} -> "
+            f"v{c['state_version_after']} | committed {', '.join(c['obligations'])}")
+
+
+def _gate_rejected(p: Mapping[str, Any]) -> str:
+    return f"gate refused {p.get('verdict_id', '?')}: {p.get('message', '')}"
+
+
+def _fact(p: Mapping[str, Any]) -> str:
+    f = p["fact"]
+    sup = f" supersedes {f['supersedes']}" if f.get("supersedes") else ""
+    return f"{f['status']} {f['key']}{sup}"
+
+
 _SUMMARIES: dict[EventType, Callable[[Mapping[str, Any]], str]] = {
+    EventType.CONTRACT_FROZEN: _contract,
+    EventType.RECEIPT_RECORDED: _receipt,
+    EventType.DONE_PROPOSED: _done_proposed,
+    EventType.VERDICT_RECORDED: _verdict,
+    EventType.COMMIT_RECORDED: _commit,
+    EventType.GATE_REJECTED: _gate_rejected,
+    EventType.FACT_RECORDED: _fact,
     EventType.MODEL_TURN_STARTED: _turn_started,
     EventType.ROBOT_ACTION_PROGRESS: _progress,
     EventType.RUNTIME_EVENT_DELIVERED: _delivered,

@@ -107,6 +107,7 @@ class BackgroundSpinner:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._spin, name=f"{name}-spinner", daemon=True)
         self.error: BaseException | None = None
+        self._destroyed = False
 
     def start(self) -> "BackgroundSpinner":
         self.executor.add_node(self.node)
@@ -133,7 +134,11 @@ class BackgroundSpinner:
         return not self._thread.is_alive()
 
     def destroy(self) -> None:
-        """After :meth:`stop` and after the owners destroyed their entities."""
+        """After :meth:`stop` and after the owners destroyed their entities (idempotent)."""
+        if self._destroyed:
+            return
+        self._destroyed = True
+        self.stop()
         try:
             self.executor.remove_node(self.node)
         except Exception:  # noqa: BLE001 - the context may be shut down already

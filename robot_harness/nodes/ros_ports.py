@@ -36,7 +36,7 @@ try:  # Nav2 on a robot; the test-only stand-in here. Same interface either way.
 except ImportError:  # pragma: no cover - depends on the installation
     NavigateToPose = None  # type: ignore[assignment]
 
-__all__ = ["RosSnapshotPort", "RosPlannerPort", "Nav2NavigationPort", "RosRobotIO", "GOAL_STATUS_NAMES"]
+__all__ = ["RosSnapshotPort", "RosPlannerPort", "RosVerifierPort", "Nav2NavigationPort", "RosRobotIO", "GOAL_STATUS_NAMES"]
 
 GOAL_STATUS_NAMES = {
     GoalStatus.STATUS_UNKNOWN: "unknown",
@@ -101,6 +101,37 @@ class RosPlannerPort:
         if not resp.ok:
             raise ToolExecutionError(f"planner error: {resp.error}")
         return ModelResponse.model_validate_json(resp.response_json)
+
+    def destroy(self, node: Node) -> None:
+        node.destroy_client(self._client)
+
+
+class RosVerifierPort:
+    """The verifier node's ``verify`` service as the core's VerifierPort.
+
+    Sends only the VerifyRequest (goal, contract, receipts, state version);
+    an unreachable verifier or a refused request is an error, never a verdict.
+    """
+
+    def __init__(self, node: Node, service: str, *, timeout_s: float = 10.0) -> None:
+        from ..srv import Verify
+
+        self._srv_type = Verify
+        self._client = node.create_client(Verify, service, callback_group=ReentrantCallbackGroup())
+        self._timeout_s = timeout_s
+        self._service = service
+        self.name = service
+
+    def verify(self, request: Any) -> tuple[Any, WorldSnapshot]:
+        from ..core.completion import Verdict
+
+        if not self._client.wait_for_service(timeout_sec=min(5.0, self._timeout_s)):
+            raise BackendUnavailable(f"verifier service {self._service} is not available", service=self._service)
+        req = self._srv_type.Request(request_json=request.model_dump_json())
+        resp = wait_future(self._client.call_async(req), self._timeout_s, f"verification ({self._service})")
+        if not resp.ok:
+            raise BackendUnavailable(f"verifier refused: {resp.error}", service=self._service)
+        return Verdict.model_validate_json(resp.verdict_json), WorldSnapshot.model_validate_json(resp.snapshot_json)
 
     def destroy(self, node: Node) -> None:
         node.destroy_client(self._client)

@@ -30,7 +30,7 @@ from ..core.skills import default_skills, resolve_target
 from . import conversions as cv
 from ._util import declare_params, run_node, wait_future
 from .executors import BackgroundSpinner
-from .ros_ports import Nav2NavigationPort, RosPlannerPort, RosRobotIO, RosSnapshotPort
+from .ros_ports import Nav2NavigationPort, RosPlannerPort, RosRobotIO, RosSnapshotPort, RosVerifierPort
 
 __all__ = ["SupervisorNode", "main", "default_journal_path"]
 
@@ -53,6 +53,8 @@ class SupervisorNode(LifecycleNode):
             "nav_action": "navigate_to_pose",
             "capture_service": "/snapshot_aggregator/capture",
             "planner_service": "/planner/plan_turn",
+            "verifier_service": "/verifier/verify",
+            "verifier_timeout_s": 15.0,
             "backend_lifecycle_node": "bt_navigator",
             "camera_topic": "/camera/image_raw",
             "speech_topic": "/speech/say",
@@ -61,6 +63,10 @@ class SupervisorNode(LifecycleNode):
             "salient_snapshot_topic": "/snapshot_aggregator/snapshot",
             "planner_timeout_s": 60.0,
             "journal_busy_timeout_ms": 2000,
+            "bag_dir": "",
+            "bag_max_bytes": 512 * 1024 * 1024,
+            "bag_max_duration_s": 3600.0,
+            "record_evidence": True,
             "id_seed": -1,
             "autostart": False,
         })
@@ -126,6 +132,26 @@ class SupervisorNode(LifecycleNode):
         self._snapshots = RosSnapshotPort(io_node, p["capture_service"])
         self._planner = RosPlannerPort(io_node, p["planner_service"], timeout_s=float(p["planner_timeout_s"]))
         self._nav = Nav2NavigationPort(io_node, p["nav_action"], clock=self._wall)
+        # Empty verifier_service: the verifier runs in this process (tests, a
+        # robot without the verifier node); the gate is the same either way.
+        self._verifier = RosVerifierPort(io_node, p["verifier_service"], timeout_s=float(p["verifier_timeout_s"])) \
+            if p["verifier_service"] else None
+        self._recorder = None
+        self._recorder_spinner = None
+        if p["record_evidence"]:
+            from ..evidence.bag import McapEvidenceStore
+            from .recorder import HarnessEvidenceRecorder, MissionRecorder
+
+            bag_dir = Path(p["bag_dir"] or (path.parent / "bags")).expanduser()
+            store = McapEvidenceStore(bag_dir, max_bytes=int(p["bag_max_bytes"]) or None,
+                                      max_duration_s=float(p["bag_max_duration_s"]) or None)
+            # Raw recording callbacks run on their own spinner, away from the
+            # mission loop's clients.
+            self._recorder_spinner = BackgroundSpinner(context=self.context, name=f"{self.get_name()}_recorder",
+                                                       namespace=self.get_namespace()).start()
+            self._recorder = HarnessEvidenceRecorder(MissionRecorder(self._recorder_spinner.node, store),
+                                                     self._journal, logger=self.get_logger())
+            self.get_logger().info(f"mission evidence bags in {bag_dir}")
         self._io = RosRobotIO(self, clock=self._wall, ids=self._ids, artifacts_dir=artifacts,
                               camera_topic=p["camera_topic"], speech_topic=p["speech_topic"], message_topic=p["message_topic"])
         self._backend_state = None
@@ -166,6 +192,13 @@ class SupervisorNode(LifecycleNode):
         self._teardown()
         return TransitionCallbackReturn.SUCCESS
 
+    def destroy_node(self) -> None:
+        """Tear down what on_configure made (spinner threads included) even without a cleanup transition."""
+        if self._runner is not None:
+            self._runner.request_stop("supervisor destroyed")
+        self._teardown()
+        super().destroy_node()
+
     def _teardown(self) -> None:
         if self._journal is None:
             return
@@ -177,6 +210,12 @@ class SupervisorNode(LifecycleNode):
         self._io.destroy()
         self._snapshots.destroy(self._spinner.node)
         self._planner.destroy(self._spinner.node)
+        if self._verifier is not None:
+            self._verifier.destroy(self._spinner.node)
+        if self._recorder_spinner is not None:
+            self._recorder_spinner.stop()
+            self._recorder_spinner.destroy()
+            self._recorder_spinner = None
         self._spinner.destroy()
         for srv in (self._check_srv, self._stop_srv):
             self.destroy_service(srv)
@@ -274,7 +313,8 @@ class SupervisorNode(LifecycleNode):
             self._runner = MissionRunner(
                 config=config, journal=self._journal, clock=self._wall, ids=self._ids,
                 skills=default_skills(config.navigation), snapshots=self._snapshots, planner=self._planner,
-                navigation=self._nav, robot_io=self._io, on_update=on_update,
+                navigation=self._nav, robot_io=self._io, on_update=on_update, verifier=self._verifier,
+                recorder=self._recorder,
             )
             try:
                 outcome = self._runner.run(req.goal, mission_id=req.mission_id)

@@ -72,7 +72,7 @@ def test_the_timeline_output_shows_status_and_evidence(tmp_path):
     proc = cli("run", "--scenario", str(small_scenario(tmp_path)), "--journal", str(tmp_path / "j.sqlite3"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "status:  SUCCEEDED" in proc.stdout
-    assert "evidence: journal seqs" in proc.stdout
+    assert "evidence ids:" in proc.stdout
 
 
 @pytest.mark.parametrize("content, needle", [

@@ -94,25 +94,28 @@ def test_separate_processes_refuse_until_nav2_is_active_then_verify_and_survive_
                            param_file="sim_robot.yaml"),
         "snapshot_aggregator": start("snapshot_aggregator", "autostart:=true", param_file="snapshot_aggregator.yaml"),
         "planner": start("planner", "autostart:=true", f"script_file:={script}", param_file="planner.yaml"),
+        "verifier": start("verifier", "autostart:=true", param_file="verifier.yaml"),
         "supervisor": start("supervisor", "autostart:=true", f"journal_path:={journal}", f"harness_config_file:={harness}",
                             param_file="supervisor.yaml"),
     }
     try:
         # bt_navigator is unconfigured: the supervisor must refuse missions.
-        accepted, _ = client.send("Go to the spot and back.", server_timeout_s=20.0, timeout_s=30.0)
+        accepted, _ = client.send("Go to spot, then return to dock.", server_timeout_s=20.0, timeout_s=30.0)
         assert not accepted, "a mission was accepted while Nav2's navigator was not active"
 
         assert change_state(ctx, "bt_navigator", 1)  # configure
         assert change_state(ctx, "bt_navigator", 3)  # activate
         time.sleep(1.5)  # let the aggregator see the navigator and a battery reading
 
-        accepted, result = client.send("Go to the spot and back.", timeout_s=60.0)
+        accepted, result = client.send("Go to spot, then return to dock.", timeout_s=60.0)
         assert accepted
-        # goal 1 verified; the robot process dies during goal 2: that action is UNKNOWN
+        # goal 1 verified; the robot process dies during goal 2: that action is
+        # UNKNOWN, and the verifier (its own process) cannot establish "at dock"
         assert result.status == "UNKNOWN", result.summary
-        assert "SUCCEEDED" in result.summary and "UNKNOWN" in result.summary
+        assert "o1" not in result.summary and "o2" in result.summary, result.summary
+        assert any(i.startswith("verdict-") for i in result.evidence_ids), list(result.evidence_ids)
         assert procs["sim_robot"].wait(timeout=10) == 3, "die_mode=exit ends the robot process"
-        for name in ("snapshot_aggregator", "planner", "supervisor"):
+        for name in ("snapshot_aggregator", "planner", "verifier", "supervisor"):
             assert procs[name].poll() is None, f"{name} must survive the robot's death"
     finally:
         for p in procs.values():
@@ -124,6 +127,6 @@ def test_separate_processes_refuse_until_nav2_is_active_then_verify_and_survive_
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-    for name in ("snapshot_aggregator", "planner", "supervisor"):
+    for name in ("snapshot_aggregator", "planner", "verifier", "supervisor"):
         out = procs[name].stdout.read() if procs[name].stdout else ""
         assert "Traceback" not in out, f"{name}:\n{out[-3000:]}"

@@ -93,7 +93,7 @@ def test_cancel_stops_the_robot_and_reports_cancelled(stalling_graph):
     box, handle_box = {}, {}
 
     def send():
-        fut = client.client.send_goal_async(Mission.Goal(goal="Go to the spot again."))
+        fut = client.client.send_goal_async(Mission.Goal(goal="Go to the spot."))
         while not fut.done():
             time.sleep(0.02)
         handle_box["h"] = fut.result()

@@ -67,8 +67,9 @@ def test_clean_navigation_is_verified_and_fully_journaled():
     # snapshots: before each turn, pre-dispatch, post-terminal
     # (post_terminal may be re-captured until a pose observed after the terminal report arrives)
     collapsed = [c for i, c in enumerate(robot.captures) if i == 0 or c != robot.captures[i - 1]]
-    assert collapsed == ["before_model_turn", "pre_dispatch", "post_terminal", "before_model_turn"]
-    assert len(journal.events(types=[EventType.WORLD_SNAPSHOT_CAPTURED])) == 4, "only the final post-terminal snapshot is kept"
+    assert collapsed == ["before_model_turn", "pre_dispatch", "post_terminal", "before_model_turn", "verification"]
+    # the verifier's own fresh snapshot is journaled with its verdict
+    assert len(journal.events(types=[EventType.WORLD_SNAPSHOT_CAPTURED])) == 5, "only the final post-terminal snapshot is kept"
     states = [e.payload["to"] for e in journal.events(types=[EventType.ROBOT_ACTION_STATE_CHANGED])]
     assert states == ["ACCEPTED", "RUNNING", "VERIFYING", "SUCCEEDED"]
     assert_one_result_per_call(journal)
@@ -81,7 +82,7 @@ def test_dispatch_intent_is_durable_before_the_goal_is_sent():
     at_send = []
     runner, robot, journal, _ = make([GO_OFFICE, {"done": "ok"}])
     robot.on_send = lambda r: at_send.append([e.type for e in journal.events()])
-    runner.run("go")
+    runner.run("go to the office")
     assert at_send and at_send[0][-1] is EventType.ROBOT_ACTION_STARTED
 
 
@@ -102,21 +103,23 @@ def test_changed_preconditions_mean_no_dispatch_and_a_new_turn_on_the_fresh_snap
 
     turn0 = {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "office"}}, {"name": "speak", "arguments": {"text": "hi"}}]}
     runner, robot, journal, planner = make([turn0, {"done": "x"}], robot_kw={"on_capture": push})
-    out = runner.run("go")
+    out = runner.run("go to the office")
     assert robot.goals == []
     res = results(journal)
     assert [r["status"] for r in res] == ["precondition_changed", "skipped"]
     failed = {c["name"] for c in res[0]["content"]["failed"]}
     assert failed == {"pose_drift"}
-    assert len(planner.requests) == 2  # a new turn
+    # a new turn on the fresh snapshot; then the done proposal is not verified
+    # (the contract's AT_PLACE has no evidence) and the planner is asked again
+    assert len(planner.requests) == 3
     assert journal.events(types=[EventType.ROBOT_ACTION_STARTED]) == []
-    assert out.status is MissionStatus.UNKNOWN  # done without any verified action
+    assert out.status is MissionStatus.UNKNOWN  # nothing was tried, so nothing contradicts the goal either
     assert_one_result_per_call(journal)
 
 
 def test_stale_pose_blocks_dispatch():
     runner, robot, journal, _ = make([GO_OFFICE], robot_kw={"pose_age_s": 3.0})
-    runner.run("go")
+    runner.run("go to the office")
     assert robot.goals == []
     (res,) = results(journal)
     assert res["status"] == "precondition_changed"
@@ -125,7 +128,7 @@ def test_stale_pose_blocks_dispatch():
 
 def test_controller_rejection_is_failed():
     runner, robot, journal, _ = make([GO_OFFICE, {"done": "there"}], robot_kw={"mode": "reject"})
-    out = runner.run("go")
+    out = runner.run("go to the office")
     assert results(journal)[0]["status"] == "rejected"
     assert out.actions[0].state is ActionStatus.FAILED
     assert out.status is MissionStatus.FAILED
@@ -133,7 +136,7 @@ def test_controller_rejection_is_failed():
 
 def test_missing_completion_gives_unknown_after_timeout_and_a_cancel():
     runner, robot, journal, _ = make([GO_OFFICE, {"done": "there"}], robot_kw={"mode": "silent"})
-    out = runner.run("go")
+    out = runner.run("go to the office")
     assert out.actions[0].state is ActionStatus.UNKNOWN
     assert "no terminal report" in out.actions[0].reason
     assert robot.cancels == ["goal1"]
@@ -142,7 +145,7 @@ def test_missing_completion_gives_unknown_after_timeout_and_a_cancel():
 
 def test_uncorrelated_success_cannot_complete_an_action():
     runner, robot, journal, _ = make([GO_OFFICE, {"done": "there"}], robot_kw={"mode": "foreign_success"})
-    out = runner.run("go")
+    out = runner.run("go to the office")
     assert out.actions[0].state is ActionStatus.UNKNOWN
     (unc,) = journal.events(types=[EventType.BACKEND_EVENT_UNCORRELATED])
     assert unc.payload["goal_id"] == "someone-else"
@@ -150,7 +153,7 @@ def test_uncorrelated_success_cannot_complete_an_action():
 
 def test_controller_success_contradicted_by_pose_is_not_success():
     runner, robot, journal, _ = make([GO_OFFICE, {"done": "there"}], robot_kw={"mode": "early_success"})
-    out = runner.run("go")
+    out = runner.run("go to the office")
     assert out.actions[0].state is ActionStatus.FAILED
     assert "from target" in out.actions[0].reason
     assert out.status is MissionStatus.FAILED
@@ -161,7 +164,7 @@ def test_localization_jump_during_action_is_unknown():
         robot.pose_jumps += 1
 
     runner, robot, journal, _ = make([GO_OFFICE, {"done": "there"}], robot_kw={"on_send": jump})
-    out = runner.run("go")
+    out = runner.run("go to the office")
     assert out.actions[0].state is ActionStatus.UNKNOWN
 
 
@@ -169,7 +172,7 @@ def test_at_most_one_physical_action_per_step():
     two = {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "office"}},
                           {"name": "navigate_to", "arguments": {"place": "dock"}}]}
     runner, robot, journal, _ = make([two, {"done": "x"}])
-    runner.run("go")
+    runner.run("go to the office")
     assert len(robot.goals) == 1
     assert [r["status"] for r in results(journal)] == ["accepted", "rejected"]
 
@@ -179,7 +182,7 @@ def test_unknown_tools_and_invalid_arguments_are_errors_not_dispatches():
                           {"name": "navigate_to", "arguments": {"place": "office", "x": 1.0}},
                           {"name": "navigate_to", "arguments": {"place": "mars"}}]}
     runner, robot, journal, _ = make([bad, {"done": "x"}])
-    runner.run("go")
+    runner.run("go to the office")
     res = results(journal)
     assert [r["error"]["code"] for r in res] == ["unknown_tool", "invalid_arguments", "invalid_arguments"]
     assert robot.goals == []
@@ -188,7 +191,7 @@ def test_unknown_tools_and_invalid_arguments_are_errors_not_dispatches():
 
 def test_silent_model_is_never_success():
     runner, robot, journal, _ = make([GO_OFFICE])  # script ends without done
-    out = runner.run("go")
+    out = runner.run("go to the office")
     assert out.status is MissionStatus.UNKNOWN
     assert "stopped proposing" in out.summary
 
@@ -207,7 +210,7 @@ def test_failed_step_then_successful_retry_is_success():
             r.mode = "normal"
 
     robot.on_capture = fix
-    out = runner.run("go")
+    out = runner.run("go to the office")
     assert [a.state for a in out.actions] == [ActionStatus.FAILED, ActionStatus.SUCCEEDED]
     assert out.status is MissionStatus.SUCCEEDED
 
@@ -227,13 +230,13 @@ def test_journal_write_failure_stops_new_physical_work(tmp_path):
 
     runner, robot, journal, _ = make([GO_OFFICE, {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "dock"}}]}],
                                      journal=journal, planner_before=lock_before_second_turn)
-    out = runner.run("go there and back")
+    out = runner.run("go to the office, then return to dock")
     assert out.status is MissionStatus.BLOCKED
     assert len(robot.goals) == 1  # the second navigation never went out
     assert runner.physical_blocked
     locker.execute("ROLLBACK")
     # storage is back: the next mission runs and clears the block
-    out2 = runner.run("go")
+    out2 = runner.run("go to the office")
     assert out2.status is not MissionStatus.BLOCKED
     assert runner.physical_blocked is None
 
@@ -257,7 +260,7 @@ def test_bad_goals_are_usage_errors():
 
 def test_context_is_bounded_and_carries_no_raw_streams():
     runner, robot, journal, planner = make([GO_OFFICE, {"done": "x"}], context_byte_cap=1500, snapshot_byte_cap=700)
-    runner.run("go")
+    runner.run("go to the office")
     import json
 
     for req in planner.requests:
@@ -272,7 +275,7 @@ def test_losing_the_snapshot_source_before_verification_is_never_success():
             raise BackendUnavailable("aggregator gone")
 
     runner, robot, journal, _ = make([GO_OFFICE, {"done": "x"}], robot_kw={"on_capture": die_after_terminal})
-    out = runner.run("go")
+    out = runner.run("go to the office")
     assert out.status is MissionStatus.BLOCKED
     assert "aggregator gone" in out.summary
     assert out.actions[0].state is not ActionStatus.SUCCEEDED

@@ -1,0 +1,77 @@
+"""Wiring for completion authority: which contract compiler a mission gets, and
+the in-process verifier port (the same ``Verifier`` the verifier node runs).
+
+The engine uses ``InProcessVerifier`` when no verifier port is given (unit
+tests, ``bench/``); the supervisor node gives it the verifier node's service
+instead, so in deployment the judgement happens in another process that
+never sees the planner.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .clock import Clock, IdGenerator
+from .completion import Verdict
+from .config import HarnessConfig
+from .contracts import ContractCompiler, ScenarioContractCompiler, TemplateContractCompiler
+from .ports import SnapshotPort
+from .records import WorldSnapshot
+from .verifier import Verifier, VerifierConfig, VerifyRequest
+
+__all__ = ["default_contract_compiler", "verifier_config", "file_artifact_check", "InProcessVerifier",
+           "PACKAGED_TEMPLATES"]
+
+PACKAGED_TEMPLATES = Path(__file__).resolve().parents[2] / "config" / "contract_templates.yaml"
+"""The template file in a source checkout; installed packages find it under share/robot_harness/config."""
+
+
+def _templates_path(config: HarnessConfig) -> Path | None:
+    if config.contract.templates_file:
+        return Path(config.contract.templates_file).expanduser()
+    candidates = [PACKAGED_TEMPLATES]
+    import os
+
+    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
+        if prefix:
+            candidates.append(Path(prefix) / "share" / "robot_harness" / "config" / "contract_templates.yaml")
+    return next((p for p in candidates if p.is_file()), None)
+
+
+def default_contract_compiler(config: HarnessConfig) -> ContractCompiler:
+    """Scenario-provided obligations when the config carries them, else the template compiler."""
+    if config.contract.obligations or config.contract.compiler == "scenario":
+        return ScenarioContractCompiler(config.contract.obligations)
+    path = _templates_path(config)
+    if path is None:
+        return TemplateContractCompiler()
+    return TemplateContractCompiler.from_yaml(path)
+
+
+def verifier_config(config: HarnessConfig) -> VerifierConfig:
+    v = config.verification
+    return VerifierConfig(xy_tolerance_m=v.xy_tolerance_m, yaw_tolerance_rad=v.yaw_tolerance_rad,
+                          final_pose_max_age_s=v.final_pose_max_age_s)
+
+
+def file_artifact_check(uri: str, sha256: str) -> None:
+    """Re-hash a file:// artifact; raises when it is missing or changed."""
+    from ..evidence.bag import verify_artifact
+
+    verify_artifact(uri, sha256)
+
+
+class InProcessVerifier:
+    """A ``VerifierPort`` running the core ``Verifier`` in this process on a fresh snapshot."""
+
+    name = "verifier(in-process)"
+
+    def __init__(self, *, config: HarnessConfig, snapshots: SnapshotPort, ids: IdGenerator, clock: Clock,
+                 semantic: Any = None) -> None:
+        self._snapshots = snapshots
+        self._verifier = Verifier(verifier_config(config), semantic=semantic, artifact_check=file_artifact_check,
+                                  ids=ids, clock=clock, name=self.name)
+
+    def verify(self, request: VerifyRequest) -> tuple[Verdict, WorldSnapshot]:
+        fresh = self._snapshots.capture(reason="verification", mission_id=request.mission_id)
+        return self._verifier.verify(request, fresh), fresh

@@ -1,0 +1,51 @@
+"""Mission evidence: rosbag2-compatible MCAP bags, message definitions, artifact checks.
+
+ROS-free like :mod:`robot_harness.core`: nothing here imports rclpy or
+generated messages (the recorder that feeds a store from the live graph is
+:mod:`robot_harness.nodes.recorder`).
+"""
+from .bag import (
+    LIBRARY,
+    ROSBAG2_METADATA_VERSION,
+    BagFormatError,
+    BagMessage,
+    BagSummary,
+    EvidenceError,
+    EvidenceMismatch,
+    EvidenceNotFound,
+    EvidenceStore,
+    EvidenceStoreMisuse,
+    McapEvidenceStore,
+    MemoryEvidenceStore,
+    MessageDefinitionNotFound,
+    MessageDefinitions,
+    TopicSummary,
+    normalize_type_name,
+    qos_profiles_yaml,
+    read_bag_messages,
+    read_bag_metadata,
+    verify_artifact,
+)
+
+__all__ = [
+    "LIBRARY",
+    "ROSBAG2_METADATA_VERSION",
+    "BagFormatError",
+    "BagMessage",
+    "BagSummary",
+    "EvidenceError",
+    "EvidenceMismatch",
+    "EvidenceNotFound",
+    "EvidenceStore",
+    "EvidenceStoreMisuse",
+    "McapEvidenceStore",
+    "MemoryEvidenceStore",
+    "MessageDefinitionNotFound",
+    "MessageDefinitions",
+    "TopicSummary",
+    "normalize_type_name",
+    "qos_profiles_yaml",
+    "read_bag_messages",
+    "read_bag_metadata",
+    "verify_artifact",
+]

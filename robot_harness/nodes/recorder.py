@@ -1,0 +1,392 @@
+"""The mission recorder: one mission's evidence from the live graph into an EvidenceStore.
+
+Backend topics are recorded raw: the subscription hands over the CDR bytes
+exactly as they arrived, stamped with the receive time on the node clock (the
+log time), so a bag ref cites what the robot actually said, not a
+re-serialization. The harness writes its own records (journal events,
+snapshots, verdicts) through :meth:`MissionRecorder.record` into the same bag.
+Camera frames are not recorded raw; images are cited as artifacts.
+
+Raw callbacks arrive on an executor thread while the harness writes from
+another, so every store call goes through one lock. A callback never raises:
+a bag bound drops and counts (the store's contract), a message arriving
+before the clock runs (sim time not yet received) is skipped and counted, and
+a failed write is logged and counted.
+"""
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rclpy.node import Node
+from rclpy.qos import (
+    DurabilityPolicy,
+    HistoryPolicy,
+    QoSProfile,
+    ReliabilityPolicy,
+)
+from rclpy.serialization import serialize_message
+
+from robot_harness.core.completion import EvidenceRef
+from robot_harness.evidence.bag import (
+    BagSummary,
+    EvidenceStore,
+    EvidenceStoreMisuse,
+    normalize_type_name,
+    qos_profiles_yaml,
+)
+
+__all__ = [
+    "RecordedTopic",
+    "DEFAULT_TOPICS",
+    "JOURNAL_TOPIC",
+    "JOURNAL_TYPE",
+    "SNAPSHOT_TOPIC",
+    "SNAPSHOT_TYPE",
+    "VERDICT_TOPIC",
+    "VERDICT_TYPE",
+    "MissionRecorder",
+    "HarnessEvidenceRecorder",
+    "import_message_type",
+    "qos_to_dict",
+]
+
+JOURNAL_TOPIC = "/robot_harness/journal"
+JOURNAL_TYPE = "robot_harness/msg/JournalEvent"
+SNAPSHOT_TOPIC = "/robot_harness/snapshots"
+SNAPSHOT_TYPE = "robot_harness/msg/WorldSnapshot"
+VERDICT_TOPIC = "/robot_harness/verdicts"
+VERDICT_TYPE = "std_msgs/msg/String"
+"""Verdicts are recorded as their canonical JSON in a std_msgs/String."""
+
+_DEPTH = 100
+"""Recording queues are deeper than the aggregator's: a burst must not be dropped locally."""
+
+_RELIABLE = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST, depth=_DEPTH,
+    reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.VOLATILE,
+)
+_SENSOR = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST, depth=_DEPTH,
+    reliability=ReliabilityPolicy.BEST_EFFORT, durability=DurabilityPolicy.VOLATILE,
+)
+_ACTION_STATUS = QoSProfile(
+    history=HistoryPolicy.KEEP_LAST, depth=1,
+    reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+)
+"""Like ``qos_profile_action_status_default``: the latched current status arrives on join."""
+
+
+@dataclass(frozen=True)
+class RecordedTopic:
+    """One backend topic recorded raw, with the QoS the snapshot aggregator uses for it."""
+
+    topic: str
+    type_name: str
+    qos: QoSProfile
+
+
+DEFAULT_TOPICS: tuple[RecordedTopic, ...] = (
+    # Nav2 latches /amcl_pose (reliable, transient local); reliable+volatile matches it
+    # and any reliable publisher.
+    RecordedTopic("/amcl_pose", "geometry_msgs/msg/PoseWithCovarianceStamped", _RELIABLE),
+    RecordedTopic("/odom", "nav_msgs/msg/Odometry", _SENSOR),
+    RecordedTopic(
+        "/navigate_to_pose/_action/feedback", "nav2_msgs/action/NavigateToPose_FeedbackMessage", _RELIABLE
+    ),
+    RecordedTopic("/navigate_to_pose/_action/status", "action_msgs/msg/GoalStatusArray", _ACTION_STATUS),
+    RecordedTopic("/battery_state", "sensor_msgs/msg/BatteryState", _SENSOR),
+)
+
+_ACTION_PARTS = {
+    "Goal": ("Goal",),
+    "Result": ("Result",),
+    "Feedback": ("Feedback",),
+    "FeedbackMessage": ("Impl", "FeedbackMessage"),
+}
+
+
+def import_message_type(type_name: str) -> type:
+    """The generated Python class of ``pkg/msg/Type``, ``pkg/srv/X_Request|_Response`` or
+    ``pkg/action/X_Goal|_Result|_Feedback|_FeedbackMessage`` (``pkg/Type`` means ``msg``)."""
+    pkg, ns, name = normalize_type_name(type_name).split("/")
+    try:
+        module = importlib.import_module(f"{pkg}.{ns}")
+        if ns == "msg":
+            return getattr(module, name)
+        base, _, part = name.rpartition("_")
+        if ns == "srv" and part in ("Request", "Response"):
+            return getattr(getattr(module, base), part)
+        if ns == "action" and "_" in name:
+            for suffix, path in _ACTION_PARTS.items():
+                if name.endswith(f"_{suffix}"):
+                    obj: Any = getattr(module, name[: -len(suffix) - 1])
+                    for attr in path:
+                        obj = getattr(obj, attr)
+                    return obj
+    except (ImportError, AttributeError) as exc:
+        raise EvidenceStoreMisuse(f"cannot import message type {type_name}: {exc}", type_name=type_name) from exc
+    raise EvidenceStoreMisuse(f"cannot import message type {type_name}", type_name=type_name)
+
+
+def _duration(value: Any) -> dict[str, int]:
+    ns = int(getattr(value, "nanoseconds", 0))
+    if ns <= 0:
+        ns = 9223372036854775807  # rmw reports "unset" as 0 or infinite; rosbag2 writes infinite
+    return {"sec": ns // 1_000_000_000, "nsec": ns % 1_000_000_000}
+
+
+def qos_to_dict(qos: QoSProfile) -> dict[str, Any]:
+    """An rclpy QoS profile in rosbag2's named form (for :func:`qos_profiles_yaml`)."""
+    return {
+        "history": qos.history.name.lower(),
+        "depth": int(qos.depth),
+        "reliability": qos.reliability.name.lower(),
+        "durability": qos.durability.name.lower(),
+        "deadline": _duration(qos.deadline),
+        "lifespan": _duration(qos.lifespan),
+        "liveliness": qos.liveliness.name.lower(),
+        "liveliness_lease_duration": _duration(qos.liveliness_lease_duration),
+        "avoid_ros_namespace_conventions": bool(qos.avoid_ros_namespace_conventions),
+    }
+
+
+class MissionRecorder:
+    """Records one mission at a time from ``node``'s graph into ``store``.
+
+    Creates no ROS entities until :meth:`start`; :meth:`stop` destroys them
+    and closes the bag. The node must be spun by an executor for raw
+    callbacks to arrive; :meth:`record` may be called from any thread.
+    """
+
+    def __init__(
+        self,
+        node: Node,
+        store: EvidenceStore,
+        *,
+        topics: Sequence[RecordedTopic] = DEFAULT_TOPICS,
+        callback_group: Any = None,
+    ) -> None:
+        seen = [t.topic for t in topics]
+        if len(set(seen)) != len(seen):
+            raise EvidenceStoreMisuse(f"a topic is listed twice: {seen}", topics=seen)
+        self._node = node
+        self._store = store
+        self._topics = tuple(topics)
+        self._callback_group = callback_group
+        self._lock = threading.Lock()
+        self._subscriptions: list[Any] = []
+        self._recording = False
+        self._mission_id = ""
+        self._last_log_time: dict[str, int] = {}
+        self._counts: dict[str, int] = {}
+        self._skipped = 0
+        self._errors = 0
+
+    @property
+    def recording(self) -> bool:
+        with self._lock:
+            return self._recording
+
+    @property
+    def mission_id(self) -> str:
+        return self._mission_id
+
+    @property
+    def bag_name(self) -> str:
+        return self._store.bag_name
+
+    def counts(self) -> dict[str, int]:
+        """Messages accepted per topic so far in this mission (raw and :meth:`record`)."""
+        with self._lock:
+            return dict(self._counts)
+
+    @property
+    def skipped(self) -> int:
+        """Raw messages not written: no clock yet, or the store refused (logged)."""
+        with self._lock:
+            return self._skipped + self._errors
+
+    def start(self, mission_id: str, *, metadata: Mapping[str, str] | None = None) -> None:
+        """Open ``<mission_id>.mcap`` and subscribe to every recorded topic."""
+        with self._lock:
+            if self._recording:
+                raise EvidenceStoreMisuse(
+                    f"already recording mission {self._mission_id}", mission_id=self._mission_id
+                )
+            meta = {"mission_id": mission_id, **(metadata or {})}
+            self._store.open_bag(f"{mission_id}.mcap", metadata=meta)
+            try:
+                for spec in self._topics:
+                    msg_type = import_message_type(spec.type_name)
+                    offered = [
+                        qos_to_dict(info.qos_profile)
+                        for info in self._node.get_publishers_info_by_topic(spec.topic)
+                    ]
+                    self._store.add_channel(spec.topic, spec.type_name, qos_yaml=qos_profiles_yaml(offered))
+                    self._subscriptions.append(
+                        self._node.create_subscription(
+                            msg_type, spec.topic, self._make_callback(spec.topic), spec.qos,
+                            callback_group=self._callback_group, raw=True,
+                        )
+                    )
+            except BaseException:
+                self._destroy_subscriptions()
+                self._store.close()
+                raise
+            self._mission_id = mission_id
+            self._last_log_time.clear()
+            self._counts.clear()
+            self._skipped = self._errors = 0
+            self._recording = True
+
+    def record(
+        self, topic: str, type_name: str, msg_or_bytes: Any, *, log_time_ns: int | None = None
+    ) -> EvidenceRef:
+        """Write one harness record (a message object or its CDR bytes) into the mission bag.
+
+        The channel is registered on first use. ``log_time_ns`` defaults to the
+        node clock, never earlier than the topic's last record. Raises
+        :class:`EvidenceStoreMisuse` when not recording or the message is not a
+        ``type_name``.
+        """
+        if isinstance(msg_or_bytes, (bytes, bytearray, memoryview)):
+            data = bytes(msg_or_bytes)
+        else:
+            expected = import_message_type(type_name)
+            if not isinstance(msg_or_bytes, expected):
+                raise EvidenceStoreMisuse(
+                    f"{topic}: expected a {type_name}, got {type(msg_or_bytes).__name__}",
+                    topic=topic, type_name=type_name,
+                )
+            data = serialize_message(msg_or_bytes)
+        with self._lock:
+            if not self._recording:
+                raise EvidenceStoreMisuse("the recorder is not recording; call start first", topic=topic)
+            self._store.add_channel(topic, type_name)
+            if log_time_ns is None:
+                log_time_ns = self._log_time(topic)
+            ref = self._store.write(topic, data, log_time_ns=log_time_ns)
+            self._last_log_time[topic] = max(self._last_log_time.get(topic, 0), log_time_ns)
+            if ref.sequence:
+                self._counts[topic] = self._counts.get(topic, 0) + 1
+            return ref
+
+    def stop(self) -> BagSummary:
+        """Unsubscribe and close the bag; idempotent (returns the last summary again)."""
+        with self._lock:
+            was_recording = self._recording
+            self._recording = False
+        self._destroy_subscriptions()
+        with self._lock:
+            summary = self._store.close()
+        if was_recording and (self._skipped or self._errors):
+            self._node.get_logger().warning(
+                f"mission {self._mission_id}: {self._skipped} raw messages skipped before the clock ran, "
+                f"{self._errors} refused by the evidence store"
+            )
+        if was_recording and summary.truncated:
+            self._node.get_logger().warning(
+                f"mission {self._mission_id}: evidence bag truncated ({summary.truncated_reason}); "
+                f"{summary.dropped} messages dropped"
+            )
+        return summary
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _log_time(self, topic: str) -> int:
+        return max(self._node.get_clock().now().nanoseconds, self._last_log_time.get(topic, 0))
+
+    def _make_callback(self, topic: str) -> Any:
+        def on_message(data: bytes) -> None:
+            with self._lock:
+                if not self._recording:
+                    return
+                log_time = self._log_time(topic)
+                if log_time <= 0:
+                    self._skipped += 1
+                    return
+                try:
+                    ref = self._store.write(topic, data, log_time_ns=log_time)
+                except Exception as exc:  # noqa: BLE001 - a raw callback must never stop the executor
+                    self._errors += 1
+                    self._node.get_logger().error(f"evidence write on {topic} failed: {exc!r}")
+                    return
+                self._last_log_time[topic] = log_time
+                if ref.sequence:
+                    self._counts[topic] = self._counts.get(topic, 0) + 1
+
+        return on_message
+
+    def _destroy_subscriptions(self) -> None:
+        for sub in self._subscriptions:
+            self._node.destroy_subscription(sub)
+        self._subscriptions.clear()
+
+
+class HarnessEvidenceRecorder:
+    """The core's ``EvidenceRecorder`` port over a :class:`MissionRecorder`.
+
+    While a mission records, every committed journal event goes into the bag
+    on ``/robot_harness/journal`` (so the bag alone replays the mission), and
+    the engine's own records go to their topics: snapshots as
+    ``robot_harness/msg/WorldSnapshot``, verdicts (and any other record) as
+    JSON in ``std_msgs/msg/String``. Recording never stops a mission: a
+    failure is logged and counted, and the record simply has no bag ref.
+    """
+
+    def __init__(self, recorder: MissionRecorder, journal: Any, *, logger: Any = None) -> None:
+        self._recorder = recorder
+        self._journal = journal
+        self._logger = logger
+        self._unsubscribe: Any = None
+        self.failures = 0
+
+    def start(self, mission_id: str) -> None:
+        self._recorder.start(mission_id)
+        self._unsubscribe = self._journal.subscribe(self._on_events)
+
+    def _on_events(self, events: Sequence[Any]) -> None:
+        from . import conversions as cv
+
+        for event in events:
+            if not self._recorder.recording:
+                return
+            try:
+                self._recorder.record(JOURNAL_TOPIC, JOURNAL_TYPE, cv.journal_event_to_msg(event))
+            except Exception as exc:  # noqa: BLE001 - see the class docstring
+                self._failed(f"journal event {event.seq}: {exc}")
+
+    def record_record(self, topic: str, record: Any) -> EvidenceRef | None:
+        from std_msgs.msg import String
+
+        from ..core.records import WorldSnapshot
+        from . import conversions as cv
+
+        if not self._recorder.recording:
+            return None
+        try:
+            if isinstance(record, WorldSnapshot):
+                ref = self._recorder.record(SNAPSHOT_TOPIC, SNAPSHOT_TYPE, cv.snapshot_to_msg(record))
+            else:
+                ref = self._recorder.record(topic, VERDICT_TYPE, String(data=record.model_dump_json()))
+        except Exception as exc:  # noqa: BLE001
+            self._failed(f"{topic}: {exc}")
+            return None
+        return ref if ref.sequence else None  # sequence 0: dropped by a bound
+
+    def stop(self) -> dict[str, Any]:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        summary = self._recorder.stop()
+        return {"bag": summary.bag, "path": summary.path, "messages": summary.message_count,
+                "dropped": summary.dropped, "truncated": summary.truncated, "record_failures": self.failures}
+
+    def _failed(self, what: str) -> None:
+        self.failures += 1
+        if self._logger is not None:
+            self._logger.warning(f"evidence not recorded: {what}")

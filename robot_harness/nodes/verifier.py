@@ -1,0 +1,127 @@
+"""The verifier node: the only process that judges whether a mission is done.
+
+It serves ``~/verify`` (robot_harness/srv/Verify). Its input is only the
+user's original goal, the frozen completion contract, the mission's execution
+receipts and the task state version; it captures a fresh snapshot itself from
+the snapshot aggregator. It never sees the planner's claims, messages or
+reasoning (the request type has no field for them and refuses extra fields),
+and it writes nothing: its verdict goes back to the supervisor, whose commit
+gate decides whether the verdict still matches the current task state.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+
+from ..core.authority import file_artifact_check
+from ..core.clock import IdGenerator, SystemClock
+from ..core.config import VerificationConfig
+from ..core.errors import HarnessError
+from ..core.verifier import Verifier, VerifierConfig, VerifyRequest
+from ._util import declare_params, run_node
+from .executors import BackgroundSpinner
+from .ros_ports import RosSnapshotPort
+
+__all__ = ["VerifierNode", "main"]
+
+
+class VerifierNode(LifecycleNode):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("verifier", **kwargs)
+        self._p = declare_params(self, {
+            "capture_service": "/snapshot_aggregator/capture",
+            "capture_timeout_s": 2.0,
+            "verification_json": "",
+            "id_seed": -1,
+            "autostart": False,
+        })
+        self._verifier: Verifier | None = None
+        self._snapshots: RosSnapshotPort | None = None
+        self._spinner: BackgroundSpinner | None = None
+        self._srv: Any = None
+        self._active = False
+        if self._p["autostart"]:
+            self.trigger_configure()
+            self.trigger_activate()
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        from ..srv import Verify
+
+        p = {k: self.get_parameter(k).value for k in self._p}
+        try:
+            v = VerificationConfig.model_validate(json.loads(p["verification_json"]) if p["verification_json"] else {})
+        except (ValueError, ValidationError) as exc:
+            self.get_logger().error(f"verification_json: {exc}")
+            return TransitionCallbackReturn.FAILURE
+        seed = int(p["id_seed"])
+        self._verifier = Verifier(
+            VerifierConfig(xy_tolerance_m=v.xy_tolerance_m, yaw_tolerance_rad=v.yaw_tolerance_rad,
+                           final_pose_max_age_s=v.final_pose_max_age_s),
+            semantic=None, artifact_check=file_artifact_check, ids=IdGenerator(None if seed < 0 else seed),
+            clock=SystemClock(), name=self.get_fully_qualified_name(),
+        )
+        # The capture client lives on its own spinner so the service callback
+        # can wait for it on this node's single-threaded executor.
+        self._spinner = BackgroundSpinner(context=self.context, name=f"{self.get_name()}_observe",
+                                          namespace=self.get_namespace()).start()
+        self._snapshots = RosSnapshotPort(self._spinner.node, p["capture_service"], timeout_s=float(p["capture_timeout_s"]))
+        self._srv = self.create_service(Verify, "~/verify", self._on_verify)
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = True
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = False
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        if self._srv is not None:
+            self.destroy_service(self._srv)
+            self._srv = None
+        if self._spinner is not None:
+            self._spinner.stop()
+            if self._snapshots is not None:
+                self._snapshots.destroy(self._spinner.node)
+            self._spinner.destroy()
+            self._spinner = None
+        self._snapshots = None
+        self._verifier = None
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        return self.on_cleanup(state)
+
+    def destroy_node(self) -> None:
+        """Stop the observation spinner's thread even without a cleanup transition."""
+        self.on_cleanup(None)  # type: ignore[arg-type]
+        super().destroy_node()
+
+    def _on_verify(self, request: Any, response: Any) -> Any:
+        if not self._active or self._verifier is None or self._snapshots is None:
+            response.ok, response.error = False, "verifier is not active"
+            return response
+        try:
+            req = VerifyRequest.model_validate_json(request.request_json)
+        except ValidationError as exc:
+            response.ok, response.error = False, f"malformed verify request: {exc.error_count()} problem(s): {exc.errors(include_url=False)[:3]}"
+            return response
+        try:
+            fresh = self._snapshots.capture(reason="verification", mission_id=req.mission_id)
+            verdict = self._verifier.verify(req, fresh)
+        except HarnessError as exc:
+            response.ok, response.error = False, f"{exc.code}: {exc.message}"
+            return response
+        response.ok = True
+        response.verdict_json = verdict.model_dump_json()
+        response.snapshot_json = fresh.model_dump_json()
+        return response
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point for ``ros2 run robot_harness verifier``."""
+    return run_node(VerifierNode, argv, threads=1)
