@@ -19,6 +19,8 @@ from .clock import Clock, IdGenerator
 from .completion import (
     CompletionContract,
     EvidenceRef,
+    Fact,
+    FactStatus,
     GoalVerdict,
     Receipt,
     ReceiptStatus,
@@ -162,6 +164,7 @@ class MissionRunner:
         self._done_rejections = 0
         self._verdict_evidence: list[str] = []
         self._call_started: dict[str, float] = {}
+        self._fact_heads: dict[str, str] = {}
 
     # -- public ---------------------------------------------------------------
 
@@ -188,9 +191,10 @@ class MissionRunner:
         self._actions, self._calls, self._evidence = [], [], []
         self._goal, self._contract, self._state_version = goal, None, 0
         self._trajectory, self._last_verdict, self._done_rejections, self._verdict_evidence = [], None, 0, []
-        self._call_started = {}
+        self._call_started, self._fact_heads = {}, {}
         self._stop_requested = None
         self._deadline = self.clock.monotonic() + self.config.limits.mission_timeout_s
+        self._start_recorder()  # first, so the bag holds the whole journal of the mission
         try:
             self._append(EventType.MISSION_STARTED, payload={
                 "goal": goal,
@@ -201,8 +205,8 @@ class MissionRunner:
             self._physical_blocked = None
         except JournalWriteError as exc:
             self._physical_blocked = str(exc)
+            self._stop_recorder()
             return self._outcome(MissionStatus.BLOCKED, f"journal unavailable, mission not started: {exc}")
-        self._start_recorder()
         try:
             self._freeze_contract(goal)
             status, summary = self._loop(goal)
@@ -345,7 +349,7 @@ class MissionRunner:
                 # Everything but an accepted physical action ends here: its receipt
                 # is written with its result, in the same commit. An accepted
                 # action's receipt is written with its verified outcome.
-                drafts.append(self._receipt_draft(turn_id, decision, call, result))
+                drafts += self._receipt_draft(turn_id, decision, call, result)
             self._append_many(drafts)
             self._calls.append({
                 "id": call.id, "name": call.name, "arguments": call.arguments,
@@ -563,8 +567,8 @@ class MissionRunner:
             snapshot_id=post.snapshot_id, payload={
                 "state": verdict.state.value, "reason": reason, "evidence": verdict.evidence,
                 "action": action.view().model_dump(mode="json"),
-            }), self._action_receipt_draft(action, post, reason)])
-        self._evidence.append(committed[-2].seq)
+            }), *self._action_receipt_draft(action, post, reason)])
+        self._evidence.append(next(e.seq for e in committed if e.type is EventType.ROBOT_ACTION_OUTCOME))
         self._active = None
         self._update("verifying", action)
         return RuntimeEvent(type="robot_action_outcome", tool_call_id=action.tool_call_id, action_id=action.action_id,
@@ -628,7 +632,7 @@ class MissionRunner:
                 "the completion contract does not cover all of the goal (" + "; ".join(coverage.uncovered)
                 + "): an operator must clarify or extend it; nothing was planned"))
 
-    def _receipt_draft(self, turn_id: str, decision: WorldSnapshot, call: ToolCall, result: ToolResult) -> EventDraft:
+    def _receipt_draft(self, turn_id: str, decision: WorldSnapshot, call: ToolCall, result: ToolResult) -> list[EventDraft]:
         """The receipt of a call that ended with its tool result (capabilities, refusals, failed dispatches)."""
         status = _RECEIPT_STATUS.get(result.status, ReceiptStatus.FAILED)
         if result.error and result.error.get("code") == "backend_timeout":
@@ -645,7 +649,7 @@ class MissionRunner:
             pose_snapshot=decision, evidence=evidence,
         )
 
-    def _action_receipt_draft(self, action: ManagedAction, post: WorldSnapshot, reason: str) -> EventDraft:
+    def _action_receipt_draft(self, action: ManagedAction, post: WorldSnapshot, reason: str) -> list[EventDraft]:
         """The receipt of an accepted physical action, written with its verified outcome."""
         status = {ActionStatus.SUCCEEDED: ReceiptStatus.SUCCEEDED, ActionStatus.FAILED: ReceiptStatus.FAILED}.get(
             action.state, ReceiptStatus.UNKNOWN)
@@ -667,7 +671,7 @@ class MissionRunner:
 
     def _new_receipt(self, *, turn_id: str, call: ToolCall, physical: bool, result: dict[str, Any], status: ReceiptStatus,
                      started_at: float, decision_snapshot_id: str, action_id: str, pose_snapshot: WorldSnapshot,
-                     evidence: list[EvidenceRef], outcome_snapshot_id: str = "") -> EventDraft:
+                     evidence: list[EvidenceRef], outcome_snapshot_id: str = "") -> list[EventDraft]:
         assert self._contract is not None
         self._state_version += 1
         pose_ok = pose_snapshot.pose is not None and pose_snapshot.pose_meta.availability is Availability.AVAILABLE
@@ -681,8 +685,32 @@ class MissionRunner:
             pose_stamp=pose_snapshot.pose_meta.source_stamp if pose_ok else None,
             evidence=tuple(evidence),
         )
-        return self._draft(EventType.RECEIPT_RECORDED, model_turn_id=turn_id, tool_call_id=call.id,
-                           robot_action_id=action_id, payload={"receipt": receipt.model_dump(mode="json")})
+        drafts = [self._draft(EventType.RECEIPT_RECORDED, model_turn_id=turn_id, tool_call_id=call.id,
+                              robot_action_id=action_id, payload={"receipt": receipt.model_dump(mode="json")})]
+        drafts += [self._draft(EventType.FACT_RECORDED, model_turn_id=turn_id, tool_call_id=call.id,
+                               payload={"fact": fact.model_dump(mode="json")}) for fact in self._observed_facts(receipt)]
+        return drafts
+
+    def _observed_facts(self, receipt: Receipt) -> list[Fact]:
+        """What a successful receipt reports, as OBSERVED facts (never trusted task state; only the gate commits)."""
+        if receipt.status is not ReceiptStatus.SUCCEEDED:
+            return []
+        found: list[tuple[str, dict[str, Any]]] = []
+        if receipt.pose_at_end is not None:
+            found.append(("robot.pose", {**receipt.pose_at_end.model_dump(), "stamp": receipt.pose_stamp}))
+        if receipt.skill != PROPOSE_DONE and not receipt.physical:
+            content = receipt.result.get("content") if isinstance(receipt.result, dict) else None
+            if isinstance(content, dict) and content:
+                found.append((f"result.{receipt.skill}", content))
+        facts = []
+        for key, value in found:
+            fact = Fact(fact_id=self.ids.new("fact"), mission_id=self._mission_id, key=key, value=value,
+                        status=FactStatus.OBSERVED, provenance=tuple(receipt.evidence_ids()),
+                        observed_at=receipt.ended_at, state_version=receipt.state_version,
+                        supersedes=self._fact_heads.get(key, ""))
+            self._fact_heads[key] = fact.fact_id
+            facts.append(fact)
+        return facts
 
     def _task_state(self) -> TaskState:
         """The task state, derived from this mission's journal (the source of truth)."""

@@ -179,6 +179,7 @@ class MissionRecorder:
         self._callback_group = callback_group
         self._lock = threading.Lock()
         self._subscriptions: list[Any] = []
+        self._persistent = False
         self._recording = False
         self._mission_id = ""
         self._last_log_time: dict[str, int] = {}
@@ -210,8 +211,43 @@ class MissionRecorder:
         with self._lock:
             return self._skipped + self._errors
 
+    def subscribe(self) -> None:
+        """Create the raw subscriptions now and keep them across missions (until :meth:`close`).
+
+        A long-lived recorder (the supervisor's) subscribes once at configure
+        time: the subscriptions are matched before a mission starts, so its
+        first messages are not lost to discovery, and no DDS entities are
+        created on a mission's critical path. Messages outside a mission are
+        dropped in the callback.
+        """
+        with self._lock:
+            if self._subscriptions:
+                return
+            self._persistent = True
+            try:
+                self._create_subscriptions()
+            except BaseException:
+                self._destroy_subscriptions()
+                raise
+
+    def close(self) -> None:
+        """Stop any mission and destroy the subscriptions."""
+        self.stop()
+        self._destroy_subscriptions()
+        self._persistent = False
+
+    def _create_subscriptions(self) -> None:
+        for spec in self._topics:
+            msg_type = import_message_type(spec.type_name)
+            self._subscriptions.append(
+                self._node.create_subscription(
+                    msg_type, spec.topic, self._make_callback(spec.topic), spec.qos,
+                    callback_group=self._callback_group, raw=True,
+                )
+            )
+
     def start(self, mission_id: str, *, metadata: Mapping[str, str] | None = None) -> None:
-        """Open ``<mission_id>.mcap`` and subscribe to every recorded topic."""
+        """Open ``<mission_id>.mcap`` and record every topic (subscribing now unless :meth:`subscribe` did)."""
         with self._lock:
             if self._recording:
                 raise EvidenceStoreMisuse(
@@ -221,20 +257,16 @@ class MissionRecorder:
             self._store.open_bag(f"{mission_id}.mcap", metadata=meta)
             try:
                 for spec in self._topics:
-                    msg_type = import_message_type(spec.type_name)
                     offered = [
                         qos_to_dict(info.qos_profile)
                         for info in self._node.get_publishers_info_by_topic(spec.topic)
                     ]
                     self._store.add_channel(spec.topic, spec.type_name, qos_yaml=qos_profiles_yaml(offered))
-                    self._subscriptions.append(
-                        self._node.create_subscription(
-                            msg_type, spec.topic, self._make_callback(spec.topic), spec.qos,
-                            callback_group=self._callback_group, raw=True,
-                        )
-                    )
+                if not self._subscriptions:
+                    self._create_subscriptions()
             except BaseException:
-                self._destroy_subscriptions()
+                if not self._persistent:
+                    self._destroy_subscriptions()
                 self._store.close()
                 raise
             self._mission_id = mission_id
@@ -280,7 +312,8 @@ class MissionRecorder:
         with self._lock:
             was_recording = self._recording
             self._recording = False
-        self._destroy_subscriptions()
+        if not self._persistent:
+            self._destroy_subscriptions()
         with self._lock:
             summary = self._store.close()
         if was_recording and (self._skipped or self._errors):

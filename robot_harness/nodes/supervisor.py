@@ -21,6 +21,7 @@ from rclpy.qos import QoSProfile, QoSReliabilityPolicy
 
 from ..core.clock import IdGenerator, SystemClock
 from ..core.config import HarnessConfig, deep_merge, dotted_overrides, load_harness_config
+from ..core.authority import default_contract_compiler
 from ..core.engine import MAX_GOAL_CHARS, MissionRunner
 from ..core.errors import HarnessError, HarnessTimeout, UsageError
 from ..core.journal import Journal, SqliteJournal
@@ -149,8 +150,9 @@ class SupervisorNode(LifecycleNode):
             # mission loop's clients.
             self._recorder_spinner = BackgroundSpinner(context=self.context, name=f"{self.get_name()}_recorder",
                                                        namespace=self.get_namespace()).start()
-            self._recorder = HarnessEvidenceRecorder(MissionRecorder(self._recorder_spinner.node, store),
-                                                     self._journal, logger=self.get_logger())
+            mission_recorder = MissionRecorder(self._recorder_spinner.node, store)
+            mission_recorder.subscribe()
+            self._recorder = HarnessEvidenceRecorder(mission_recorder, self._journal, logger=self.get_logger())
             self.get_logger().info(f"mission evidence bags in {bag_dir}")
         self._io = RosRobotIO(self, clock=self._wall, ids=self._ids, artifacts_dir=artifacts,
                               camera_topic=p["camera_topic"], speech_topic=p["speech_topic"], message_topic=p["message_topic"])
@@ -254,7 +256,7 @@ class SupervisorNode(LifecycleNode):
             self.get_logger().warning(f"mission refused: goal must be 1..{MAX_GOAL_CHARS} characters")
             return GoalResponse.REJECT
         try:
-            self._mission_config(goal_request)
+            default_contract_compiler(self._mission_config(goal_request))  # a malformed scenario contract is refused here
         except UsageError as exc:
             self.get_logger().warning(f"mission refused: {exc}")
             return GoalResponse.REJECT
@@ -310,17 +312,24 @@ class SupervisorNode(LifecycleNode):
                 goal_handle.publish_feedback(fb)
 
             assert self._journal is not None
-            self._runner = MissionRunner(
-                config=config, journal=self._journal, clock=self._wall, ids=self._ids,
-                skills=default_skills(config.navigation), snapshots=self._snapshots, planner=self._planner,
-                navigation=self._nav, robot_io=self._io, on_update=on_update, verifier=self._verifier,
-                recorder=self._recorder,
-            )
             try:
+                self._runner = MissionRunner(
+                    config=config, journal=self._journal, clock=self._wall, ids=self._ids,
+                    skills=default_skills(config.navigation), snapshots=self._snapshots, planner=self._planner,
+                    navigation=self._nav, robot_io=self._io, on_update=on_update, verifier=self._verifier,
+                    recorder=self._recorder,
+                )
                 outcome = self._runner.run(req.goal, mission_id=req.mission_id)
             except UsageError as exc:
                 goal_handle.abort()
                 result.status, result.summary = MissionStatus.FAILED.value, f"invalid mission: {exc}"
+                return result
+            except Exception as exc:  # a harness bug must still give the client one answer, and never success
+                self.get_logger().error(f"mission aborted by an internal error: {type(exc).__name__}: {exc}")
+                goal_handle.abort()
+                result.status = MissionStatus.UNKNOWN.value
+                result.summary = f"harness internal error, outcome unknown: {type(exc).__name__}: {exc}"
+                result.journal_path = self.journal_path
                 return result
             result.mission_id = outcome.mission_id
             result.status = outcome.status.value

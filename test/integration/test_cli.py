@@ -55,6 +55,14 @@ def test_run_writes_a_report_and_the_journal_reads_back(tmp_path):
 
     show = cli("journal", "show", "--journal", str(journal))
     assert show.returncode == 0 and "MISSION_FINISHED" in show.stdout and "ROBOT_ACTION_OUTCOME" in show.stdout
+    # the contract, receipts, verdict and commit read as sentences, not JSON
+    shown = " ".join(show.stdout.split())
+    contract, verdict, commit = report["contract"], report["verdict"], report["commit"]
+    assert f"contract {contract['contract_id']} rev 1 (template)" in shown
+    assert "o1 at_place:" in shown and "o2 at_place:" in shown
+    assert f"{verdict['verdict_id']} VERIFIED_DONE" in shown and "o1 satisfied [predicate]" in shown
+    assert f"{commit['commit_id']} accepts {verdict['verdict_id']}" in shown
+    assert "navigate_to SUCCEEDED" in shown and "evidence" in shown
     listing = cli("journal", "show", "--journal", str(journal), "--mission", "list")
     assert report["mission_id"] in listing.stdout
     csv = cli("journal", "export", "--journal", str(journal), "--format", "csv")
@@ -72,7 +80,8 @@ def test_the_timeline_output_shows_status_and_evidence(tmp_path):
     proc = cli("run", "--scenario", str(small_scenario(tmp_path)), "--journal", str(tmp_path / "j.sqlite3"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "status:  SUCCEEDED" in proc.stdout
-    assert "evidence ids:" in proc.stdout
+    assert "evidence ids:" in proc.stdout and "verdict-" in proc.stdout
+    assert "verified_done" in proc.stdout and "committed by the gate: commit-" in proc.stdout
 
 
 @pytest.mark.parametrize("content, needle", [
