@@ -83,6 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--mission", default="", help="only this mission (default: all)")
     ex.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
     ex.add_argument("--out", type=Path, help="file to write (default stdout)")
+    ver = jsub.add_parser("verify", help="re-check every piece of evidence a mission cites (bag messages, artifacts)",
+                          epilog="example: robot-harness journal verify --journal runs/x/journal.sqlite3 --mission last\n"
+                                 "exit 0: all evidence present and unchanged; 3: something is missing or changed",
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    ver.add_argument("--journal", type=Path)
+    ver.add_argument("--mission", default="last", help="mission id, or 'last' (default)")
+    ver.add_argument("--bags", type=Path, help="bag directory (default: bags/ beside the journal)")
+    ver.add_argument("--json", action="store_true")
     return p
 
 
@@ -150,6 +158,8 @@ def _journal(args: argparse.Namespace) -> int:
             else:
                 print(render_timeline(events))
             return EXIT_OK
+        if args.journal_command == "verify":
+            return _verify_evidence(journal, args)
         events = journal.events(mission_id=args.mission or None)
         text = export_events(events, args.format)
         if args.out:
@@ -159,6 +169,29 @@ def _journal(args: argparse.Namespace) -> int:
         return EXIT_OK
     finally:
         journal.close()
+
+
+def _verify_evidence(journal: Any, args: argparse.Namespace) -> int:
+    from .evidence.audit import audit_mission
+
+    missions = journal.missions()
+    if not missions:
+        raise UsageError("the journal has no missions")
+    mid = missions[-1]["mission_id"] if args.mission == "last" else args.mission
+    events = journal.events(mission_id=mid)
+    if not events:
+        raise UsageError(f"no events for mission {mid}")
+    bags = args.bags or (Path(journal.path).parent / "bags")
+    report = audit_mission(events, bag_dir=bags)
+    if args.json:
+        print(json.dumps({**report.model_dump(mode="json"), "ok": report.ok}, indent=2))
+    else:
+        for c in report.checks:
+            print(f"{'ok  ' if c.ok else 'FAIL'} {c.id}" + (f"  ({c.problem})" if c.problem else "")
+                  + f"  cited by {', '.join(c.cited_by)}")
+        print(f"{len(report.checks)} evidence item(s) checked for mission {mid}: "
+              + ("all present and unchanged" if report.ok else f"{len(report.failures)} missing or changed"))
+    return EXIT_OK if report.ok else EXIT_RUNTIME
 
 
 class _Progress:
@@ -333,9 +366,11 @@ def _mission(args: argparse.Namespace) -> int:
         return EXIT_RUNTIME
     out = {"mission_id": result.mission_id, "status": result.status, "summary": result.summary,
            "evidence_seqs": list(result.evidence_seqs), "evidence_ids": list(result.evidence_ids),
-           "journal": result.journal_path}
+           "verdict_id": result.verdict_id, "contract_id": result.contract_id,
+           "journal": result.journal_path, "bag": result.bag_path}
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        print(f"status:  {out['status']}\nsummary: {out['summary']}\njournal: {out['journal']}")
+        print(f"status:  {out['status']}\nsummary: {out['summary']}\nverdict: {out['verdict_id'] or 'none'}"
+              f"\njournal: {out['journal']}\nbag:     {out['bag'] or 'not recorded'}")
     return EXIT_OK

@@ -96,6 +96,8 @@ class MissionOutcome(BaseModel):
     """The frozen completion contract (None when the goal could not be compiled)."""
     verdict: dict[str, Any] | None = None
     """The verifier's last verdict on a done proposal (None when none was proposed)."""
+    bag: dict[str, Any] = {}
+    """The evidence bag's summary (path, messages, dropped); empty when not recorded."""
 
 
 class _Stop(Exception):
@@ -165,6 +167,8 @@ class MissionRunner:
         self._verdict_evidence: list[str] = []
         self._call_started: dict[str, float] = {}
         self._fact_heads: dict[str, str] = {}
+        self._snapshot_refs: dict[str, EvidenceRef] = {}
+        self._bag: dict[str, Any] = {}
 
     # -- public ---------------------------------------------------------------
 
@@ -191,7 +195,7 @@ class MissionRunner:
         self._actions, self._calls, self._evidence = [], [], []
         self._goal, self._contract, self._state_version = goal, None, 0
         self._trajectory, self._last_verdict, self._done_rejections, self._verdict_evidence = [], None, 0, []
-        self._call_started, self._fact_heads = {}, {}
+        self._call_started, self._fact_heads, self._snapshot_refs, self._bag = {}, {}, {}, {}
         self._stop_requested = None
         self._deadline = self.clock.monotonic() + self.config.limits.mission_timeout_s
         self._start_recorder()  # first, so the bag holds the whole journal of the mission
@@ -205,7 +209,7 @@ class MissionRunner:
             self._physical_blocked = None
         except JournalWriteError as exc:
             self._physical_blocked = str(exc)
-            self._stop_recorder()
+            self._bag = self._stop_recorder()
             return self._outcome(MissionStatus.BLOCKED, f"journal unavailable, mission not started: {exc}")
         try:
             self._freeze_contract(goal)
@@ -218,9 +222,9 @@ class MissionRunner:
         except JournalWriteError as exc:
             self._physical_blocked = str(exc)
             self._abandon_active()
-            self._stop_recorder()
+            self._bag = self._stop_recorder()
             return self._outcome(MissionStatus.BLOCKED, f"journal write failed; no new physical work: {exc}")
-        bag = self._stop_recorder()
+        bag = self._bag = self._stop_recorder()
         try:
             ev = self._append(EventType.MISSION_FINISHED, payload={
                 "status": status.value, "summary": summary, "evidence_seqs": list(self._evidence),
@@ -638,6 +642,8 @@ class MissionRunner:
         if result.error and result.error.get("code") == "backend_timeout":
             status = ReceiptStatus.UNKNOWN
         evidence: list[EvidenceRef] = [EvidenceRef.for_journal(f"snapshot:{decision.snapshot_id}")]
+        if decision.snapshot_id in self._snapshot_refs:
+            evidence.append(self._snapshot_refs[decision.snapshot_id])
         artifact = result.content.get("artifact") if isinstance(result.content, dict) else None
         if isinstance(artifact, dict) and artifact.get("uri") and artifact.get("sha256"):
             evidence.append(EvidenceRef.for_artifact(artifact["uri"], artifact["sha256"]))
@@ -656,9 +662,8 @@ class MissionRunner:
         call = next((c for c in self._calls if c["id"] == action.tool_call_id), None)
         arguments = call["arguments"] if call is not None else {}
         evidence = [EvidenceRef.for_journal(f"snapshot:{post.snapshot_id}")]
-        ref = self._record("/robot_harness/snapshots", post)
-        if ref is not None:
-            evidence.append(ref)
+        if post.snapshot_id in self._snapshot_refs:
+            evidence.append(self._snapshot_refs[post.snapshot_id])
         return self._new_receipt(
             turn_id=action.model_turn_id, call=ToolCall(id=action.tool_call_id, name=action.skill, arguments=arguments),
             physical=True, status=status, started_at=self._call_started.pop(action.tool_call_id, self.clock.now()),
@@ -741,8 +746,10 @@ class MissionRunner:
         self._last_verdict = verdict
         self._verdict_evidence = [verdict.verdict_id, *verdict.evidence_ids]
         self._record("/robot_harness/verdicts", verdict)
+        fresh_ref = self._record("/robot_harness/snapshots", fresh)
         fresh_draft = self._draft(EventType.WORLD_SNAPSHOT_CAPTURED, snapshot_id=fresh.snapshot_id,
-                                  payload={"reason": "verification", "snapshot": fresh.model_dump(mode="json")})
+                                  payload={"reason": "verification", "snapshot": fresh.model_dump(mode="json"),
+                                           **({"bag_ref": fresh_ref.model_dump(mode="json")} if fresh_ref else {})})
         verdict_draft = self._draft(EventType.VERDICT_RECORDED, model_turn_id=turn_id, tool_call_id=invocation_id,
                                     snapshot_id=fresh.snapshot_id, payload={"verdict": verdict.model_dump(mode="json")})
         if verdict.goal_verdict is GoalVerdict.VERIFIED_DONE:
@@ -852,8 +859,12 @@ class MissionRunner:
         if snap.pose is not None and meta.availability is Availability.AVAILABLE and meta.source_stamp is not None:
             if not self._trajectory or self._trajectory[-1].t < meta.source_stamp:
                 self._trajectory.append(PoseSample(t=meta.source_stamp, pose=snap.pose, source_id=snap.snapshot_id))
+        ref = self._record("/robot_harness/snapshots", snap)
+        if ref is not None:
+            self._snapshot_refs[snap.snapshot_id] = ref
         draft = self._draft(EventType.WORLD_SNAPSHOT_CAPTURED, snapshot_id=snap.snapshot_id,
-                            payload={"reason": reason, "snapshot": snap.model_dump(mode="json")})
+                            payload={"reason": reason, "snapshot": snap.model_dump(mode="json"),
+                                     **({"bag_ref": ref.model_dump(mode="json")} if ref else {})})
         if defer:
             return snap, draft
         self._append_many([draft])
@@ -893,6 +904,7 @@ class MissionRunner:
             evidence_seqs=tuple(self._evidence), evidence_ids=tuple(self._evidence_ids()),
             contract=self._contract.model_dump(mode="json") if self._contract else None,
             verdict=self._last_verdict.model_dump(mode="json") if self._last_verdict else None,
+            bag=dict(self._bag),
             tool_calls=tuple(self._calls), actions=tuple(a.view() for a in self._actions),
         )
 

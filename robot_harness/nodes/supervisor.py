@@ -336,7 +336,10 @@ class SupervisorNode(LifecycleNode):
             result.summary = outcome.summary
             result.evidence_seqs = list(outcome.evidence_seqs)
             result.evidence_ids = list(outcome.evidence_ids)
+            result.verdict_id = (outcome.verdict or {}).get("verdict_id", "")
+            result.contract_id = (outcome.contract or {}).get("contract_id", "")
             result.journal_path = self.journal_path
+            result.bag_path = outcome.bag.get("path", "")
             if outcome.status is MissionStatus.CANCELLED and goal_handle.is_cancel_requested:
                 goal_handle.canceled()
             elif outcome.status is MissionStatus.SUCCEEDED:

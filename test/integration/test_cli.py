@@ -108,9 +108,11 @@ def test_missing_scenario_file_is_a_usage_error(tmp_path):
 def test_every_command_has_help_with_an_example():
     top = cli("--help")
     assert top.returncode == 0 and "examples:" in top.stdout
-    for cmd in (["up"], ["mission"], ["run"], ["journal", "show"], ["journal", "export"]):
+    readme = (REPO / "README.md").read_text()
+    for cmd in (["up"], ["mission"], ["run"], ["journal", "show"], ["journal", "export"], ["journal", "verify"]):
         out = cli(*cmd, "--help")
         assert out.returncode == 0 and "example" in out.stdout, cmd
+        assert f"robot-harness {' '.join(cmd)}" in readme, f"{cmd} is not in the README's command table"
 
 
 def test_up_then_mission_over_dds(tmp_path):

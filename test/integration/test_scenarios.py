@@ -121,3 +121,24 @@ def test_the_demo_bag_opens_and_decodes_with_an_independent_decoder(tmp_path: Pa
         assert int(ref.rsplit("@", 1)[1]) in snapshot_times
     poses = decoded["/amcl_pose"]
     assert poses and all(p.header.frame_id == "map" for p in poses)
+
+    # Everything cited can be checked again; a changed artifact is caught.
+    from robot_harness.core.clock import IdGenerator, SystemClock
+    from robot_harness.core.journal import SqliteJournal
+    from robot_harness.evidence.audit import audit_mission
+
+    journal = SqliteJournal(tmp_path / "journal.sqlite3", clock=SystemClock(), ids=IdGenerator(None))
+    try:
+        events = journal.events(mission_id=report["mission_id"])
+    finally:
+        journal.close()
+    audit = audit_mission(events, bag_dir=bag.parent.parent)
+    assert audit.ok, audit.failures
+    kinds = {c.kind for c in audit.checks}
+    assert kinds == {"bag", "artifact", "journal"}, kinds
+    artifact = next(c for c in audit.checks if c.kind == "artifact")
+    image = Path(next(e for e in events if e.type.value == "RECEIPT_RECORDED"
+                      and e.payload["receipt"]["skill"] == "capture_image").payload["receipt"]["result"]["content"]["artifact"]["uri"].removeprefix("file://"))
+    image.write_bytes(image.read_bytes() + b"tampered")
+    after = audit_mission(events, bag_dir=bag.parent.parent)
+    assert [c.id for c in after.failures] == [artifact.id]
