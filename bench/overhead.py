@@ -765,7 +765,7 @@ def run_executor(kind: str, robot: RobotProcesses, workdir: Path, actions: int, 
                  commits: int, step: str) -> dict[str, Any]:
     """Baseline halves around the harness mission, all on one bench node spun by ``kind``."""
     from robot_harness.core.clock import IdGenerator, SystemClock
-    from robot_harness.core.config import HarnessConfig, LimitsConfig
+    from robot_harness.core.config import ContractConfig, HarnessConfig, LimitsConfig
     from robot_harness.core.engine import MissionRunner
     from robot_harness.core.records import ActionStatus, EventType
     from robot_harness.core.skills import default_skills
@@ -773,9 +773,17 @@ def run_executor(kind: str, robot: RobotProcesses, workdir: Path, actions: int, 
     rec = Recorder()
     TimedNavPort, TimedSnapshotPort, TimedJournal = _instrumented_classes(rec)
     clock, ids = SystemClock(), IdGenerator(None)
+    # The mission's completion contract (frozen before planning, as always):
+    # both places reached. Given verbatim, like a scenario's contract.
+    contract = ContractConfig(compiler="scenario", obligations=[
+        {"id": f"o{i + 1}", "kind": "at_place", "description": f"The robot reached {name}.",
+         "params": {"place": name}, "evidence": ["navigation_receipt", "pose_observation"],
+         "source": f"Visit {name}"}
+        for i, name in enumerate(sorted(PLACES))])
     config = HarnessConfig(
         places=PLACES,
         limits=LimitsConfig(mission_timeout_s=mission_timeout_s, max_turns=2 * actions + 20),
+        contract=contract,
     )
     res: dict[str, Any] = {"executor": kind}
     bench = BenchNode(kind)
@@ -808,7 +816,7 @@ def run_executor(kind: str, robot: RobotProcesses, workdir: Path, actions: int, 
                 skills=default_skills(config.navigation), snapshots=snapshots,
                 planner=AlternatingPlanner(rec, actions=n, first=_away(baseline)), navigation=nav,
             )
-            return runner.run(f"Go back and forth between p0 and p1 {n} times.")
+            return runner.run(f"Visit p0 and p1 {n} times.")
 
         # Warm-up: first SQLite pages, the port's clients, and the latched status
         # of the baseline's goals (reported to the port as uncorrelated events) -

@@ -810,7 +810,7 @@ _STOP = frozenset({"the", "a", "an", "to", "of", "at", "in", "on", "there", "her
                    "then", "back", "up", "down", "over", "for", "whether", "if", "is", "are", "with", "from", "into",
                    "me", "us", "please", "some", "any", "all", "one", "out", "around", "my", "our", "your"})
 _IMAGE_WORDS = frozenset({"image", "images", "photo", "photos", "picture", "pictures", "photograph", "snapshot"})
-_WORD = re.compile(r"[A-Za-z]+")
+_WORD = re.compile(r"[A-Za-z0-9]+")  # the same alphabet as _tokens: place names like p0 or room_101
 _REVIEW_BOUNDARY = re.compile(r"[,;]|\.(?=\s|$)|\b(?:and|then)\b", re.IGNORECASE)
 
 

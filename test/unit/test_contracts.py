@@ -322,3 +322,18 @@ def test_revise_makes_a_new_record():
         revise(c1, obligations=[Obligation(id="o1", kind=ObligationKind.SPOKEN, description="x",
                                            evidence=(EvidenceKind.SPEECH_RECEIPT,), depends_on=("o1",))],
                contract_id="c-4")
+
+
+def test_coverage_review_reads_place_names_with_digits() -> None:
+    # regression: the reviewer's word pattern once dropped digits, so "p0" never matched place "p0"
+    from robot_harness.core.contracts import RuleCoverageReviewer, ScenarioContractCompiler, compile_contract
+
+    places = {"p0": Pose2D(x=0.0, y=0.0), "room_101": Pose2D(x=5.0, y=0.0)}
+    obligations = [{"id": "o1", "kind": "at_place", "description": "The robot reached room_101.",
+                    "params": {"place": "room_101", "final": True}, "evidence": ["navigation_receipt"]}]
+    ok = compile_contract("Go to room_101.", compiler=ScenarioContractCompiler(obligations),
+                          reviewer=RuleCoverageReviewer(), mission_id="m", contract_id="c", places=places)
+    assert ok.coverage is not None and ok.coverage.ok
+    missed = compile_contract("Go to room_101 and go to p0.", compiler=ScenarioContractCompiler(obligations),
+                              reviewer=RuleCoverageReviewer(), mission_id="m", contract_id="c", places=places)
+    assert missed.coverage is not None and missed.coverage.uncovered == ("go to p0",)
