@@ -62,11 +62,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--journal", type=Path)
     r.add_argument("--report", type=Path)
     r.add_argument("--json", action="store_true", help="print the report as JSON instead of a timeline")
+    _planner_args(r)
 
-    d = sub.add_parser("demo", help="the inspection demo on the simulated robot with recorded model responses")
+    d = sub.add_parser("demo", help="the inspection demo on the simulated robot with recorded model responses",
+                       epilog="examples:\n  robot-harness demo\n"
+                              "  OPENAI_BASE_URL=http://127.0.0.1:11434/v1 robot-harness demo --planner llm --model qwen2.5:7b "
+                              "--record demo.replay.jsonl\n"
+                              "  robot-harness demo --planner replay --replay demo.replay.jsonl",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     d.add_argument("--journal", type=Path)
     d.add_argument("--report", type=Path)
     d.add_argument("--json", action="store_true")
+    _planner_args(d)
 
     j = sub.add_parser("journal", help="read a journal: show a mission timeline or export events")
     jsub = j.add_subparsers(dest="journal_command", required=True, metavar="SUBCOMMAND")
@@ -92,6 +99,34 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--bags", type=Path, help="bag directory (default: bags/ beside the journal)")
     ver.add_argument("--json", action="store_true")
     return p
+
+
+def _planner_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("planner (default: the scenario's recorded turns)")
+    g.add_argument("--planner", choices=("scripted", "llm", "replay"), default="scripted",
+                   help="llm: any OpenAI-compatible endpoint (OPENAI_BASE_URL, OPENAI_API_KEY); "
+                        "replay: a file recorded with --record")
+    g.add_argument("--model", default="", help="model name for --planner llm (default: $ROBOT_HARNESS_MODEL)")
+    g.add_argument("--record", type=Path, help="with --planner llm: append every model turn to this replay file")
+    g.add_argument("--replay", type=Path, help="with --planner replay: the recorded file")
+
+
+def _planner_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    if args.planner == "scripted":
+        if args.record or args.replay or args.model:
+            raise UsageError("--model, --record and --replay need --planner llm or replay")
+        return {}
+    if args.planner == "replay":
+        if not args.replay:
+            raise UsageError("--planner replay needs --replay FILE")
+        if not args.replay.is_file():
+            raise UsageError(f"no replay file at {args.replay}")
+        return {"planner": {"backend": "replay", "replay_file": str(args.replay.resolve())}}
+    out: dict[str, Any] = {"backend": "llm", "model": args.model}
+    if args.record:
+        args.record.parent.mkdir(parents=True, exist_ok=True)
+        out["record_file"] = str(args.record.resolve())
+    return {"planner": out}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -244,7 +279,8 @@ def _run(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"mission: {scenario.goal}", file=sys.stderr)
     try:
-        report = run_scenario(scenario, journal_path=journal, report_path=args.report, on_feedback=progress)
+        report = run_scenario(scenario, journal_path=journal, report_path=args.report, on_feedback=progress,
+                              extra_overrides=_planner_overrides(args))
     finally:
         progress.close()
     if args.json:

@@ -90,6 +90,7 @@ def build_report(events: list[JournalEvent], *, mission_id: str, journal_path: s
         "receipts": [{k: r.get(k) for k in ("receipt_id", "skill", "invocation_id", "status", "state_version")}
                      for r in receipts],
         "bag": finished.payload.get("bag", {}) if finished else {},
+        "model_usage": finished.payload.get("model_usage", {}) if finished else {},
         "journal": journal_path,
     }
 

@@ -62,7 +62,11 @@ class LimitsConfig(_Cfg):
     mission_timeout_s: float = 300.0
     max_turns: int = 20
     max_silent_turns: int = 1
-    """Consecutive model turns with neither tool calls nor a done proposal before the mission ends."""
+    """Consecutive model turns with no tool calls, no done proposal and no text (the planner has
+    nothing more to propose) before the mission ends."""
+    max_text_only_turns: int = 2
+    """Model turns answered in prose only (no tool call, no done proposal); each gets one recorded
+    error and a new turn, until this budget is spent."""
     max_tool_calls_per_turn: int = 8
     max_done_rejections: int = 3
     """Done proposals the verifier may turn down before the mission ends on the last verdict."""

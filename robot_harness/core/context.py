@@ -30,12 +30,16 @@ def compile_planner_context(
     last_results: Sequence[ToolResult],
     byte_cap: int,
     snapshot_byte_cap: int,
+    progress: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """C1. ``progress`` is the planner's view of the task state (core/views.py):
+    the contract frontier, committed obligations and recent failures."""
     ctx: dict[str, Any] = {
         "goal": goal,
         "turn_index": turn_index,
         "snapshot_id": snapshot.snapshot_id,
         "world": project_for_model(snapshot, byte_cap=snapshot_byte_cap),
+        **({"progress": progress} if progress else {}),
         "places": list(places),
         "runtime_events": [e.model_dump(exclude={"kind"}) for e in runtime_events],
         "last_tool_results": [r.to_model_message() for r in last_results],
@@ -44,7 +48,11 @@ def compile_planner_context(
             "runtime_events. You propose 'done'; the harness verifies it."
         ),
     }
-    # Trim oldest-first until it fits; the goal and the world stay.
+    # Trim oldest-first until it fits; the goal, the world and the frontier stay.
+    failures = (ctx.get("progress") or {}).get("recent_failures")
+    while context_size(ctx) > byte_cap and failures:
+        failures.pop(0)
+        ctx["truncated"] = True
     while context_size(ctx) > byte_cap and (ctx["last_tool_results"] or ctx["runtime_events"] or ctx["places"]):
         for key in ("last_tool_results", "runtime_events", "places"):
             if ctx[key]:

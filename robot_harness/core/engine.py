@@ -62,10 +62,13 @@ from .records import (
 from .skills import PROPOSE_DONE, NavigateToArgs, Skill, SkillRegistry, ToolEnv, resolve_target
 from .authority import InProcessVerifier, default_contract_compiler
 from .verifier import PoseSample, VerifyRequest
+from .views import ContextItem, Provenance, Role, ViewBudget, build_view
 
-__all__ = ["MissionOutcome", "MissionRunner", "MAX_GOAL_CHARS"]
+__all__ = ["MissionOutcome", "MissionRunner", "MAX_GOAL_CHARS", "MALFORMED_ARGUMENTS"]
 
 MAX_GOAL_CHARS = 2000
+MALFORMED_ARGUMENTS = "__malformed_arguments__"
+"""The key a planner adapter puts the raw text under when a model's tool arguments are not a JSON object."""
 _RECEIPT_STATUS = {
     ToolResultStatus.OK: ReceiptStatus.SUCCEEDED,
     ToolResultStatus.ERROR: ReceiptStatus.FAILED,
@@ -73,6 +76,9 @@ _RECEIPT_STATUS = {
     ToolResultStatus.PRECONDITION_CHANGED: ReceiptStatus.REJECTED,
     ToolResultStatus.SKIPPED: ReceiptStatus.REJECTED,
 }
+_VERIFIER_BUDGET = ViewBudget(max_items=4096, max_bytes=8 * 1024 * 1024)
+"""The verifier sees every receipt; its bound only stops a runaway mission."""
+_PLANNER_PROGRESS_BUDGET = ViewBudget(max_items=32, max_bytes=1500)
 _STATE_EVENTS = (EventType.CONTRACT_FROZEN, EventType.RECEIPT_RECORDED, EventType.VERDICT_RECORDED,
                  EventType.COMMIT_RECORDED, EventType.FACT_RECORDED)
 _TERMINAL_STATUS = {
@@ -98,6 +104,8 @@ class MissionOutcome(BaseModel):
     """The verifier's last verdict on a done proposal (None when none was proposed)."""
     bag: dict[str, Any] = {}
     """The evidence bag's summary (path, messages, dropped); empty when not recorded."""
+    model_usage: dict[str, Any] = {}
+    """Planner turns, LLM calls, tokens and LLM latency of the mission."""
 
 
 class _Stop(Exception):
@@ -169,6 +177,8 @@ class MissionRunner:
         self._fact_heads: dict[str, str] = {}
         self._snapshot_refs: dict[str, EvidenceRef] = {}
         self._bag: dict[str, Any] = {}
+        self._usage: dict[str, Any] = _new_usage()
+        self._proposals: list[str] = []
 
     # -- public ---------------------------------------------------------------
 
@@ -196,6 +206,8 @@ class MissionRunner:
         self._goal, self._contract, self._state_version = goal, None, 0
         self._trajectory, self._last_verdict, self._done_rejections, self._verdict_evidence = [], None, 0, []
         self._call_started, self._fact_heads, self._snapshot_refs, self._bag = {}, {}, {}, {}
+        self._usage = _new_usage()
+        self._proposals = []
         self._stop_requested = None
         self._deadline = self.clock.monotonic() + self.config.limits.mission_timeout_s
         self._start_recorder()  # first, so the bag holds the whole journal of the mission
@@ -230,6 +242,7 @@ class MissionRunner:
                 "status": status.value, "summary": summary, "evidence_seqs": list(self._evidence),
                 "evidence_ids": self._evidence_ids(), "bag": bag,
                 "verdict_id": self._last_verdict.verdict_id if self._last_verdict else "",
+                "model_usage": dict(self._usage),
             })
             self._evidence.append(ev.seq)
         except JournalWriteError as exc:
@@ -243,13 +256,14 @@ class MissionRunner:
         limits = self.config.limits
         pending: list[RuntimeEvent] = []
         last_results: list[ToolResult] = []
-        silent = 0
+        silent = text_only = 0
         for turn_index in range(limits.max_turns):
             self._check_budget()
             self._update("planning")
             snap, snap_draft = self._capture("before_model_turn", defer=True)
             turn_id = self.ids.new("turn")
             ctx = compile_planner_context(
+                progress=self._planner_progress(snap),
                 goal=goal,
                 turn_index=turn_index,
                 snapshot=snap,
@@ -270,6 +284,7 @@ class MissionRunner:
             ])
             pending = []
             response, planner_error = self._ask_planner(turn_id, turn_index, ctx)
+            self._count_model_io(response)
             # The response and every tool call in it are recorded in one commit, before any call runs.
             self._append_many([
                 self._draft(EventType.MODEL_RESPONSE_RECORDED, model_turn_id=turn_id, snapshot_id=snap.snapshot_id, payload={
@@ -280,6 +295,16 @@ class MissionRunner:
                               payload={"name": call.name, "arguments": call.arguments, "index": index})
                   for index, call in enumerate(response.tool_calls)),
             ])
+            if response.text_only and planner_error is None:
+                # Prose is not action: one recorded error, a new turn, within budget.
+                text_only += 1
+                if text_only > limits.max_text_only_turns:
+                    return self._give_up(f"{text_only} text-only model answers (budget {limits.max_text_only_turns})")
+                pending.append(RuntimeEvent(type="text_only_response", state="error", detail={
+                    "code": "no_tool_call",
+                    "reason": "the last answer was text only; act through the tools, or call propose_done",
+                }))
+                continue
             if response.silent:
                 silent += 1
                 if silent >= limits.max_silent_turns:
@@ -303,6 +328,16 @@ class MissionRunner:
                     pending.append(event)
         return self._give_up(f"turn budget of {limits.max_turns} exhausted without a verified done")
 
+    def _count_model_io(self, response: ModelResponse) -> None:
+        self._usage["planner_turns"] += 1
+        call = response.meta.get("llm_call") if isinstance(response.meta, dict) else None
+        if isinstance(call, dict):
+            self._usage["llm_calls"] += 1
+            usage = call.get("usage") or {}
+            for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+                self._usage[key] += int(usage.get(key) or 0)
+            self._usage["llm_latency_ms"] += float(call.get("latency_ms") or 0.0)
+
     def _ask_planner(self, turn_id: str, turn_index: int, ctx: dict[str, Any]) -> tuple[ModelResponse, str | None]:
         request = PlannerRequest(
             mission_id=self._mission_id, model_turn_id=turn_id, turn_index=turn_index,
@@ -311,7 +346,9 @@ class MissionRunner:
         try:
             return self.planner.next_turn(request), None
         except HarnessError as exc:
-            return ModelResponse(), f"{exc.code}: {exc.message}"
+            # A failed model call is still journaled with whatever I/O it had.
+            meta = exc.details.get("meta") if isinstance(exc.details.get("meta"), dict) else {}
+            return ModelResponse(meta=meta), f"{exc.code}: {exc.message}"
 
     # -- tool calls -----------------------------------------------------------
 
@@ -378,6 +415,10 @@ class MissionRunner:
     def _run_one(
         self, turn_id: str, decision: WorldSnapshot, call: ToolCall, *, physical_done: bool
     ) -> tuple[ToolResult, ManagedAction | None]:
+        if MALFORMED_ARGUMENTS in call.arguments:
+            return self._error(call, "malformed_arguments",
+                               f"{call.name}: the arguments are not a JSON object; nothing was run",
+                               {"raw": str(call.arguments[MALFORMED_ARGUMENTS])[:500]}), None
         try:
             skill = self.skills.get(call.name)
             args = skill.validate(call.arguments)
@@ -717,6 +758,54 @@ class MissionRunner:
             facts.append(fact)
         return facts
 
+    def _context_pool(self, state: TaskState, snapshot: WorldSnapshot | None) -> list[ContextItem]:
+        """Every piece of mission state as a versioned, provenance-tagged item (see core/views.py)."""
+        now = self.clock.now()
+        items = [ContextItem(item_id="goal", key="goal", kind="goal", provenance=Provenance.USER,
+                             value={"goal": self._goal}, priority=100)]
+        committed = set(state.committed)
+        if state.contract is not None:
+            for o in state.contract.obligations:
+                items.append(ContextItem(
+                    item_id=f"obligation:{o.id}", key=f"obligation:{o.id}", kind="obligation",
+                    provenance=Provenance.CONTRACT, scope=o.id, priority=90,
+                    value={"id": o.id, "kind": o.kind.value, "description": o.description,
+                           "committed": o.id in committed, "depends_on": list(o.depends_on)}))
+        for f in state.facts:
+            prov = Provenance.COMMITTED if f.status is FactStatus.COMMITTED else Provenance.OBSERVATION
+            items.append(ContextItem(item_id=f.fact_id, key=f.key, kind="fact", provenance=prov, value=dict(f.value),
+                                     source=f.provenance[0] if f.provenance else "", observed_at=f.observed_at,
+                                     supersedes=f.supersedes, priority=70 if prov is Provenance.COMMITTED else 40))
+        for r in state.receipts:
+            items.append(ContextItem(item_id=r.receipt_id, key=f"receipt:{r.invocation_id}", kind="receipt",
+                                     provenance=Provenance.RECEIPT, value={"receipt": r.model_dump(mode="json")},
+                                     source=r.skill, observed_at=r.ended_at, priority=60))
+            if r.status is not ReceiptStatus.SUCCEEDED:
+                items.append(ContextItem(item_id=f"failure:{r.receipt_id}", key=f"failure:{r.invocation_id}",
+                                         kind="failure", provenance=Provenance.HARNESS, observed_at=r.ended_at,
+                                         value={"skill": r.skill, "status": r.status.value,
+                                                "arguments": r.request.get("arguments", {})}, priority=55))
+        if snapshot is not None and snapshot.pose is not None:
+            items.append(ContextItem(item_id=f"pose:{snapshot.snapshot_id}", key="robot.pose", kind="observation",
+                                     provenance=Provenance.OBSERVATION, source="snapshot", value=snapshot.pose.model_dump(),
+                                     observed_at=snapshot.pose_meta.source_stamp, max_age_s=snapshot.pose_meta.max_age_s))
+        for text in self._proposals:
+            items.append(ContextItem(item_id=f"proposal:{len(items)}", key="proposal", kind="proposal",
+                                     provenance=Provenance.PLANNER, value={"text": text}, observed_at=now, priority=10))
+        return items
+
+    def _planner_progress(self, snapshot: WorldSnapshot) -> dict[str, Any]:
+        """C1's share of the task state: what is left (the frontier), what is committed, what failed."""
+        view = build_view(self._context_pool(self._task_state(), snapshot), role=Role.PLANNER,
+                          now=self.clock.now(), budget=_PLANNER_PROGRESS_BUDGET)
+        obligations = [i.value for i in view.of_kind("obligation")]
+        return {
+            "frontier": [{k: o[k] for k in ("id", "kind", "description", "depends_on")} for o in obligations
+                         if not o["committed"]],
+            "committed": [o["id"] for o in obligations if o["committed"]],
+            "recent_failures": [i.value for i in view.of_kind("failure")][-3:],
+        }
+
     def _task_state(self) -> TaskState:
         """The task state, derived from this mission's journal (the source of truth)."""
         return TaskState.from_events(self.journal.events(mission_id=self._mission_id, types=_STATE_EVENTS))
@@ -728,10 +817,16 @@ class MissionRunner:
         """
         self._update("verifying_goal")
         self._append(EventType.DONE_PROPOSED, model_turn_id=turn_id, tool_call_id=invocation_id, payload={"text": text})
+        self._proposals.append(text)
         state = self._task_state()
+        # C3: the verifier's view of the same state. Its role policy admits no
+        # item of planner provenance, so the proposal text above cannot reach it.
+        view = build_view(self._context_pool(state, None), role=Role.VERIFIER, now=self.clock.now(),
+                          budget=_VERIFIER_BUDGET)
+        receipts = tuple(Receipt.model_validate(i.value["receipt"]) for i in view.of_kind("receipt"))
         request = VerifyRequest(
-            mission_id=self._mission_id, goal=self._goal, contract=state.contract, receipts=state.receipts,
-            state_version=state.state_version, plan_node_id=turn_id, invocation_id=invocation_id,
+            mission_id=self._mission_id, goal=view.of_kind("goal")[0].value["goal"], contract=state.contract,
+            receipts=receipts, state_version=state.state_version, plan_node_id=turn_id, invocation_id=invocation_id,
             places=dict(self._places), trajectory=tuple(self._trajectory),
         )
         try:
@@ -905,12 +1000,18 @@ class MissionRunner:
             contract=self._contract.model_dump(mode="json") if self._contract else None,
             verdict=self._last_verdict.model_dump(mode="json") if self._last_verdict else None,
             bag=dict(self._bag),
+            model_usage=dict(self._usage),
             tool_calls=tuple(self._calls), actions=tuple(a.view() for a in self._actions),
         )
 
 
 def _fmt_target(p: Pose2D | None) -> str:
     return "?" if p is None else f"({p.x:.2f}, {p.y:.2f}, {p.yaw:.2f})"
+
+
+def _new_usage() -> dict[str, Any]:
+    return {"planner_turns": 0, "llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0,
+            "llm_latency_ms": 0.0}
 
 
 def _describe_steps(verdict: Verdict, *, unsatisfied_only: bool) -> str:

@@ -204,10 +204,18 @@ class ModelResponse(_Frozen):
     tool_calls: tuple[ToolCall, ...] = ()
     done: str | None = None
     text: str = ""
+    meta: dict[str, Any] = Field(default_factory=dict)
+    """Model I/O for the journal (e.g. ``llm_call``: redacted request/response, tokens, latency).
+    Never read by the harness's decisions."""
 
     @property
     def silent(self) -> bool:
         return not self.tool_calls and self.done is None
+
+    @property
+    def text_only(self) -> bool:
+        """The model answered in prose without acting (a silent turn that still said something)."""
+        return self.silent and bool(self.text.strip())
 
 
 class ToolResultStatus(str, enum.Enum):

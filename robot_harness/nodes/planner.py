@@ -1,14 +1,27 @@
 """The planner node: serves one model turn at a time on ``~/plan_turn``.
 
-In this release the backend is scripted/replay (recorded model responses);
-an LLM backend plugs in behind the same service. The planner proposes; it
-never approves — the supervisor decides what a response means.
+Backends (parameter ``backend``):
+
+* ``scripted`` — recorded model responses (``turns_json`` / ``script_file``);
+* ``llm`` — any OpenAI-compatible endpoint through the ``openai`` client
+  (``robot_harness.llm``): ``base_url`` (empty: ``OPENAI_BASE_URL``),
+  ``model``, the key from ``api_key_env`` or ``api_key_file`` (never
+  journaled), timeout, retries with backoff, max tokens, temperature, seed;
+  with ``record_file`` every turn is also appended to a replay file;
+* ``replay`` — a replay file recorded by ``llm``; a request that differs from
+  the recorded one fails loudly (``NondeterminismError``).
+
+The planner proposes; it never approves — the supervisor, the verifier and
+the commit gate decide what a response means. Model I/O (redacted request
+and response, tokens, latency) travels back in the response's ``meta`` for
+the supervisor to journal.
 """
 from __future__ import annotations
 
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -18,9 +31,10 @@ from pydantic import TypeAdapter, ValidationError
 from ..core.errors import HarnessError
 from ..core.planner_script import ScriptedPlanner, ScriptTurn
 from ..core.ports import PlannerRequest
+from ..core.records import ModelResponse
 from ._util import declare_params, run_node
 
-__all__ = ["PlannerNode", "main", "load_turns"]
+__all__ = ["PlannerNode", "main", "load_turns", "make_backend"]
 
 _TURNS = TypeAdapter(list[ScriptTurn])
 
@@ -40,8 +54,14 @@ def load_turns(*, turns_json: str, script_file: str) -> list[ScriptTurn]:
 class PlannerNode(LifecycleNode):
     def __init__(self, **kwargs) -> None:
         super().__init__("planner", **kwargs)
-        self._params = declare_params(self, {"backend": "scripted", "turns_json": "", "script_file": "", "autostart": False})
-        self._backend: ScriptedPlanner | None = None
+        self._params = declare_params(self, {
+            "backend": "scripted", "turns_json": "", "script_file": "",
+            "model": "", "base_url": "", "api_key_env": "OPENAI_API_KEY", "api_key_file": "",
+            "timeout_s": 60.0, "max_retries": 2, "max_tokens": 1024, "temperature": 0.0, "seed": 0,
+            "record_file": "", "replay_file": "",
+            "autostart": False,
+        })
+        self._backend: Any = None
         self._srv = None
         self._active = False
         if self._params["autostart"]:
@@ -52,17 +72,13 @@ class PlannerNode(LifecycleNode):
         from ..srv import PlanTurn
 
         p = {k: self.get_parameter(k).value for k in self._params}
-        if p["backend"] != "scripted":
-            self.get_logger().error(f"planner backend {p['backend']!r} is not available in this build (use 'scripted')")
-            return TransitionCallbackReturn.FAILURE
         try:
-            turns = load_turns(turns_json=p["turns_json"], script_file=p["script_file"])
-        except (OSError, ValidationError, yaml.YAMLError, ValueError) as exc:
-            self.get_logger().error(f"cannot load the planner script: {exc}")
+            self._backend, description = make_backend(p)
+        except (OSError, ValidationError, yaml.YAMLError, ValueError, HarnessError) as exc:
+            self.get_logger().error(f"planner backend {p['backend']!r}: {exc}")
             return TransitionCallbackReturn.FAILURE
-        self._backend = ScriptedPlanner(turns)
         self._srv = self.create_service(PlanTurn, "~/plan_turn", self._on_plan_turn, callback_group=ReentrantCallbackGroup())
-        self.get_logger().info(f"scripted planner with {len(turns)} turn(s)")
+        self.get_logger().info(description)
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -95,15 +111,57 @@ class PlannerNode(LifecycleNode):
                                                                "parameters": json.loads(t.parameters_json_schema or "{}")}}
                             for t in request.tools),
             )
-            delay = self._backend.delay_for(request.turn_index)
-            if delay:
-                time.sleep(delay)  # simulated model latency
-            out = self._backend.next_turn(req)
-        except (HarnessError, ValueError) as exc:
+            if isinstance(self._backend, ScriptedPlanner):
+                delay = self._backend.delay_for(request.turn_index)
+                if delay:
+                    time.sleep(delay)  # simulated model latency
+                out = self._backend.next_turn(req)
+            else:
+                out, call = self._backend.turn(req)
+                if call is not None:
+                    out = out.model_copy(update={"meta": {**out.meta, "llm_call": call.model_dump(mode="json")}})
+        except HarnessError as exc:
+            response.ok, response.error = False, f"{exc.code}: {exc.message}"
+            call = getattr(exc, "call", None)
+            if call is not None:  # the failed call's I/O is journaled too
+                response.response_json = ModelResponse(meta={"llm_call": call.model_dump(mode="json")}).model_dump_json()
+            return response
+        except ValueError as exc:
             response.ok, response.error = False, str(exc)
             return response
         response.ok, response.response_json = True, out.model_dump_json()
         return response
+
+
+def make_backend(p: dict[str, Any]) -> tuple[Any, str]:
+    """The backend for the node's parameters, and a line describing it (no secrets)."""
+    backend = p["backend"]
+    if backend == "scripted":
+        turns = load_turns(turns_json=p["turns_json"], script_file=p["script_file"])
+        return ScriptedPlanner(turns), f"scripted planner with {len(turns)} turn(s)"
+    if backend == "replay":
+        from ..llm.planner import ReplayPlanner
+
+        if not p["replay_file"]:
+            raise ValueError("backend 'replay' needs replay_file")
+        return ReplayPlanner(Path(p["replay_file"])), f"replaying model responses from {p['replay_file']}"
+    if backend == "llm":
+        from ..llm.client import ChatClient, LLMConfig
+        from ..llm.planner import OpenAIPlanner, RecordingPlanner
+
+        config = LLMConfig(
+            base_url=p["base_url"], model=p["model"], api_key_env=p["api_key_env"], api_key_file=p["api_key_file"],
+            timeout_s=float(p["timeout_s"]), max_retries=int(p["max_retries"]), max_tokens=int(p["max_tokens"]),
+            temperature=float(p["temperature"]), seed=int(p["seed"]) if int(p["seed"]) >= 0 else None,
+        )
+        client = ChatClient(config)
+        planner: Any = OpenAIPlanner(client)
+        what = f"LLM planner: model {client.model} at {client.endpoint}"
+        if p["record_file"]:
+            planner = RecordingPlanner(planner, Path(p["record_file"]))
+            what += f"; recording to {p['record_file']}"
+        return planner, what
+    raise ValueError(f"unknown planner backend {backend!r} (scripted | llm | replay)")
 
 
 def main(argv: list[str] | None = None) -> int:

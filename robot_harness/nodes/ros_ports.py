@@ -99,7 +99,13 @@ class RosPlannerPort:
                                      turn_index=request.turn_index, context_json=json.dumps(request.context), tools=tools)
         resp = wait_future(self._client.call_async(req), self._timeout_s, "planner turn")
         if not resp.ok:
-            raise ToolExecutionError(f"planner error: {resp.error}")
+            meta: dict[str, Any] = {}
+            if resp.response_json:
+                try:
+                    meta = ModelResponse.model_validate_json(resp.response_json).meta
+                except ValueError:
+                    meta = {}
+            raise ToolExecutionError(f"planner error: {resp.error}", meta=meta)
         return ModelResponse.model_validate_json(resp.response_json)
 
     def destroy(self, node: Node) -> None:

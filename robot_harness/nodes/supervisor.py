@@ -62,7 +62,7 @@ class SupervisorNode(LifecycleNode):
             "message_topic": "/robot_harness/messages",
             "mission_action": "/robot_harness/mission",
             "salient_snapshot_topic": "/snapshot_aggregator/snapshot",
-            "planner_timeout_s": 60.0,
+            "planner_timeout_s": 240.0,
             "journal_busy_timeout_ms": 2000,
             "bag_dir": "",
             "bag_max_bytes": 512 * 1024 * 1024,

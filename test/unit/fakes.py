@@ -138,4 +138,4 @@ class ScriptPlanner:
             raise t
         calls = tuple(ToolCall(id=c.get("id", f"c{request.turn_index}-{i}"), name=c["name"], arguments=c.get("arguments", {}))
                       for i, c in enumerate(t.get("tool_calls", [])))
-        return ModelResponse(tool_calls=calls, done=t.get("done"))
+        return ModelResponse(tool_calls=calls, done=t.get("done"), text=t.get("text", ""))

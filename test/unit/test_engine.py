@@ -281,3 +281,34 @@ def test_losing_the_snapshot_source_before_verification_is_never_success():
     assert out.actions[0].state is not ActionStatus.SUCCEEDED
     assert journal.events(types=[EventType.ROBOT_ACTION_OUTCOME]) == []
     assert robot.cancels == ["goal1"], "an unjudged action is asked to stop"
+
+
+def test_a_text_only_answer_gets_one_error_and_a_new_turn_within_budget():
+    runner, robot, journal, planner = make([{"text": "I will now drive to the office."}, GO_OFFICE, {"done": "there"}])
+    out = runner.run("go to the office")
+    assert out.status is MissionStatus.SUCCEEDED, out.summary
+    second = planner.requests[1].context["runtime_events"]
+    assert [e["type"] for e in second] == ["text_only_response"]
+    assert second[0]["detail"]["code"] == "no_tool_call"
+
+
+def test_text_only_answers_past_the_budget_end_the_mission_without_motion():
+    chatter = {"text": "Everything is fine, I am basically there."}
+    runner, robot, journal, planner = make([chatter] * 5)
+    out = runner.run("go to the office")
+    assert out.status is MissionStatus.UNKNOWN
+    assert "text-only" in out.summary
+    assert len(planner.requests) == 3  # the budget is 2 re-asks
+    assert robot.goals == []
+
+
+def test_malformed_tool_arguments_are_one_standard_error_and_nothing_moves():
+    bad = {"tool_calls": [{"name": "navigate_to", "arguments": {"__malformed_arguments__": "{place: office"}}]}
+    runner, robot, journal, planner = make([bad, GO_OFFICE, {"done": "there"}])
+    out = runner.run("go to the office")
+    first = results(journal)[0]
+    assert first["status"] == "error" and first["error"]["code"] == "malformed_arguments"
+    assert first["error"]["raw"] == "{place: office"
+    assert len(robot.goals) == 1  # only the well-formed call of the next turn moved the robot
+    assert out.status is MissionStatus.SUCCEEDED, out.summary
+    assert_one_result_per_call(journal)
