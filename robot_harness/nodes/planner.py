@@ -156,7 +156,7 @@ def make_backend(p: dict[str, Any]) -> tuple[Any, str]:
         )
         client = ChatClient(config)
         planner: Any = OpenAIPlanner(client)
-        what = f"LLM planner: model {client.model} at {client.endpoint}"
+        what = f"LLM planner: model {client.config.model} at {client.endpoint}"
         if p["record_file"]:
             planner = RecordingPlanner(planner, Path(p["record_file"]))
             what += f"; recording to {p['record_file']}"

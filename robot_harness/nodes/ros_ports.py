@@ -25,7 +25,7 @@ from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
 from ..core.clock import Clock, IdGenerator
-from ..core.errors import BackendUnavailable, ToolExecutionError
+from ..core.errors import BackendUnavailable, HarnessTimeout, ToolExecutionError
 from ..core.ports import BackendEvent, GoalAck, PlannerRequest
 from ..core.records import ArtifactRef, ModelResponse, Pose2D, WorldSnapshot
 from . import conversions as cv
@@ -49,6 +49,24 @@ GOAL_STATUS_NAMES = {
 }
 
 
+def _call_idempotent(client: Any, request: Any, timeout_s: float, what: str, *, attempts: int = 2) -> Any:
+    """Call a read-only service, asking again once if no answer came.
+
+    ``wait_for_service`` returns as soon as the request path is matched; the
+    server's response writer can still be discovering this client's reader,
+    and a response sent before that match is lost (seen here: the first
+    capture of a fresh client unanswered for 2 s, about 1 run in 20). Asking
+    again is safe only because these calls change nothing.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return wait_future(client.call_async(request), timeout_s, what)
+        except HarnessTimeout:
+            if attempt == attempts:
+                raise
+    raise AssertionError("unreachable")
+
+
 class RosSnapshotPort:
     """Captures snapshots through the aggregator's ``capture`` service."""
 
@@ -64,7 +82,7 @@ class RosSnapshotPort:
         if not self._client.wait_for_service(timeout_sec=self._timeout_s):
             raise BackendUnavailable(f"snapshot service {self._service} is not available", service=self._service)
         req = self._srv_type.Request(mission_id=mission_id, reason=reason)
-        resp = wait_future(self._client.call_async(req), self._timeout_s, f"snapshot capture ({self._service})")
+        resp = _call_idempotent(self._client, req, self._timeout_s, f"snapshot capture ({self._service})")
         if not resp.ok:
             raise BackendUnavailable(f"snapshot capture refused: {resp.error}", service=self._service)
         return cv.msg_to_snapshot(resp.snapshot)
@@ -134,7 +152,7 @@ class RosVerifierPort:
         if not self._client.wait_for_service(timeout_sec=min(5.0, self._timeout_s)):
             raise BackendUnavailable(f"verifier service {self._service} is not available", service=self._service)
         req = self._srv_type.Request(request_json=request.model_dump_json())
-        resp = wait_future(self._client.call_async(req), self._timeout_s, f"verification ({self._service})")
+        resp = _call_idempotent(self._client, req, self._timeout_s, f"verification ({self._service})")
         if not resp.ok:
             raise BackendUnavailable(f"verifier refused: {resp.error}", service=self._service)
         return Verdict.model_validate_json(resp.verdict_json), WorldSnapshot.model_validate_json(resp.snapshot_json)

@@ -1,0 +1,78 @@
+"""The LLM backends: a chat client for OpenAI-compatible endpoints and the planner over it.
+
+ROS-free, like the core. ``openai`` is imported only when a ``ChatClient`` is
+built, so recordings can be replayed without it.
+"""
+from __future__ import annotations
+
+from .client import (
+    DEFAULT_BASE_URL,
+    LOCAL_PLACEHOLDER_KEY,
+    ChatClient,
+    ChatCompleteFn,
+    ChatResult,
+    LLMBadResponse,
+    LLMCall,
+    LLMConfig,
+    LLMConfigError,
+    LLMError,
+    LLMRateLimited,
+    LLMRequestRejected,
+    LLMUnavailable,
+    chat_complete_fn,
+    endpoint_of,
+    redact_model_io,
+)
+from .planner import (
+    MALFORMED_ARGUMENTS_KEY,
+    MAX_MALFORMED_ARGUMENT_CHARS,
+    PLANNER_PROMPT_VERSION,
+    PLANNER_SYSTEM_PROMPT,
+    TRUNCATED_REPLY_MARKER,
+    VOLATILE_CONTEXT_KEYS,
+    OpenAIPlanner,
+    RecordedTurn,
+    RecordingPlanner,
+    ReplayFileError,
+    ReplayPlanner,
+    TurnPlanner,
+    canonical_context,
+    parse_reply,
+    planner_messages,
+    request_digest,
+)
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "LOCAL_PLACEHOLDER_KEY",
+    "ChatClient",
+    "ChatCompleteFn",
+    "ChatResult",
+    "LLMBadResponse",
+    "LLMCall",
+    "LLMConfig",
+    "LLMConfigError",
+    "LLMError",
+    "LLMRateLimited",
+    "LLMRequestRejected",
+    "LLMUnavailable",
+    "chat_complete_fn",
+    "endpoint_of",
+    "redact_model_io",
+    "MALFORMED_ARGUMENTS_KEY",
+    "MAX_MALFORMED_ARGUMENT_CHARS",
+    "PLANNER_PROMPT_VERSION",
+    "PLANNER_SYSTEM_PROMPT",
+    "TRUNCATED_REPLY_MARKER",
+    "VOLATILE_CONTEXT_KEYS",
+    "OpenAIPlanner",
+    "RecordedTurn",
+    "RecordingPlanner",
+    "ReplayFileError",
+    "ReplayPlanner",
+    "TurnPlanner",
+    "canonical_context",
+    "parse_reply",
+    "planner_messages",
+    "request_digest",
+]
