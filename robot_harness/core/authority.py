@@ -42,6 +42,16 @@ def default_contract_compiler(config: HarnessConfig) -> ContractCompiler:
     """Scenario-provided obligations when the config carries them, else the template compiler."""
     if config.contract.obligations or config.contract.compiler == "scenario":
         return ScenarioContractCompiler(config.contract.obligations)
+    if config.contract.compiler == "llm":
+        # Imported here: the core stays free of the openai client unless asked for.
+        from ..llm.client import ChatClient, LLMConfig, chat_complete_fn
+        from .contracts import LLMContractCompiler
+
+        return LLMContractCompiler(complete=chat_complete_fn(ChatClient(LLMConfig(**config.contract.llm))))
+    if config.contract.compiler != "template":
+        from .errors import UsageError
+
+        raise UsageError(f"unknown contract compiler {config.contract.compiler!r} (template | scenario | llm)")
     path = _templates_path(config)
     if path is None:
         return TemplateContractCompiler()

@@ -81,6 +81,9 @@ class ContractConfig(_Cfg):
     """YAML templates for the template compiler; empty: the packaged config/contract_templates.yaml defaults."""
     obligations: list[dict[str, Any]] = Field(default_factory=list)
     """A scenario-provided contract (obligation dicts); non-empty implies the scenario compiler."""
+    llm: dict[str, Any] = Field(default_factory=dict)
+    """For ``compiler: llm``: the LLM client settings (robot_harness.llm.LLMConfig keys: base_url, model,
+    api_key_env, ...). The compiler runs in its own clean context: the goal and the places, nothing else."""
     require_coverage: bool = True
     """Refuse to plan (WAITING_USER) when the coverage review finds parts of the goal no obligation covers."""
 

@@ -71,7 +71,7 @@ class ScriptedPlanner:
         self.calls += 1
         i = request.turn_index
         if i >= len(self._turns):
-            return ModelResponse(text="(script exhausted: silent model)")
+            return ModelResponse(meta={"note": "script exhausted: a silent model"})  # silent, not text-only
         turn = self._turns[i]
         if turn.expect_turn_index is not None and turn.expect_turn_index != i:
             raise NondeterminismError(

@@ -80,6 +80,8 @@ MIN_EXECUTOR_THREADS = 4
 """Two goals overlapping during a preemption plus a goal/cancel/service request."""
 
 TICK_RATE_HZ = 50.0
+"""The lowest tick rate; the tick runs faster when a stream must (up to MAX_TICK_RATE_HZ)."""
+MAX_TICK_RATE_HZ = 1000.0
 GROUND_TRUTH_RATE_HZ = 10.0
 BATTERY_RATE_HZ = 1.0
 FEEDBACK_PERIOD_S = 0.1
@@ -454,6 +456,8 @@ class SimRobot:
         ]
         if cfg.camera_rate_hz > 0:
             self._streams.append(_Stream(1.0 / cfg.camera_rate_hz, self._publish_camera))
+        # A stream cannot publish faster than the tick: tick at least as fast as the fastest one.
+        self.tick_rate_hz = min(MAX_TICK_RATE_HZ, max(TICK_RATE_HZ, cfg.pose_rate_hz, cfg.odom_rate_hz))
 
     @contextmanager
     def shutdown_tolerant(self) -> Iterator[None]:
@@ -479,8 +483,8 @@ class SimRobot:
             self._publish_event(event)
 
     def _tick_loop(self) -> None:
-        """Tick at TICK_RATE_HZ on a fixed schedule until stopped (every wait bounded by one period)."""
-        period = 1.0 / TICK_RATE_HZ
+        """Tick at ``tick_rate_hz`` on a fixed schedule until stopped (every wait bounded by one period)."""
+        period = 1.0 / self.tick_rate_hz
         next_at = time.monotonic() + period
         while not self._stop.wait(max(0.0, next_at - time.monotonic())):
             if not self._context.ok():

@@ -427,3 +427,38 @@ def test_llm_package_is_ros_free():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          cwd=Path(__file__).resolve().parents[2], check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_mission_configured_with_the_llm_contract_compiler_freezes_the_models_contract(monkeypatch):
+    """contract.compiler: llm wires LLMContractCompiler to this client inside the real engine."""
+    from robot_harness.core.clock import IdGenerator, ManualClock
+    from robot_harness.core.config import HarnessConfig
+    from robot_harness.core.engine import MissionRunner
+    from robot_harness.core.journal import MemoryJournal
+    from robot_harness.core.records import EventType, MissionStatus
+    from robot_harness.core.skills import default_skills
+    from test.unit.fakes import FakeRobot, ScriptPlanner
+
+    obligations = [{"id": "o1", "kind": "at_place", "description": "The robot is at the office.",
+                    "params": {"place": "office", "final": True}, "evidence": ["navigation_receipt", "pose_observation"],
+                    "source": "Go to the office"}]
+    with FakeOpenAI([{"content": json.dumps({"obligations": obligations})}]) as fake:
+        monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+        clock, ids = ManualClock(), IdGenerator(seed=3)
+        robot = FakeRobot(clock=clock)
+        config = HarnessConfig(places={"dock": {"x": 0.0, "y": 0.0}, "office": {"x": 3.0, "y": 1.0, "yaw": 1.57}},
+                               contract={"compiler": "llm", "llm": {"base_url": fake.base_url, "model": "fake-model"}})
+        journal = MemoryJournal(clock=clock, ids=ids)
+        journal.setup()
+        runner = MissionRunner(config=config, journal=journal, clock=clock, ids=ids,
+                               skills=default_skills(config.navigation), snapshots=robot, navigation=robot,
+                               robot_io=robot, planner=ScriptPlanner([
+                                   {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "office"}}]},
+                                   {"done": "there"}]))
+        out = runner.run("Go to the office.")
+    assert out.status is MissionStatus.SUCCEEDED, out.summary
+    (frozen,) = [e for e in journal.events() if e.type is EventType.CONTRACT_FROZEN]
+    assert frozen.payload["contract"]["compiler"] == "llm"
+    assert frozen.payload["contract"]["coverage"]["reviewer"] == "rule"  # an independent second pass
+    (sent,) = fake.requests
+    assert "tools" not in sent and "Go to the office." in json.dumps(sent)

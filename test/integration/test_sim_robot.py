@@ -332,3 +332,16 @@ def test_executable_exits_with_code_3_when_die_fires() -> None:
     )
     assert proc.returncode == 3, proc.stderr[-2000:]
     assert "die fault fired" in proc.stderr + proc.stdout
+
+
+def test_a_stream_faster_than_the_base_tick_is_not_capped_by_it(make_rig: Callable[..., Rig]) -> None:
+    # The tick was a fixed 50 Hz, so a 200 Hz pose stream published at 50 Hz.
+    rig = make_rig(fast(pose_rate_hz=200.0))
+    assert rig.robot.tick_rate_hz == 200.0
+    poses = rig.collect(PoseWithCovarianceStamped, "/amcl_pose", 200)
+    wait_until(lambda: len(poses) >= 1, 5.0, "first /amcl_pose")
+    time.sleep(0.5)
+    start = len(poses)
+    time.sleep(1.0)
+    n = len(poses) - start
+    assert n >= 100, f"{n} poses in 1 s at 200 Hz: the stream is capped below its rate"
