@@ -55,6 +55,13 @@ def generate_launch_description():
         ),
         Node(
             package="robot_harness",
+            executable="recovery",
+            name="recovery",
+            output="screen",
+            parameters=[os.path.join(config, "recovery.yaml"), {"autostart": True}],
+        ),
+        Node(
+            package="robot_harness",
             executable="supervisor",
             name="supervisor",
             output="screen",

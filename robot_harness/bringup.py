@@ -31,6 +31,7 @@ NODE_SPECS: tuple[NodeSpec, ...] = (
     NodeSpec("snapshot_aggregator", "snapshot_aggregator", "snapshot_aggregator.yaml"),
     NodeSpec("planner", "planner", "planner.yaml"),
     NodeSpec("verifier", "verifier", "verifier.yaml"),
+    NodeSpec("recovery", "recovery", "recovery.yaml"),
     NodeSpec("supervisor", "supervisor", "supervisor.yaml"),
 )
 
@@ -117,6 +118,7 @@ class BringUp:
         from .nodes.planner import PlannerNode
         from .nodes.snapshot_aggregator import SnapshotAggregator
         from .nodes.supervisor import SupervisorNode
+        from .nodes.recovery import RecoveryNode
         from .nodes.verifier import VerifierNode
 
         self.context = rclpy.Context()
@@ -135,7 +137,7 @@ class BringUp:
                     continue
                 params["autostart"] = False  # this bring-up is the lifecycle manager
                 cls = {"snapshot_aggregator": SnapshotAggregator, "planner": PlannerNode, "verifier": VerifierNode,
-                       "supervisor": SupervisorNode}[spec.name]
+                       "recovery": RecoveryNode, "supervisor": SupervisorNode}[spec.name]
                 node = cls(context=self.context, parameter_overrides=_to_parameters(params))
                 self.nodes[spec.name] = node
                 self.executor.add_node(node)
@@ -144,9 +146,9 @@ class BringUp:
             # Lifecycle order: everything configured, the observers active, and
             # the supervisor (which admits missions) last, once the world is
             # observable — a mission admitted earlier would only meet MISSING fields.
-            for name in ("snapshot_aggregator", "planner", "verifier", "supervisor"):
+            for name in ("snapshot_aggregator", "planner", "verifier", "recovery", "supervisor"):
                 self._transition(name, "configure")
-            for name in ("snapshot_aggregator", "planner", "verifier"):
+            for name in ("snapshot_aggregator", "planner", "verifier", "recovery"):
                 self._transition(name, "activate")
             if self.use_sim and wait_ready:
                 self.wait_ready()

@@ -5,7 +5,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Preconditions", "OutcomeTolerance", "NavigationConfig", "LimitsConfig", "ContractConfig", "VerificationConfig", "HarnessConfig",
+__all__ = ["Preconditions", "OutcomeTolerance", "NavigationConfig", "LimitsConfig", "ContractConfig", "VerificationConfig", "RecoveryConfig", "HarnessConfig",
            "load_harness_config", "dotted_overrides", "deep_merge"]
 
 
@@ -88,6 +88,18 @@ class ContractConfig(_Cfg):
     """Refuse to plan (WAITING_USER) when the coverage review finds parts of the goal no obligation covers."""
 
 
+class RecoveryConfig(_Cfg):
+    """How often each recovery rung may be used in one mission (see core/recovery.py)."""
+
+    re_perceive: int = Field(default=2, ge=0)
+    adjust_view: int = Field(default=1, ge=0)
+    local_replan: int = Field(default=3, ge=0)
+    """Replans are bounded; 3 by default."""
+    switch_provider_or_skill: int = Field(default=1, ge=0)
+    alternatives: dict[str, list[str]] = Field(default_factory=dict)
+    """Authorized alternatives per skill (empty: the switch rung is never open)."""
+
+
 class VerificationConfig(_Cfg):
     """The verifier's deterministic predicates."""
 
@@ -107,6 +119,7 @@ class HarnessConfig(_Cfg):
     limits: LimitsConfig = LimitsConfig()
     contract: ContractConfig = ContractConfig()
     verification: VerificationConfig = VerificationConfig()
+    recovery: RecoveryConfig = RecoveryConfig()
     artifacts_dir: str = ""
     """Where capture_image writes artifacts; empty: beside the journal."""
 

@@ -62,6 +62,7 @@ from .records import (
 from .skills import PROPOSE_DONE, NavigateToArgs, Skill, SkillRegistry, ToolEnv, resolve_target
 from .authority import InProcessVerifier, default_contract_compiler
 from .verifier import PoseSample, VerifyRequest
+from .recovery import Failure, FailureKind, RecoveryBudgets, RecoveryDecision, RecoveryPolicy, Rung
 from .views import ContextItem, Provenance, Role, ViewBudget, build_view
 
 __all__ = ["MissionOutcome", "MissionRunner", "MAX_GOAL_CHARS", "MALFORMED_ARGUMENTS"]
@@ -137,6 +138,7 @@ class MissionRunner:
         contract_compiler: ContractCompiler | None = None,
         coverage_reviewer: CoverageReviewer | None = None,
         recorder: EvidenceRecorder | None = None,
+        recovery: Any = None,
     ) -> None:
         self.config = config
         self.journal = journal
@@ -153,6 +155,9 @@ class MissionRunner:
         self.coverage_reviewer = coverage_reviewer or RuleCoverageReviewer()
         self.verifier = verifier or InProcessVerifier(config=config, snapshots=snapshots, ids=ids, clock=clock)
         self.gate = CommitGate(ids=ids, clock=clock)
+        # The recovery node (via a port with the same decide()) or the same policy in-process.
+        self.recovery = recovery or RecoveryPolicy(RecoveryBudgets.from_config(config.recovery),
+                                                   alternatives=config.recovery.alternatives)
         self.recorder = recorder
         self._tool_specs = tuple(skills.tool_specs())
         self._physical_skills = frozenset(sk.name for sk in skills if sk.physical)
@@ -179,6 +184,7 @@ class MissionRunner:
         self._bag: dict[str, Any] = {}
         self._usage: dict[str, Any] = _new_usage()
         self._proposals: list[str] = []
+        self._spent: dict[Rung, int] = {}
 
     # -- public ---------------------------------------------------------------
 
@@ -208,6 +214,7 @@ class MissionRunner:
         self._call_started, self._fact_heads, self._snapshot_refs, self._bag = {}, {}, {}, {}
         self._usage = _new_usage()
         self._proposals = []
+        self._spent = {}
         self._stop_requested = None
         self._deadline = self.clock.monotonic() + self.config.limits.mission_timeout_s
         self._start_recorder()  # first, so the bag holds the whole journal of the mission
@@ -313,8 +320,12 @@ class MissionRunner:
                 continue
             silent = 0
             last_results, action, done_call = self._run_tool_calls(turn_id, snap, response.tool_calls)
-            if action is not None:
-                pending.append(self._supervise(action))
+            outcome_event = self._supervise(action) if action is not None else None
+            if outcome_event is not None:
+                pending.append(outcome_event)
+            failure = self._worst_failure(last_results, outcome_event)
+            if failure is not None:
+                pending.append(self._recover(turn_id, failure))
             proposal: tuple[str, str] | None = None
             if done_call is not None:
                 proposal = (done_call.id, str(done_call.arguments.get("summary", "")))
@@ -857,6 +868,9 @@ class MissionRunner:
         self._done_rejections += 1
         if self._done_rejections >= self.config.limits.max_done_rejections:
             return self._give_up(f"{self._done_rejections} done proposals were not verified"), None
+        self._recover(turn_id, Failure(failure_id=self.ids.new("fail"), failure_kind=FailureKind.DONE_REJECTED,
+                                       reason="the verifier found obligations without evidence",
+                                       tool_call_id=invocation_id, obligation_ids=tuple(verdict.missing)))
         assert self._contract is not None
         missing = [{"obligation": o.id, "description": o.description, "verdict": verdict.step(o.id).verdict.value,
                     "reason": verdict.step(o.id).reason}
@@ -890,6 +904,52 @@ class MissionRunner:
             return (MissionStatus.UNKNOWN, f"verdict committed but the original-goal check failed: {why}"), None
         return (MissionStatus.SUCCEEDED, f"verified by {verdict.verifier or self.verifier.name}: "
                 + _describe_steps(verdict, unsatisfied_only=False)), None
+
+    def _worst_failure(self, results: Sequence[ToolResult], outcome: RuntimeEvent | None) -> Failure | None:
+        """The one failure of this turn that recovery answers (the most severe, if several)."""
+        found: list[tuple[int, Failure]] = []
+
+        def add(rank: int, kind: FailureKind, reason: str, **kw: Any) -> None:
+            found.append((rank, Failure(failure_id=self.ids.new("fail"), failure_kind=kind, reason=reason, **kw)))
+
+        if outcome is not None and outcome.state in (ActionStatus.UNKNOWN.value, ActionStatus.FAILED.value):
+            kind = FailureKind.ACTION_UNKNOWN if outcome.state == ActionStatus.UNKNOWN.value else FailureKind.ACTION_FAILED
+            add(0 if kind is FailureKind.ACTION_UNKNOWN else 1, kind, str(outcome.detail.get("reason", "")),
+                skill=str(outcome.detail.get("skill", "")), tool_call_id=outcome.tool_call_id, action_id=outcome.action_id)
+        for r in results:
+            if r.status is ToolResultStatus.PRECONDITION_CHANGED:
+                add(3, FailureKind.PRECONDITION_CHANGED, "preconditions changed before dispatch", skill=r.name,
+                    tool_call_id=r.tool_call_id)
+            elif r.status is ToolResultStatus.REJECTED and r.name in self._physical_skills and r.action_id:
+                add(2, FailureKind.DISPATCH_REJECTED, str(r.content.get("reason", "")), skill=r.name,
+                    tool_call_id=r.tool_call_id, action_id=r.action_id)
+            elif r.status is ToolResultStatus.REJECTED and r.name in self._physical_skills:
+                add(4, FailureKind.INVALID_MODEL_OUTPUT, str(r.content.get("reason", "")), skill=r.name,
+                    tool_call_id=r.tool_call_id)
+            elif r.status is ToolResultStatus.ERROR:
+                code = (r.error or {}).get("code", "")
+                kind = FailureKind.INVALID_MODEL_OUTPUT if code in _MODEL_ERRORS else FailureKind.TOOL_ERROR
+                add(4, kind, f"{code}: {(r.error or {}).get('message', '')}", skill=r.name, tool_call_id=r.tool_call_id)
+        return min(found, key=lambda x: x[0])[1] if found else None
+
+    def _recover(self, turn_id: str, failure: Failure) -> RuntimeEvent:
+        """Journal the failure and the rung recovery chose; end the mission on a terminal rung."""
+        decision = self.recovery.decide(failure, spent=self._spent)
+        self._spent[decision.rung] = self._spent.get(decision.rung, 0) + 1
+        self._append(EventType.RECOVERY_DECIDED, model_turn_id=turn_id, tool_call_id=failure.tool_call_id,
+                     robot_action_id=failure.action_id, payload={
+                         "failure": failure.model_dump(mode="json"), "decision": decision.model_dump(mode="json")})
+        if decision.rung is Rung.SAFE_STOP:
+            stopped = self._abandon_active()
+            raise _Stop(MissionStatus.UNKNOWN, f"safe stop after {failure.failure_kind.value} ({failure.reason}); "
+                        f"{decision.reason}" + (f"; {stopped} asked to stop" if stopped else ""))
+        if decision.rung is Rung.HUMAN_HANDOFF:
+            raise _Stop(MissionStatus.WAITING_USER, f"handed to an operator after {failure.failure_kind.value} "
+                        f"({failure.reason}); {decision.reason}")
+        return RuntimeEvent(type="recovery", tool_call_id=failure.tool_call_id, action_id=failure.action_id,
+                            state=decision.rung.value, detail={
+                                "failure": failure.failure_kind.value, "reason": failure.reason,
+                                "do": _RUNG_ADVICE[decision.rung], "budgets_left": decision.budgets_left})
 
     def _give_up(self, why: str) -> tuple[MissionStatus, str]:
         """The planner stopped or a budget ran out: the last verdict (if any) decides between FAILED and UNKNOWN."""
@@ -1007,6 +1067,15 @@ class MissionRunner:
 
 def _fmt_target(p: Pose2D | None) -> str:
     return "?" if p is None else f"({p.x:.2f}, {p.y:.2f}, {p.yaw:.2f})"
+
+
+_MODEL_ERRORS = frozenset({"unknown_tool", "invalid_arguments", "malformed_arguments", "duplicate_tool_call_id"})
+_RUNG_ADVICE = {
+    Rung.RE_PERCEIVE: "decide again on the fresh snapshot in this turn",
+    Rung.ADJUST_VIEW: "look at the failure's evidence in runtime_events and last_tool_results before acting",
+    Rung.LOCAL_REPLAN: "re-plan only what is left (progress.frontier); verified steps stay done",
+    Rung.SWITCH: "use an authorized alternative skill",
+}
 
 
 def _new_usage() -> dict[str, Any]:

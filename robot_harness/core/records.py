@@ -324,6 +324,8 @@ class EventType(str, enum.Enum):
     """The commit gate accepted a verdict (the only route to a terminal success)."""
     GATE_REJECTED = "GATE_REJECTED"
     """The commit gate refused a verdict (wrong binding: task, node, invocation or state version)."""
+    RECOVERY_DECIDED = "RECOVERY_DECIDED"
+    """A structured failure and the recovery rung chosen for it (charged to its budget)."""
     FACT_RECORDED = "FACT_RECORDED"
     """A versioned task fact (observed or committed; supersedes, never overwrites)."""
     MISSION_FINISHED = "MISSION_FINISHED"

@@ -36,7 +36,7 @@ try:  # Nav2 on a robot; the test-only stand-in here. Same interface either way.
 except ImportError:  # pragma: no cover - depends on the installation
     NavigateToPose = None  # type: ignore[assignment]
 
-__all__ = ["RosSnapshotPort", "RosPlannerPort", "RosVerifierPort", "Nav2NavigationPort", "RosRobotIO", "GOAL_STATUS_NAMES"]
+__all__ = ["RosSnapshotPort", "RosPlannerPort", "RosVerifierPort", "RosRecoveryPort", "Nav2NavigationPort", "RosRobotIO", "GOAL_STATUS_NAMES"]
 
 GOAL_STATUS_NAMES = {
     GoalStatus.STATUS_UNKNOWN: "unknown",
@@ -156,6 +156,46 @@ class RosVerifierPort:
         if not resp.ok:
             raise BackendUnavailable(f"verifier refused: {resp.error}", service=self._service)
         return Verdict.model_validate_json(resp.verdict_json), WorldSnapshot.model_validate_json(resp.snapshot_json)
+
+    def destroy(self, node: Node) -> None:
+        node.destroy_client(self._client)
+
+
+class RosRecoveryPort:
+    """The recovery node's ``decide`` service as the engine's recovery policy.
+
+    If the node does not answer, the same policy decides in this process (the
+    budgets are the mission's, passed with every call) and the decision says
+    so: a dead recovery node never leaves a failure unanswered.
+    """
+
+    def __init__(self, node: Node, service: str, *, fallback: Any, timeout_s: float = 2.0) -> None:
+        from ..srv import Recover
+
+        self._srv_type = Recover
+        self._client = node.create_client(Recover, service, callback_group=ReentrantCallbackGroup())
+        self._timeout_s = timeout_s
+        self._service = service
+        self._fallback = fallback
+
+    def decide(self, failure: Any, *, spent: Any) -> Any:
+        from ..core.recovery import RecoveryDecision
+
+        body = json.dumps({"failure": failure.model_dump(mode="json"), "spent": {r.value: n for r, n in spent.items()}})
+        why = ""
+        if not self._client.wait_for_service(timeout_sec=min(1.0, self._timeout_s)):
+            why = f"recovery service {self._service} is not available"
+        else:
+            try:
+                resp = _call_idempotent(self._client, self._srv_type.Request(request_json=body), self._timeout_s,
+                                        f"recovery ({self._service})")
+                if resp.ok:
+                    return RecoveryDecision.model_validate_json(resp.decision_json)
+                why = f"recovery refused: {resp.error}"
+            except HarnessTimeout as exc:
+                why = exc.message
+        decision = self._fallback.decide(failure, spent=spent)
+        return decision.model_copy(update={"advice": f"{why}; decided in the supervisor by the same policy"})
 
     def destroy(self, node: Node) -> None:
         node.destroy_client(self._client)

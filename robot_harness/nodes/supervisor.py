@@ -31,7 +31,7 @@ from ..core.skills import default_skills, resolve_target
 from . import conversions as cv
 from ._util import declare_params, run_node, wait_future
 from .executors import BackgroundSpinner
-from .ros_ports import Nav2NavigationPort, RosPlannerPort, RosRobotIO, RosSnapshotPort, RosVerifierPort
+from .ros_ports import Nav2NavigationPort, RosPlannerPort, RosRecoveryPort, RosRobotIO, RosSnapshotPort, RosVerifierPort
 
 __all__ = ["SupervisorNode", "main", "default_journal_path"]
 
@@ -56,6 +56,7 @@ class SupervisorNode(LifecycleNode):
             "planner_service": "/planner/plan_turn",
             "verifier_service": "/verifier/verify",
             "verifier_timeout_s": 15.0,
+            "recovery_service": "/recovery/decide",
             "backend_lifecycle_node": "bt_navigator",
             "camera_topic": "/camera/image_raw",
             "speech_topic": "/speech/say",
@@ -137,6 +138,13 @@ class SupervisorNode(LifecycleNode):
         # robot without the verifier node); the gate is the same either way.
         self._verifier = RosVerifierPort(io_node, p["verifier_service"], timeout_s=float(p["verifier_timeout_s"])) \
             if p["verifier_service"] else None
+        self._recovery_port = None
+        if p["recovery_service"]:
+            from ..core.recovery import RecoveryBudgets, RecoveryPolicy
+
+            fallback = RecoveryPolicy(RecoveryBudgets.from_config(self._config.recovery),
+                                      alternatives=self._config.recovery.alternatives)
+            self._recovery_port = RosRecoveryPort(io_node, p["recovery_service"], fallback=fallback)
         self._recorder = None
         self._recorder_spinner = None
         if p["record_evidence"]:
@@ -214,6 +222,8 @@ class SupervisorNode(LifecycleNode):
         self._planner.destroy(self._spinner.node)
         if self._verifier is not None:
             self._verifier.destroy(self._spinner.node)
+        if self._recovery_port is not None:
+            self._recovery_port.destroy(self._spinner.node)
         if self._recorder_spinner is not None:
             self._recorder_spinner.stop()
             self._recorder_spinner.destroy()
@@ -317,7 +327,7 @@ class SupervisorNode(LifecycleNode):
                     config=config, journal=self._journal, clock=self._wall, ids=self._ids,
                     skills=default_skills(config.navigation), snapshots=self._snapshots, planner=self._planner,
                     navigation=self._nav, robot_io=self._io, on_update=on_update, verifier=self._verifier,
-                    recorder=self._recorder,
+                    recorder=self._recorder, recovery=self._recovery_port,
                 )
                 outcome = self._runner.run(req.goal, mission_id=req.mission_id)
             except UsageError as exc:

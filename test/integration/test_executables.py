@@ -95,6 +95,7 @@ def test_separate_processes_refuse_until_nav2_is_active_then_verify_and_survive_
         "snapshot_aggregator": start("snapshot_aggregator", "autostart:=true", param_file="snapshot_aggregator.yaml"),
         "planner": start("planner", "autostart:=true", f"script_file:={script}", param_file="planner.yaml"),
         "verifier": start("verifier", "autostart:=true", param_file="verifier.yaml"),
+        "recovery": start("recovery", "autostart:=true", param_file="recovery.yaml"),
         "supervisor": start("supervisor", "autostart:=true", f"journal_path:={journal}", f"harness_config_file:={harness}",
                             param_file="supervisor.yaml"),
     }
@@ -115,7 +116,7 @@ def test_separate_processes_refuse_until_nav2_is_active_then_verify_and_survive_
         assert "o1" not in result.summary and "o2" in result.summary, result.summary
         assert any(i.startswith("verdict-") for i in result.evidence_ids), list(result.evidence_ids)
         assert procs["sim_robot"].wait(timeout=10) == 3, "die_mode=exit ends the robot process"
-        for name in ("snapshot_aggregator", "planner", "verifier", "supervisor"):
+        for name in ("snapshot_aggregator", "planner", "verifier", "recovery", "supervisor"):
             assert procs[name].poll() is None, f"{name} must survive the robot's death"
     finally:
         for p in procs.values():
@@ -127,6 +128,6 @@ def test_separate_processes_refuse_until_nav2_is_active_then_verify_and_survive_
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-    for name in ("snapshot_aggregator", "planner", "verifier", "supervisor"):
+    for name in ("snapshot_aggregator", "planner", "verifier", "recovery", "supervisor"):
         out = procs[name].stdout.read() if procs[name].stdout else ""
         assert "Traceback" not in out, f"{name}:\n{out[-3000:]}"

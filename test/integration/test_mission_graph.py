@@ -83,6 +83,19 @@ def test_controller_rejection_is_failed(tmp_path):
     assert report["tool_calls"][0]["result"]["status"] == "rejected"
     assert report["tool_calls"][0]["action_state"] == "FAILED"
     assert report["status"] == "FAILED"
+    # the recovery node decided (a local replan), charged to the mission's budget
+    decisions = [e.payload["decision"] for e in of_type(events, "RECOVERY_DECIDED")]
+    assert decisions[0]["rung"] == "local_replan" and decisions[0]["advice"] == ""
+    assert decisions[0]["budgets_left"]["local_replan"] == 2
+
+
+def test_a_dead_recovery_node_never_leaves_a_failure_unanswered(tmp_path):
+    report, events = run(tmp_path, scenario([GO_SPOT, DONE], faults=[{"kind": "reject", "on_goal": 1}]),
+                         extra_overrides={"supervisor": {"recovery_service": "/nobody/decide"}})
+    decisions = [e.payload["decision"] for e in of_type(events, "RECOVERY_DECIDED")]
+    assert decisions and decisions[0]["rung"] == "local_replan"
+    assert "not available" in decisions[0]["advice"] and "decided in the supervisor" in decisions[0]["advice"]
+    assert report["status"] == "FAILED"
 
 
 def test_early_success_contradicted_by_the_fresh_pose_is_failed(tmp_path):

@@ -1,0 +1,93 @@
+"""The recovery node: decides the response to a structured failure.
+
+It serves ``~/decide`` (robot_harness/srv/Recover) with the core
+``RecoveryPolicy``: a fixed ladder (re-perceive, adjust view, local replan,
+switch provider/skill, safe stop, human handoff) and per-mission budgets from
+its parameters. The supervisor sends the failure and what the mission has
+spent so far, journals the decision and acts on it; the node keeps no state
+between calls, so a restarted recovery node cannot hand out a spent budget
+twice.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+
+from ..core.recovery import Failure, RecoveryBudgets, RecoveryPolicy, Rung
+from ._util import declare_params, run_node
+
+__all__ = ["RecoveryNode", "main"]
+
+
+class RecoveryNode(LifecycleNode):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__("recovery", **kwargs)
+        self._p = declare_params(self, {
+            "re_perceive": 2, "adjust_view": 1, "local_replan": 3, "switch_provider_or_skill": 1,
+            "alternatives_json": "", "autostart": False,
+        })
+        self._policy: RecoveryPolicy | None = None
+        self._srv: Any = None
+        self._active = False
+        if self._p["autostart"]:
+            self.trigger_configure()
+            self.trigger_activate()
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        from ..srv import Recover
+
+        p = {k: self.get_parameter(k).value for k in self._p}
+        try:
+            budgets = RecoveryBudgets(re_perceive=int(p["re_perceive"]), adjust_view=int(p["adjust_view"]),
+                                      local_replan=int(p["local_replan"]),
+                                      switch_provider_or_skill=int(p["switch_provider_or_skill"]))
+            alternatives = json.loads(p["alternatives_json"]) if p["alternatives_json"] else {}
+            if not isinstance(alternatives, dict):
+                raise ValueError("alternatives_json must be a JSON object")
+        except (ValueError, ValidationError) as exc:
+            self.get_logger().error(f"recovery parameters: {exc}")
+            return TransitionCallbackReturn.FAILURE
+        self._policy = RecoveryPolicy(budgets, alternatives=alternatives)
+        self._srv = self.create_service(Recover, "~/decide", self._on_decide)
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = True
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = False
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        if self._srv is not None:
+            self.destroy_service(self._srv)
+            self._srv = None
+        self._policy = None
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        return self.on_cleanup(state)
+
+    def _on_decide(self, request: Any, response: Any) -> Any:
+        if not self._active or self._policy is None:
+            response.ok, response.error = False, "recovery is not active"
+            return response
+        try:
+            body = json.loads(request.request_json)
+            failure = Failure.model_validate(body["failure"])
+            spent = {Rung(k): int(v) for k, v in (body.get("spent") or {}).items()}
+        except (ValueError, KeyError, TypeError, ValidationError) as exc:
+            response.ok, response.error = False, f"malformed recovery request: {exc}"
+            return response
+        response.ok = True
+        response.decision_json = self._policy.decide(failure, spent=spent).model_dump_json()
+        return response
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point for ``ros2 run robot_harness recovery``."""
+    return run_node(RecoveryNode, argv, threads=1)

@@ -1,0 +1,73 @@
+"""Bounded recovery (core/recovery.py) and its use in the engine."""
+from __future__ import annotations
+
+from robot_harness.core.records import EventType, MissionStatus
+from robot_harness.core.recovery import Failure, FailureKind, RecoveryBudgets, RecoveryPolicy, Rung
+
+from .test_engine import GO_OFFICE, make
+
+
+def failure(kind: FailureKind, skill: str = "navigate_to") -> Failure:
+    return Failure(failure_id="f1", failure_kind=kind, reason="test", skill=skill)
+
+
+def test_the_ladder_starts_where_the_failure_kind_says_and_climbs_as_budgets_are_spent() -> None:
+    policy = RecoveryPolicy(RecoveryBudgets(re_perceive=1, adjust_view=1, local_replan=1))
+    spent: dict[Rung, int] = {}
+    rungs = []
+    for _ in range(4):
+        d = policy.decide(failure(FailureKind.ACTION_UNKNOWN), spent=spent)
+        spent[d.rung] = spent.get(d.rung, 0) + 1
+        rungs.append(d.rung)
+    # switch is not open (no alternatives); an action that may still be moving ends in a safe stop
+    assert rungs == [Rung.RE_PERCEIVE, Rung.ADJUST_VIEW, Rung.LOCAL_REPLAN, Rung.SAFE_STOP]
+    last = policy.decide(failure(FailureKind.ACTION_UNKNOWN), spent=spent)
+    assert last.escalated and last.terminal and last.budgets_left["local_replan"] == 0
+
+
+def test_exhausted_budgets_escalate_to_a_human_instead_of_retrying() -> None:
+    policy = RecoveryPolicy(RecoveryBudgets(local_replan=3))
+    spent = {Rung.LOCAL_REPLAN: 3}
+    d = policy.decide(failure(FailureKind.DISPATCH_REJECTED), spent=spent)
+    assert d.rung is Rung.HUMAN_HANDOFF and d.escalated
+
+
+def test_switch_is_open_only_with_an_authorized_alternative() -> None:
+    spent = {Rung.LOCAL_REPLAN: 3}
+    without = RecoveryPolicy().decide(failure(FailureKind.DISPATCH_REJECTED), spent=spent)
+    with_alt = RecoveryPolicy(alternatives={"navigate_to": ["navigate_through_poses"]}).decide(
+        failure(FailureKind.DISPATCH_REJECTED), spent=spent)
+    assert without.rung is Rung.HUMAN_HANDOFF and with_alt.rung is Rung.SWITCH
+
+
+def test_a_model_may_advise_only_among_the_authorized_options() -> None:
+    wild = RecoveryPolicy(advisor=lambda f, opts: "retry_forever").decide(failure(FailureKind.TOOL_ERROR), spent={})
+    assert wild.rung is Rung.LOCAL_REPLAN and "not an authorized option" in wild.advice
+    fine = RecoveryPolicy(advisor=lambda f, opts: "human_handoff").decide(failure(FailureKind.TOOL_ERROR), spent={})
+    assert fine.rung is Rung.HUMAN_HANDOFF and fine.authorized[0] is Rung.LOCAL_REPLAN
+    broken = RecoveryPolicy(advisor=lambda f, opts: 1 / 0).decide(failure(FailureKind.TOOL_ERROR), spent={})
+    assert broken.rung is Rung.LOCAL_REPLAN and "advisor failed" in broken.advice
+
+
+def test_the_engine_charges_each_failing_turn_once_and_hands_off_when_replans_run_out() -> None:
+    bad = {"tool_calls": [{"name": "teleport", "arguments": {}}, {"name": "fly", "arguments": {}}]}
+    runner, robot, journal, planner = make([bad] * 6, recovery={"local_replan": 2})
+    out = runner.run("go to the office")
+    decisions = [e.payload["decision"]["rung"] for e in journal.events(types=[EventType.RECOVERY_DECIDED])]
+    assert decisions == ["local_replan", "local_replan", "human_handoff"]  # one per turn, not per call
+    assert out.status is MissionStatus.WAITING_USER and "operator" in out.summary
+    assert len(planner.requests) == 3 and robot.goals == []
+    # the planner is told what recovery decided, with the budget left
+    event = planner.requests[1].context["runtime_events"][-1]
+    assert event["type"] == "recovery" and event["state"] == "local_replan"
+    assert event["detail"]["budgets_left"]["local_replan"] == 1
+
+
+def test_a_stalled_action_past_every_budget_ends_in_a_safe_stop() -> None:
+    runner, robot, journal, planner = make([GO_OFFICE] * 6, robot_kw={"mode": "silent"},
+                                           recovery={"re_perceive": 1, "adjust_view": 0, "local_replan": 1})
+    out = runner.run("go to the office")
+    rungs = [e.payload["decision"]["rung"] for e in journal.events(types=[EventType.RECOVERY_DECIDED])]
+    assert rungs == ["re_perceive", "local_replan", "safe_stop"]
+    assert out.status is MissionStatus.UNKNOWN and "safe stop" in out.summary
+    assert len(robot.goals) == 3 and len(robot.cancels) >= 3  # each stalled goal was cancelled
