@@ -1,7 +1,7 @@
 """Harness configuration (the ``harness`` section of config/*.yaml and scenarios)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -98,6 +98,9 @@ class RecoveryConfig(_Cfg):
     switch_provider_or_skill: int = Field(default=1, ge=0)
     alternatives: dict[str, list[str]] = Field(default_factory=dict)
     """Authorized alternatives per skill (empty: the switch rung is never open)."""
+    repair: Literal["suffix", "whole"] = "suffix"
+    """suffix: a replan keeps the verified prefix; whole: the planner re-plans the whole mission
+    (a baseline for bench/repair.py, not for robots)."""
 
 
 class VerificationConfig(_Cfg):

@@ -60,8 +60,8 @@ from .records import (
     WorldSnapshot,
 )
 from .skills import PROPOSE_DONE, NavigateToArgs, Skill, SkillRegistry, ToolEnv, resolve_target
-from .authority import InProcessVerifier, default_contract_compiler
-from .verifier import PoseSample, VerifyRequest
+from .authority import InProcessVerifier, default_contract_compiler, verifier_config
+from .verifier import PoseSample, Verifier, VerifyRequest
 from .recovery import Failure, FailureKind, RecoveryBudgets, RecoveryDecision, RecoveryPolicy, Rung
 from .views import ContextItem, Provenance, Role, ViewBudget, build_view
 
@@ -185,6 +185,9 @@ class MissionRunner:
         self._usage: dict[str, Any] = _new_usage()
         self._proposals: list[str] = []
         self._spent: dict[Rung, int] = {}
+        self._progress_since = 0
+        self._progress_verifier = Verifier(verifier_config(config), semantic=None, artifact_check=lambda u, h: None,
+                                           ids=IdGenerator(0), clock=clock, name="progress")
 
     # -- public ---------------------------------------------------------------
 
@@ -215,6 +218,7 @@ class MissionRunner:
         self._usage = _new_usage()
         self._proposals = []
         self._spent = {}
+        self._progress_since = 0
         self._stop_requested = None
         self._deadline = self.clock.monotonic() + self.config.limits.mission_timeout_s
         self._start_recorder()  # first, so the bag holds the whole journal of the mission
@@ -806,16 +810,43 @@ class MissionRunner:
         return items
 
     def _planner_progress(self, snapshot: WorldSnapshot) -> dict[str, Any]:
-        """C1's share of the task state: what is left (the frontier), what is committed, what failed."""
-        view = build_view(self._context_pool(self._task_state(), snapshot), role=Role.PLANNER,
+        """C1's share of the task state: what is left (the frontier), what is committed, what failed.
+
+        ``evidenced``: obligations whose evidence is already on record (the
+        verified prefix, judged by the same predicates the verifier uses, on
+        this turn's snapshot). It only shapes planning; only the commit gate
+        commits. With ``recovery.repair: whole`` a replan after a failure
+        starts again from the whole contract (the baseline bench/repair.py
+        measures suffix repair against).
+        """
+        state = self._task_state()
+        view = build_view(self._context_pool(state, snapshot), role=Role.PLANNER,
                           now=self.clock.now(), budget=_PLANNER_PROGRESS_BUDGET)
         obligations = [i.value for i in view.of_kind("obligation")]
+        evidenced = self._evidenced(state, snapshot)
         return {
             "frontier": [{k: o[k] for k in ("id", "kind", "description", "depends_on")} for o in obligations
-                         if not o["committed"]],
+                         if not o["committed"] and o["id"] not in evidenced],
+            "evidenced": sorted(evidenced),
             "committed": [o["id"] for o in obligations if o["committed"]],
             "recent_failures": [i.value for i in view.of_kind("failure")][-3:],
         }
+
+    def _evidenced(self, state: TaskState, snapshot: WorldSnapshot) -> set[str]:
+        """Obligations the receipts so far already satisfy (in-process predicates, no extra capture)."""
+        receipts = tuple(r for r in state.receipts if r.state_version > self._progress_since)
+        if state.contract is None or not receipts:
+            return set()
+        request = VerifyRequest(
+            mission_id=self._mission_id, goal=self._goal, contract=state.contract, receipts=receipts,
+            state_version=state.state_version, plan_node_id="progress", invocation_id="progress",
+            places=dict(self._places), trajectory=tuple(self._trajectory),
+        )
+        try:
+            verdict = self._progress_verifier.verify(request, snapshot)
+        except HarnessError:
+            return set()
+        return {st.obligation_id for st in verdict.steps if st.verdict is StepVerdict.SATISFIED}
 
     def _task_state(self) -> TaskState:
         """The task state, derived from this mission's journal (the source of truth)."""
@@ -946,6 +977,8 @@ class MissionRunner:
         if decision.rung is Rung.HUMAN_HANDOFF:
             raise _Stop(MissionStatus.WAITING_USER, f"handed to an operator after {failure.failure_kind.value} "
                         f"({failure.reason}); {decision.reason}")
+        if decision.rung is Rung.LOCAL_REPLAN and self.config.recovery.repair == "whole":
+            self._progress_since = self._state_version  # the baseline: re-plan (and redo) the whole mission
         return RuntimeEvent(type="recovery", tool_call_id=failure.tool_call_id, action_id=failure.action_id,
                             state=decision.rung.value, detail={
                                 "failure": failure.failure_kind.value, "reason": failure.reason,

@@ -71,3 +71,36 @@ def test_a_stalled_action_past_every_budget_ends_in_a_safe_stop() -> None:
     assert rungs == ["re_perceive", "local_replan", "safe_stop"]
     assert out.status is MissionStatus.UNKNOWN and "safe stop" in out.summary
     assert len(robot.goals) == 3 and len(robot.cancels) >= 3  # each stalled goal was cancelled
+
+
+PLACES_2 = {"dock": {"x": 0.0, "y": 0.0, "yaw": 0.0}, "office": {"x": 3.0, "y": 1.0, "yaw": 1.57}}
+
+
+def _frontiers(planner) -> list[list[str]]:
+    return [[o["id"] for o in r.context["progress"]["frontier"]] for r in planner.requests]
+
+
+def test_the_planner_sees_the_verified_prefix_leave_its_frontier() -> None:
+    go_dock = {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "dock"}}]}
+    runner, robot, journal, planner = make([GO_OFFICE, go_dock, {"done": "ok"}])
+    out = runner.run("go to the office, then return to dock")
+    assert out.status is MissionStatus.SUCCEEDED, out.summary
+    # o1 (office) leaves the frontier once its receipt is on record; only the gate commits
+    assert _frontiers(planner) == [["o1", "o2"], ["o2"], []]
+    assert planner.requests[1].context["progress"]["evidenced"] == ["o1"]
+    assert planner.requests[1].context["progress"]["committed"] == []
+
+
+def test_whole_plan_replanning_forgets_the_prefix_after_a_failure_suffix_repair_keeps_it() -> None:
+    go_dock = {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "dock"}}]}
+    turns = [GO_OFFICE, go_dock, go_dock, {"done": "ok"}]
+
+    def rejecting_second_goal(robot) -> None:
+        robot.mode = "reject" if len(robot.goals) == 2 else "normal"
+
+    suffix = make(turns, robot_kw={"on_send": rejecting_second_goal})
+    suffix[0].run("go to the office, then return to dock")
+    whole = make(turns, robot_kw={"on_send": rejecting_second_goal}, recovery={"repair": "whole"})
+    whole[0].run("go to the office, then return to dock")
+    assert _frontiers(suffix[3])[2] == ["o2"]
+    assert _frontiers(whole[3])[2] == ["o1", "o2"]
