@@ -19,7 +19,7 @@ from .ports import SnapshotPort
 from .records import WorldSnapshot
 from .verifier import Verifier, VerifierConfig, VerifyRequest
 
-__all__ = ["default_contract_compiler", "verifier_config", "file_artifact_check", "InProcessVerifier",
+__all__ = ["default_contract_compiler", "recovery_advisor", "verifier_config", "file_artifact_check", "InProcessVerifier",
            "PACKAGED_TEMPLATES"]
 
 PACKAGED_TEMPLATES = Path(__file__).resolve().parents[2] / "config" / "contract_templates.yaml"
@@ -85,3 +85,13 @@ class InProcessVerifier:
     def verify(self, request: VerifyRequest) -> tuple[Verdict, WorldSnapshot]:
         fresh = self._snapshots.capture(reason="verification", mission_id=request.mission_id)
         return self._verifier.verify(request, fresh), fresh
+
+
+def recovery_advisor(config: HarnessConfig) -> Any:
+    """The model that advises recovery (``recovery.advisor: llm``), or None."""
+    if config.recovery.advisor != "llm":
+        return None
+    from ..llm.advisor import LLMRecoveryAdvisor
+    from ..llm.client import ChatClient, LLMConfig
+
+    return LLMRecoveryAdvisor(ChatClient(LLMConfig(**config.recovery.llm)))

@@ -243,6 +243,8 @@ class CompletionContract(_Frozen):
     coverage: CoverageReport | None = None
     supersedes: str = ""
     """The contract id of the previous revision (empty for revision 1)."""
+    recovery_budgets: dict[str, int] = Field(default_factory=dict)
+    """How often each recovery rung may be used in this mission (core/recovery.py); set at admission."""
 
     @model_validator(mode="after")
     def _well_formed(self) -> "CompletionContract":

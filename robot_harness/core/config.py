@@ -98,6 +98,10 @@ class RecoveryConfig(_Cfg):
     switch_provider_or_skill: int = Field(default=1, ge=0)
     alternatives: dict[str, list[str]] = Field(default_factory=dict)
     """Authorized alternatives per skill (empty: the switch rung is never open)."""
+    advisor: Literal["none", "llm"] = "none"
+    """llm: a model advises among the authorized rungs (it sees the C4 recovery view; other answers are ignored)."""
+    llm: dict[str, Any] = Field(default_factory=dict)
+    """For ``advisor: llm``: robot_harness.llm.LLMConfig keys (base_url, model, api_key_env, ...)."""
     repair: Literal["suffix", "whole"] = "suffix"
     """suffix: a replan keeps the verified prefix; whole: the planner re-plans the whole mission
     (a baseline for bench/repair.py, not for robots)."""

@@ -9,6 +9,7 @@ turns, silent turns, tool calls per turn, mission time, action time.
 """
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -60,7 +61,7 @@ from .records import (
     WorldSnapshot,
 )
 from .skills import PROPOSE_DONE, NavigateToArgs, Skill, SkillRegistry, ToolEnv, resolve_target
-from .authority import InProcessVerifier, default_contract_compiler, verifier_config
+from .authority import InProcessVerifier, default_contract_compiler, recovery_advisor, verifier_config
 from .verifier import PoseSample, Verifier, VerifyRequest
 from .recovery import Failure, FailureKind, RecoveryBudgets, RecoveryDecision, RecoveryPolicy, Rung
 from .views import ContextItem, Provenance, Role, ViewBudget, build_view
@@ -80,6 +81,7 @@ _RECEIPT_STATUS = {
 _VERIFIER_BUDGET = ViewBudget(max_items=4096, max_bytes=8 * 1024 * 1024)
 """The verifier sees every receipt; its bound only stops a runaway mission."""
 _PLANNER_PROGRESS_BUDGET = ViewBudget(max_items=32, max_bytes=1500)
+_RECOVERY_BUDGET = ViewBudget(max_items=24, max_bytes=4000)
 _STATE_EVENTS = (EventType.CONTRACT_FROZEN, EventType.RECEIPT_RECORDED, EventType.VERDICT_RECORDED,
                  EventType.COMMIT_RECORDED, EventType.FACT_RECORDED)
 _TERMINAL_STATUS = {
@@ -157,7 +159,8 @@ class MissionRunner:
         self.gate = CommitGate(ids=ids, clock=clock)
         # The recovery node (via a port with the same decide()) or the same policy in-process.
         self.recovery = recovery or RecoveryPolicy(RecoveryBudgets.from_config(config.recovery),
-                                                   alternatives=config.recovery.alternatives)
+                                                   alternatives=config.recovery.alternatives,
+                                                   advisor=recovery_advisor(config))
         self.recorder = recorder
         self._tool_specs = tuple(skills.tool_specs())
         self._physical_skills = frozenset(sk.name for sk in skills if sk.physical)
@@ -682,6 +685,9 @@ class MissionRunner:
         except ContractError as exc:
             self._append(EventType.CONTRACT_FROZEN, payload={"error": {"code": exc.code, "message": exc.message}})
             raise _Stop(MissionStatus.BLOCKED, f"no completion contract for this goal, nothing was planned: {exc.message}") from None
+        # The recovery budget is part of what the mission was admitted with.
+        contract = contract.model_copy(update={
+            "recovery_budgets": RecoveryBudgets.from_config(self.config.recovery).model_dump()})
         self._contract = contract
         self._state_version += 1
         self._append(EventType.CONTRACT_FROZEN, payload={"contract": contract.model_dump(mode="json"),
@@ -965,7 +971,13 @@ class MissionRunner:
 
     def _recover(self, turn_id: str, failure: Failure) -> RuntimeEvent:
         """Journal the failure and the rung recovery chose; end the mission on a terminal rung."""
-        decision = self.recovery.decide(failure, spent=self._spent)
+        budgets = RecoveryBudgets(**self._contract.recovery_budgets) if self._contract and self._contract.recovery_budgets \
+            else None
+        view = build_view(self._context_pool(self._task_state(), None), role=Role.RECOVERY, now=self.clock.now(),
+                          budget=_RECOVERY_BUDGET)
+        context = {"failure": failure.model_dump(mode="json"), "spent": {r.value: n for r, n in self._spent.items()},
+                   "view": json.loads(view.as_json())}
+        decision = self.recovery.decide(failure, spent=self._spent, context=context, budgets=budgets)
         self._spent[decision.rung] = self._spent.get(decision.rung, 0) + 1
         self._append(EventType.RECOVERY_DECIDED, model_turn_id=turn_id, tool_call_id=failure.tool_call_id,
                      robot_action_id=failure.action_id, payload={

@@ -104,7 +104,7 @@ class RecoveryBudgets(BaseModel):
 
     @classmethod
     def from_config(cls, config: RecoveryConfig) -> "RecoveryBudgets":
-        return cls(**config.model_dump(exclude={"alternatives", "repair"}))
+        return cls(**config.model_dump(exclude={"alternatives", "repair", "advisor", "llm"}))
 
     def of(self, rung: Rung) -> int | None:
         """The budget of a rung; None for the terminal rungs (always available)."""
@@ -130,8 +130,9 @@ class RecoveryDecision(BaseModel):
         return self.rung in (Rung.SAFE_STOP, Rung.HUMAN_HANDOFF)
 
 
-Advisor = Callable[[Failure, Sequence[Rung]], str]
-"""A model's advice: given the failure and the authorized rungs, the name of one of them."""
+Advisor = Callable[[Failure, Sequence[Rung], Mapping[str, object]], str]
+"""A model's advice: given the failure, the authorized rungs and the C4 recovery view (core/views.py),
+the name of one of the rungs."""
 
 
 class RecoveryPolicy:
@@ -153,7 +154,13 @@ class RecoveryPolicy:
                 open_.append(rung)
         return open_
 
-    def decide(self, failure: Failure, *, spent: Mapping[Rung, int]) -> RecoveryDecision:
+    def decide(self, failure: Failure, *, spent: Mapping[Rung, int], context: Mapping[str, object] | None = None,
+               budgets: RecoveryBudgets | None = None) -> RecoveryDecision:
+        """``budgets``: the mission's (from its contract) when given, else this policy's defaults;
+        ``context``: the C4 view handed to the advisor."""
+        if budgets is not None and budgets != self.budgets:
+            return RecoveryPolicy(budgets, alternatives=self.alternatives, advisor=self.advisor).decide(
+                failure, spent=spent, context=context)
         open_ = self.authorized(failure, spent)
         non_terminal = [r for r in open_ if r not in (Rung.SAFE_STOP, Rung.HUMAN_HANDOFF)]
         if non_terminal:
@@ -166,7 +173,7 @@ class RecoveryPolicy:
         advice = ""
         if self.advisor is not None and non_terminal:
             try:
-                said = str(self.advisor(failure, tuple(open_))).strip()
+                said = str(self.advisor(failure, tuple(open_), dict(context or {}))).strip()
             except Exception as exc:  # noqa: BLE001 - advice is optional; its failure is recorded
                 said, advice = "", f"advisor failed: {type(exc).__name__}: {exc}"
             if said:

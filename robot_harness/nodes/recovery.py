@@ -27,7 +27,7 @@ class RecoveryNode(LifecycleNode):
         super().__init__("recovery", **kwargs)
         self._p = declare_params(self, {
             "re_perceive": 2, "adjust_view": 1, "local_replan": 3, "switch_provider_or_skill": 1,
-            "alternatives_json": "", "autostart": False,
+            "alternatives_json": "", "advisor": "none", "advisor_llm_json": "", "autostart": False,
         })
         self._policy: RecoveryPolicy | None = None
         self._srv: Any = None
@@ -50,7 +50,20 @@ class RecoveryNode(LifecycleNode):
         except (ValueError, ValidationError) as exc:
             self.get_logger().error(f"recovery parameters: {exc}")
             return TransitionCallbackReturn.FAILURE
-        self._policy = RecoveryPolicy(budgets, alternatives=alternatives)
+        advisor = None
+        if p["advisor"] == "llm":
+            try:
+                from ..llm.advisor import LLMRecoveryAdvisor
+                from ..llm.client import ChatClient, LLMConfig
+
+                advisor = LLMRecoveryAdvisor(ChatClient(LLMConfig(**json.loads(p["advisor_llm_json"] or "{}"))))
+            except Exception as exc:  # noqa: BLE001 - a misconfigured advisor must not start silently
+                self.get_logger().error(f"recovery advisor: {exc}")
+                return TransitionCallbackReturn.FAILURE
+        elif p["advisor"] != "none":
+            self.get_logger().error(f"unknown advisor {p['advisor']!r} (none | llm)")
+            return TransitionCallbackReturn.FAILURE
+        self._policy = RecoveryPolicy(budgets, alternatives=alternatives, advisor=advisor)
         self._srv = self.create_service(Recover, "~/decide", self._on_decide)
         return TransitionCallbackReturn.SUCCESS
 
@@ -80,11 +93,15 @@ class RecoveryNode(LifecycleNode):
             body = json.loads(request.request_json)
             failure = Failure.model_validate(body["failure"])
             spent = {Rung(k): int(v) for k, v in (body.get("spent") or {}).items()}
+            budgets = RecoveryBudgets.model_validate(body["budgets"]) if body.get("budgets") else None
+            context = body.get("context") or {}
         except (ValueError, KeyError, TypeError, ValidationError) as exc:
             response.ok, response.error = False, f"malformed recovery request: {exc}"
             return response
         response.ok = True
-        response.decision_json = self._policy.decide(failure, spent=spent).model_dump_json()
+        # The mission's budgets (from its contract) win over this node's defaults.
+        response.decision_json = self._policy.decide(failure, spent=spent, context=context,
+                                                     budgets=budgets).model_dump_json()
         return response
 
 

@@ -178,10 +178,12 @@ class RosRecoveryPort:
         self._service = service
         self._fallback = fallback
 
-    def decide(self, failure: Any, *, spent: Any) -> Any:
+    def decide(self, failure: Any, *, spent: Any, context: Any = None, budgets: Any = None) -> Any:
         from ..core.recovery import RecoveryDecision
 
-        body = json.dumps({"failure": failure.model_dump(mode="json"), "spent": {r.value: n for r, n in spent.items()}})
+        body = json.dumps({"failure": failure.model_dump(mode="json"), "spent": {r.value: n for r, n in spent.items()},
+                           "budgets": budgets.model_dump() if budgets is not None else None,
+                           "context": context or {}}, default=str)
         why = ""
         if not self._client.wait_for_service(timeout_sec=min(1.0, self._timeout_s)):
             why = f"recovery service {self._service} is not available"
@@ -194,7 +196,7 @@ class RosRecoveryPort:
                 why = f"recovery refused: {resp.error}"
             except HarnessTimeout as exc:
                 why = exc.message
-        decision = self._fallback.decide(failure, spent=spent)
+        decision = self._fallback.decide(failure, spent=spent, context=context, budgets=budgets)
         return decision.model_copy(update={"advice": f"{why}; decided in the supervisor by the same policy"})
 
     def destroy(self, node: Node) -> None:

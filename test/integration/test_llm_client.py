@@ -462,3 +462,40 @@ def test_a_mission_configured_with_the_llm_contract_compiler_freezes_the_models_
     assert frozen.payload["contract"]["coverage"]["reviewer"] == "rule"  # an independent second pass
     (sent,) = fake.requests
     assert "tools" not in sent and "Go to the office." in json.dumps(sent)
+
+
+def test_a_model_advises_recovery_only_among_authorized_rungs_and_sees_the_recovery_view_not_the_planner():
+    """recovery.advisor: llm inside the real engine; the contract carries the budgets."""
+    from robot_harness.core.clock import IdGenerator, ManualClock
+    from robot_harness.core.config import HarnessConfig
+    from robot_harness.core.engine import MissionRunner
+    from robot_harness.core.journal import MemoryJournal
+    from robot_harness.core.records import EventType, MissionStatus
+    from robot_harness.core.skills import default_skills
+    from test.unit.fakes import FakeRobot, ScriptPlanner
+
+    planner_words = "I AM SURE THE ROBOT ARRIVED"
+    go = {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "office"}}], "text": planner_words}
+    script = [{"content": "teleport_home"},   # not an option: ignored, the policy's rung stands
+              {"content": "human_handoff"}]   # an authorized option: taken
+    with FakeOpenAI(script) as fake:
+        clock, ids = ManualClock(), IdGenerator(seed=5)
+        robot = FakeRobot(clock=clock, mode="reject")
+        config = HarnessConfig(places={"dock": {"x": 0.0, "y": 0.0}, "office": {"x": 3.0, "y": 1.0, "yaw": 1.57}},
+                               recovery={"advisor": "llm", "local_replan": 5,
+                                         "llm": {"base_url": fake.base_url, "model": "advisor-model"}})
+        journal = MemoryJournal(clock=clock, ids=ids)
+        journal.setup()
+        runner = MissionRunner(config=config, journal=journal, clock=clock, ids=ids,
+                               skills=default_skills(config.navigation), snapshots=robot, navigation=robot,
+                               robot_io=robot, planner=ScriptPlanner([go, go, go]))
+        out = runner.run("Go to the office.")
+    assert out.status is MissionStatus.WAITING_USER, out.summary
+    decisions = [e.payload["decision"] for e in journal.events(types=[EventType.RECOVERY_DECIDED])]
+    assert decisions[0]["rung"] == "local_replan" and "not an authorized option" in decisions[0]["advice"]
+    assert decisions[1]["rung"] == "human_handoff" and decisions[1]["advice"] == "advisor chose human_handoff"
+    (frozen,) = journal.events(types=[EventType.CONTRACT_FROZEN])
+    assert frozen.payload["contract"]["recovery_budgets"]["local_replan"] == 5
+    sent = json.dumps(fake.requests[0])
+    assert "dispatch_rejected" in sent and "local_replan" in sent and "tools" not in fake.requests[0]
+    assert planner_words not in sent

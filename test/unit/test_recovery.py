@@ -41,11 +41,11 @@ def test_switch_is_open_only_with_an_authorized_alternative() -> None:
 
 
 def test_a_model_may_advise_only_among_the_authorized_options() -> None:
-    wild = RecoveryPolicy(advisor=lambda f, opts: "retry_forever").decide(failure(FailureKind.TOOL_ERROR), spent={})
+    wild = RecoveryPolicy(advisor=lambda f, opts, ctx: "retry_forever").decide(failure(FailureKind.TOOL_ERROR), spent={})
     assert wild.rung is Rung.LOCAL_REPLAN and "not an authorized option" in wild.advice
-    fine = RecoveryPolicy(advisor=lambda f, opts: "human_handoff").decide(failure(FailureKind.TOOL_ERROR), spent={})
+    fine = RecoveryPolicy(advisor=lambda f, opts, ctx: "human_handoff").decide(failure(FailureKind.TOOL_ERROR), spent={})
     assert fine.rung is Rung.HUMAN_HANDOFF and fine.authorized[0] is Rung.LOCAL_REPLAN
-    broken = RecoveryPolicy(advisor=lambda f, opts: 1 / 0).decide(failure(FailureKind.TOOL_ERROR), spent={})
+    broken = RecoveryPolicy(advisor=lambda f, opts, ctx: 1 / 0).decide(failure(FailureKind.TOOL_ERROR), spent={})
     assert broken.rung is Rung.LOCAL_REPLAN and "advisor failed" in broken.advice
 
 
