@@ -188,6 +188,9 @@ class MissionRunner:
         self._usage: dict[str, Any] = _new_usage()
         self._proposals: list[str] = []
         self._spent: dict[Rung, int] = {}
+        self._state_events: list[JournalEvent] = []
+        self._state_seq = 0
+        self._state_cache: TaskState | None = None
         self._progress_since = 0
         self._progress_verifier = Verifier(verifier_config(config), semantic=None, artifact_check=lambda u, h: None,
                                            ids=IdGenerator(0), clock=clock, name="progress")
@@ -222,6 +225,7 @@ class MissionRunner:
         self._proposals = []
         self._spent = {}
         self._progress_since = 0
+        self._state_events, self._state_seq, self._state_cache = [], 0, None
         self._stop_requested = None
         self._deadline = self.clock.monotonic() + self.config.limits.mission_timeout_s
         self._start_recorder()  # first, so the bag holds the whole journal of the mission
@@ -855,8 +859,19 @@ class MissionRunner:
         return {st.obligation_id for st in verdict.steps if st.verdict is StepVerdict.SATISFIED}
 
     def _task_state(self) -> TaskState:
-        """The task state, derived from this mission's journal (the source of truth)."""
-        return TaskState.from_events(self.journal.events(mission_id=self._mission_id, types=_STATE_EVENTS))
+        """The task state, derived from this mission's journal (the source of truth).
+
+        Reads only the state events committed since the last call and derives
+        the state again only when there are some; what it derives from is
+        still exactly the journal's record of this mission.
+        """
+        new = self.journal.events(mission_id=self._mission_id, after_seq=self._state_seq, types=_STATE_EVENTS)
+        if new or self._state_cache is None:
+            self._state_events.extend(new)
+            if new:
+                self._state_seq = new[-1].seq
+            self._state_cache = TaskState.from_events(self._state_events)
+        return self._state_cache
 
     def _verify_done(self, turn_id: str, invocation_id: str, text: str) -> tuple[tuple[MissionStatus, str] | None, RuntimeEvent | None]:
         """A done proposal goes to the independent verifier; only the commit gate can end the mission in success.
