@@ -125,6 +125,8 @@ class BringUp:
         kw = {} if self.domain_id is None else {"domain_id": self.domain_id}
         rclpy.init(context=self.context, **kw)
         self.executor = MultiThreadedExecutor(num_threads=self.threads, context=self.context)
+        node_classes = {"snapshot_aggregator": SnapshotAggregator, "planner": PlannerNode, "verifier": VerifierNode,
+                        "recovery": RecoveryNode, "supervisor": SupervisorNode}
         try:
             for spec in self.specs():
                 params = self.params_for(spec)
@@ -136,9 +138,7 @@ class BringUp:
                     self.sim.add_to_executor(self.executor)
                     continue
                 params["autostart"] = False  # this bring-up is the lifecycle manager
-                cls = {"snapshot_aggregator": SnapshotAggregator, "planner": PlannerNode, "verifier": VerifierNode,
-                       "recovery": RecoveryNode, "supervisor": SupervisorNode}[spec.name]
-                node = cls(context=self.context, parameter_overrides=_to_parameters(params))
+                node = node_classes[spec.name](context=self.context, parameter_overrides=_to_parameters(params))
                 self.nodes[spec.name] = node
                 self.executor.add_node(node)
             self._thread = threading.Thread(target=self._spin, name="robot_harness-executor", daemon=True)

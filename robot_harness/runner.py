@@ -67,30 +67,28 @@ def build_report(events: list[JournalEvent], *, mission_id: str, journal_path: s
         elif e.type is EventType.ROBOT_ACTION_STATE_CHANGED and e.tool_call_id in calls:
             calls[e.tool_call_id]["action_state"] = e.payload["to"]
             calls[e.tool_call_id]["action_reason"] = e.payload.get("reason", "")
-    contract = next((e.payload.get("contract") for e in reversed(mine) if e.type is EventType.CONTRACT_FROZEN), None)
-    verdict = next((e.payload.get("verdict") for e in reversed(mine) if e.type is EventType.VERDICT_RECORDED), None)
-    commit = next((e.payload.get("commit") for e in reversed(mine) if e.type is EventType.COMMIT_RECORDED), None)
+    last = {e.type: e.payload for e in mine}  # the latest payload of each event type
     receipts = [e.payload["receipt"] for e in mine if e.type is EventType.RECEIPT_RECORDED]
-    finished = next((e for e in reversed(mine) if e.type is EventType.MISSION_FINISHED), None)
-    started = next((e for e in mine if e.type is EventType.MISSION_STARTED), None)
-    status = finished.payload["status"] if finished else (getattr(mission_result, "status", "") or "UNKNOWN")
-    summary = finished.payload["summary"] if finished else (getattr(mission_result, "summary", "") or "no MISSION_FINISHED record")
+    finished = last.get(EventType.MISSION_FINISHED)
+    fin = finished or {}
+    status = finished["status"] if finished else (getattr(mission_result, "status", "") or "UNKNOWN")
+    summary = finished["summary"] if finished else (getattr(mission_result, "summary", "") or "no MISSION_FINISHED record")
     return {
         "mission_id": mission_id,
-        "goal": started.payload.get("goal") if started else None,
+        "goal": next((e.payload.get("goal") for e in mine if e.type is EventType.MISSION_STARTED), None),
         "status": status,
         "summary": summary,
         "tool_calls": list(calls.values()),
         "event_counts": dict(Counter(e.type.value for e in mine)),
-        "evidence_seqs": list(finished.payload.get("evidence_seqs", [])) if finished else [],
-        "evidence_ids": list(finished.payload.get("evidence_ids", [])) if finished else [],
-        "contract": contract,
-        "verdict": verdict,
-        "commit": commit,
+        "evidence_seqs": list(fin.get("evidence_seqs", [])),
+        "evidence_ids": list(fin.get("evidence_ids", [])),
+        "contract": last.get(EventType.CONTRACT_FROZEN, {}).get("contract"),
+        "verdict": last.get(EventType.VERDICT_RECORDED, {}).get("verdict"),
+        "commit": last.get(EventType.COMMIT_RECORDED, {}).get("commit"),
         "receipts": [{k: r.get(k) for k in ("receipt_id", "skill", "invocation_id", "status", "state_version")}
                      for r in receipts],
-        "bag": finished.payload.get("bag", {}) if finished else {},
-        "model_usage": finished.payload.get("model_usage", {}) if finished else {},
+        "bag": fin.get("bag", {}),
+        "model_usage": fin.get("model_usage", {}),
         "journal": journal_path,
     }
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from .clock import Clock, IdGenerator
 from .completion import Verdict
-from .config import HarnessConfig
+from .config import HarnessConfig, VerificationConfig
 from .contracts import ContractCompiler, ScenarioContractCompiler, TemplateContractCompiler
 from .ports import SnapshotPort
 from .records import WorldSnapshot
@@ -58,10 +58,9 @@ def default_contract_compiler(config: HarnessConfig) -> ContractCompiler:
     return TemplateContractCompiler.from_yaml(path)
 
 
-def verifier_config(config: HarnessConfig) -> VerifierConfig:
-    v = config.verification
-    return VerifierConfig(xy_tolerance_m=v.xy_tolerance_m, yaw_tolerance_rad=v.yaw_tolerance_rad,
-                          final_pose_max_age_s=v.final_pose_max_age_s)
+def verifier_config(config: HarnessConfig | VerificationConfig) -> VerifierConfig:
+    v = config.verification if isinstance(config, HarnessConfig) else config
+    return VerifierConfig(**v.model_dump())
 
 
 def file_artifact_check(uri: str, sha256: str) -> None:

@@ -38,7 +38,7 @@ from .contracts import (
 )
 from .context import compile_planner_context, context_size
 from .errors import HarnessError, HarnessTimeout, JournalWriteError, UsageError
-from .gate import CommitGate, GateRejection, TaskState, commit_drafts, original_goal_check
+from .gate import CommitGate, GateRejection, TaskState, commit_drafts, original_goal_check, record_draft
 from .journal import Journal
 from .lifecycle import ManagedAction
 from .outcome import BackendTerminal, check_navigation_outcome
@@ -63,7 +63,7 @@ from .records import (
 from .skills import PROPOSE_DONE, NavigateToArgs, Skill, SkillRegistry, ToolEnv, resolve_target
 from .authority import InProcessVerifier, default_contract_compiler, recovery_advisor, verifier_config
 from .verifier import PoseSample, Verifier, VerifyRequest
-from .recovery import Failure, FailureKind, RecoveryBudgets, RecoveryDecision, RecoveryPolicy, Rung
+from .recovery import Failure, FailureKind, RecoveryBudgets, RecoveryPolicy, Rung
 from .views import ContextItem, Provenance, Role, ViewBudget, build_view
 
 __all__ = ["MissionOutcome", "MissionRunner", "MAX_GOAL_CHARS", "MALFORMED_ARGUMENTS"]
@@ -228,6 +228,7 @@ class MissionRunner:
         self._state_events, self._state_seq, self._state_cache = [], 0, None
         self._stop_requested = None
         self._deadline = self.clock.monotonic() + self.config.limits.mission_timeout_s
+        self._recorder_error = ""
         self._start_recorder()  # first, so the bag holds the whole journal of the mission
         try:
             self._append(EventType.MISSION_STARTED, payload={
@@ -756,10 +757,12 @@ class MissionRunner:
             pose_stamp=pose_snapshot.pose_meta.source_stamp if pose_ok else None,
             evidence=tuple(evidence),
         )
-        drafts = [self._draft(EventType.RECEIPT_RECORDED, model_turn_id=turn_id, tool_call_id=call.id,
-                              robot_action_id=action_id, payload={"receipt": receipt.model_dump(mode="json")})]
-        drafts += [self._draft(EventType.FACT_RECORDED, model_turn_id=turn_id, tool_call_id=call.id,
-                               payload={"fact": fact.model_dump(mode="json")}) for fact in self._observed_facts(receipt)]
+        type_, payload = record_draft(receipt)
+        drafts = [self._draft(EventType(type_), model_turn_id=turn_id, tool_call_id=call.id,
+                              robot_action_id=action_id, payload=payload)]
+        for fact in self._observed_facts(receipt):
+            type_, payload = record_draft(fact)
+            drafts.append(self._draft(EventType(type_), model_turn_id=turn_id, tool_call_id=call.id, payload=payload))
         return drafts
 
     def _observed_facts(self, receipt: Receipt) -> list[Fact]:
@@ -988,10 +991,13 @@ class MissionRunner:
         """Journal the failure and the rung recovery chose; end the mission on a terminal rung."""
         budgets = RecoveryBudgets(**self._contract.recovery_budgets) if self._contract and self._contract.recovery_budgets \
             else None
-        view = build_view(self._context_pool(self._task_state(), None), role=Role.RECOVERY, now=self.clock.now(),
-                          budget=_RECOVERY_BUDGET)
-        context = {"failure": failure.model_dump(mode="json"), "spent": {r.value: n for r, n in self._spent.items()},
-                   "view": json.loads(view.as_json())}
+        context: dict[str, Any] = {}
+        if getattr(self.recovery, "advisor", True) is not None:
+            # C4 for an advisor (in-process, or the recovery node's); the rule ladder alone does not read it.
+            view = build_view(self._context_pool(self._task_state(), None), role=Role.RECOVERY, now=self.clock.now(),
+                              budget=_RECOVERY_BUDGET)
+            context = {"failure": failure.model_dump(mode="json"), "spent": {r.value: n for r, n in self._spent.items()},
+                       "view": view.as_list()}
         decision = self.recovery.decide(failure, spent=self._spent, context=context, budgets=budgets)
         self._spent[decision.rung] = self._spent.get(decision.rung, 0) + 1
         self._append(EventType.RECOVERY_DECIDED, model_turn_id=turn_id, tool_call_id=failure.tool_call_id,
@@ -1033,9 +1039,10 @@ class MissionRunner:
         if self.recorder is None:
             return {}
         try:
-            return self.recorder.stop()
+            summary = self.recorder.stop()
         except Exception as exc:  # noqa: BLE001
-            return {"error": f"{type(exc).__name__}: {exc}"}
+            summary = {"error": f"{type(exc).__name__}: {exc}"}
+        return {**summary, "start_error": self._recorder_error} if self._recorder_error else summary
 
     def _record(self, topic: str, record: Any) -> EvidenceRef | None:
         if self.recorder is None:
@@ -1123,10 +1130,6 @@ class MissionRunner:
             model_usage=dict(self._usage),
             tool_calls=tuple(self._calls), actions=tuple(a.view() for a in self._actions),
         )
-
-
-def _fmt_target(p: Pose2D | None) -> str:
-    return "?" if p is None else f"({p.x:.2f}, {p.y:.2f}, {p.yaw:.2f})"
 
 
 _MODEL_ERRORS = frozenset({"unknown_tool", "invalid_arguments", "malformed_arguments", "duplicate_tool_call_id"})

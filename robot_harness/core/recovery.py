@@ -104,7 +104,7 @@ class RecoveryBudgets(BaseModel):
 
     @classmethod
     def from_config(cls, config: RecoveryConfig) -> "RecoveryBudgets":
-        return cls(**config.model_dump(exclude={"alternatives", "repair", "advisor", "llm"}))
+        return cls(**config.model_dump(include=set(cls.model_fields)))
 
     def of(self, rung: Rung) -> int | None:
         """The budget of a rung; None for the terminal rungs (always available)."""

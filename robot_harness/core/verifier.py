@@ -777,9 +777,8 @@ class Verifier:
 
 def _failure_reason(r: Receipt) -> str:
     res = r.result or {}
-    for key in ("reason",):
-        if isinstance(res.get(key), str):
-            return res[key]
+    if isinstance(res.get("reason"), str):
+        return res["reason"]
     content = res.get("content")
     if isinstance(content, dict) and isinstance(content.get("reason"), str):
         return content["reason"]

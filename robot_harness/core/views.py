@@ -106,8 +106,11 @@ class ContextView(BaseModel):
     def of_kind(self, kind: str) -> list[ContextItem]:
         return [i for i in self.items if i.kind == kind]
 
+    def as_list(self) -> list[dict[str, Any]]:
+        return [_render(i) for i in self.items]
+
     def as_json(self) -> str:
-        return json.dumps([_render(i) for i in self.items], sort_keys=True, separators=(",", ":"))
+        return json.dumps(self.as_list(), sort_keys=True, separators=(",", ":"), default=str)
 
 
 # Which provenances and kinds each role may see. VERIFIER has no PLANNER entry:

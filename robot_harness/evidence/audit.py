@@ -9,7 +9,7 @@ that the evidence behind a verdict is still there and unchanged. ROS-free.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -71,10 +71,10 @@ def cited_evidence(events: Sequence[JournalEvent]) -> dict[str, tuple[EvidenceRe
     return out
 
 
-def audit_mission(events: Sequence[JournalEvent], *, bag_dir: Path, known_snapshots: Iterable[str] = ()) -> AuditReport:
+def audit_mission(events: Sequence[JournalEvent], *, bag_dir: Path) -> AuditReport:
     """Check each cited piece of evidence again; nothing is trusted from the citation itself."""
     mission_id = next((e.mission_id for e in events if e.mission_id), "")
-    snapshots = set(known_snapshots) | {e.snapshot_id for e in events
+    snapshots = {e.snapshot_id for e in events
                                         if e.type is EventType.WORLD_SNAPSHOT_CAPTURED and e.snapshot_id}
     event_ids = {e.event_id for e in events}
     store = McapEvidenceStore(bag_dir)

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..core.recovery import Failure, Rung
-from .client import ChatClient
+from .client import ChatClient, ChatCompleteFn
 
 __all__ = ["LLMRecoveryAdvisor", "ADVISOR_SYSTEM_PROMPT"]
 
@@ -25,13 +25,11 @@ Answer with exactly one option name from the list, nothing else. If unsure, answ
 
 class LLMRecoveryAdvisor:
     def __init__(self, client: ChatClient) -> None:
-        self.client = client
-        self.calls: list[Any] = []
+        self._complete = ChatCompleteFn(client)
+        self.calls: list[Any] = self._complete.calls
 
     def __call__(self, failure: Failure, options: Sequence[Rung], context: Mapping[str, object]) -> str:
         user = json.dumps({"failure": failure.model_dump(mode="json"), "options": [o.value for o in options],
                            "view": context.get("view", [])}, separators=(",", ":"), default=str)
-        result = self.client.complete([{"role": "system", "content": ADVISOR_SYSTEM_PROMPT},
-                                       {"role": "user", "content": user}])
-        self.calls.append(result.call)
-        return str(result.message.get("content") or "").strip().strip('"').strip()
+        reply = self._complete([{"role": "system", "content": ADVISOR_SYSTEM_PROMPT}, {"role": "user", "content": user}])
+        return reply.strip().strip('"').strip()

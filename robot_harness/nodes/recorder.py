@@ -15,6 +15,7 @@ a failed write is logged and counted.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import threading
 from collections.abc import Mapping, Sequence
@@ -109,6 +110,7 @@ _ACTION_PARTS = {
 }
 
 
+@functools.lru_cache(maxsize=None)
 def import_message_type(type_name: str) -> type:
     """The generated Python class of ``pkg/msg/Type``, ``pkg/srv/X_Request|_Response`` or
     ``pkg/action/X_Goal|_Result|_Feedback|_FeedbackMessage`` (``pkg/Type`` means ``msg``)."""

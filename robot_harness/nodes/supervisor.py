@@ -158,9 +158,9 @@ class SupervisorNode(LifecycleNode):
             # mission loop's clients.
             self._recorder_spinner = BackgroundSpinner(context=self.context, name=f"{self.get_name()}_recorder",
                                                        namespace=self.get_namespace()).start()
-            mission_recorder = MissionRecorder(self._recorder_spinner.node, store)
-            mission_recorder.subscribe()
-            self._recorder = HarnessEvidenceRecorder(mission_recorder, self._journal, logger=self.get_logger())
+            self._mission_recorder = MissionRecorder(self._recorder_spinner.node, store)
+            self._mission_recorder.subscribe()
+            self._recorder = HarnessEvidenceRecorder(self._mission_recorder, self._journal, logger=self.get_logger())
             self.get_logger().info(f"mission evidence bags in {bag_dir}")
         self._io = RosRobotIO(self, clock=self._wall, ids=self._ids, artifacts_dir=artifacts,
                               camera_topic=p["camera_topic"], speech_topic=p["speech_topic"], message_topic=p["message_topic"])
@@ -226,6 +226,7 @@ class SupervisorNode(LifecycleNode):
             self._recovery_port.destroy(self._spinner.node)
         if self._recorder_spinner is not None:
             self._recorder_spinner.stop()
+            self._mission_recorder.close()  # closes a bag left open by a mission cut short
             self._recorder_spinner.destroy()
             self._recorder_spinner = None
         self._spinner.destroy()

@@ -16,11 +16,11 @@ from typing import Any
 from pydantic import ValidationError
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
-from ..core.authority import file_artifact_check
+from ..core.authority import file_artifact_check, verifier_config
 from ..core.clock import IdGenerator, SystemClock
 from ..core.config import VerificationConfig
 from ..core.errors import HarnessError
-from ..core.verifier import Verifier, VerifierConfig, VerifyRequest
+from ..core.verifier import Verifier, VerifyRequest
 from ._util import declare_params, run_node
 from .executors import BackgroundSpinner
 from .ros_ports import RosSnapshotPort
@@ -58,8 +58,7 @@ class VerifierNode(LifecycleNode):
             return TransitionCallbackReturn.FAILURE
         seed = int(p["id_seed"])
         self._verifier = Verifier(
-            VerifierConfig(xy_tolerance_m=v.xy_tolerance_m, yaw_tolerance_rad=v.yaw_tolerance_rad,
-                           final_pose_max_age_s=v.final_pose_max_age_s),
+            verifier_config(v),
             semantic=None, artifact_check=file_artifact_check, ids=IdGenerator(None if seed < 0 else seed),
             clock=SystemClock(), name=self.get_fully_qualified_name(),
         )
