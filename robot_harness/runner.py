@@ -137,7 +137,9 @@ def run_scenario(
         events = journal.events(mission_id=mission_id)
     finally:
         journal.close()
-    if not accepted:
+    # The journal decides: a lost goal response can make the client believe the
+    # mission was refused while the supervisor ran it (seen in CI).
+    if not accepted and not events:
         report = {"mission_id": mission_id, "status": "BLOCKED", "summary": "the supervisor refused the mission",
                   "tool_calls": [], "event_counts": {}, "evidence_seqs": [], "journal": str(journal_path)}
     else:
