@@ -11,7 +11,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -97,6 +97,18 @@ class BringUp:
         self.context: Any = None
         self.executor: Any = None
         self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._guests: list[Callable[[], None]] = []
+
+    def add_node(self, node: Any, destroy: Callable[[], None] | None = None) -> None:
+        """Spin a caller's node (a client, a test probe) on this graph's executor.
+
+        It is destroyed by ``stop()`` once the executor has stopped: destroying
+        an entity while another thread waits on it fails in rcl ("pointer is
+        invalid"), and ``remove_node`` does not wait for a wait in progress.
+        """
+        self.executor.add_node(node)
+        self._guests.append(destroy or node.destroy_node)
 
     def specs(self) -> list[NodeSpec]:
         return [s for s in NODE_SPECS if self.use_sim or not s.sim_only]
@@ -122,6 +134,7 @@ class BringUp:
         from .nodes.verifier import VerifierNode
 
         self.context = rclpy.Context()
+        self._stopping = False
         kw = {} if self.domain_id is None else {"domain_id": self.domain_id}
         rclpy.init(context=self.context, **kw)
         self.executor = MultiThreadedExecutor(num_threads=self.threads, context=self.context)
@@ -165,6 +178,12 @@ class BringUp:
             self.executor.spin()
         except ExternalShutdownException:
             pass
+        except Exception:
+            # Once stop() has begun, entities are being torn down under the
+            # last wait; rclpy then raises from the wait set or the worker
+            # pool. Anything earlier is a real fault and propagates.
+            if not self._stopping:
+                raise
 
     def wait_ready(self, timeout_s: float = 15.0) -> None:
         """Wait (bounded) until the aggregator sees pose, battery and the navigator's state.
@@ -198,6 +217,7 @@ class BringUp:
 
         if self.context is None:
             return
+        self._stopping = True
         for node in self.nodes.values():
             if hasattr(node, "_runner") and node._runner is not None:  # noqa: SLF001
                 node._runner.request_stop("bring-up stopping")
@@ -211,6 +231,12 @@ class BringUp:
             self._thread.join(timeout=5.0)
         if self.sim is not None:
             self.sim.destroy()
+        for destroy in reversed(self._guests):
+            try:
+                destroy()
+            except Exception:
+                pass
+        self._guests.clear()
         for node in list(self.nodes.values()):
             try:
                 node.destroy_node()

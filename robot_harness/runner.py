@@ -117,15 +117,11 @@ def run_scenario(
     mission_id = IdGenerator(None).new("mission")
     with BringUp(overrides=overrides) as graph:
         client = MissionClient(graph.context)
-        graph.executor.add_node(client.node)
+        graph.add_node(client.node, client.destroy)
         if graph_hook is not None:
             graph_hook(graph)
-        try:
-            accepted, result = client.send(scenario.goal, mission_id=mission_id, on_feedback=on_feedback,
-                                           timeout_s=scenario.limits.mission_timeout_s + 60.0, server_timeout_s=30.0)
-        finally:
-            graph.executor.remove_node(client.node)
-            client.destroy()
+        accepted, result = client.send(scenario.goal, mission_id=mission_id, on_feedback=on_feedback,
+                                       timeout_s=scenario.limits.mission_timeout_s + 60.0, server_timeout_s=30.0)
         # Ground truth from the simulator, which the harness never reads: for
         # tests and (later) independent adjudication.
         truth = {

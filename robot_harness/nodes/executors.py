@@ -65,7 +65,12 @@ class MultiThreadedExecutor(_RclpyMultiThreadedExecutor):
                 self._queued_cond.wait_for(lambda: handler not in self._queued, _QUEUED_WAIT_S)
                 return
             self._queued.add(handler)
-        self._executor.submit(self._run_queued, handler)
+        try:
+            self._executor.submit(self._run_queued, handler)
+        except RuntimeError:
+            if self._is_shutdown:  # shutdown() closed the pool under this wait
+                return
+            raise
         self._futures.append(handler)
         for future in self._futures[:]:
             if future.done():

@@ -74,6 +74,51 @@ def change_state(ctx, node: str, transition_id: int) -> bool:
         n.destroy_node()
 
 
+def wait_until_world_is_observed(ctx, timeout_s: float = 20.0) -> None:
+    """Poll the aggregator until pose, navigator and battery are all AVAILABLE and
+    the controller is idle (a fixed sleep was not enough on a loaded CI host)."""
+    from rclpy.node import Node
+
+    from robot_harness.msg import FieldMeta
+    from robot_harness.srv import CaptureSnapshot
+
+    n = Node("test_snapshot_client", context=ctx)
+    ex = SingleThreadedExecutor(context=ctx)
+    ex.add_node(n)
+    try:
+        cli = n.create_client(CaptureSnapshot, "/snapshot_aggregator/capture")
+        assert cli.wait_for_service(timeout_sec=10.0)
+        deadline = time.monotonic() + timeout_s
+        snap = None
+        while time.monotonic() < deadline:
+            fut = cli.call_async(CaptureSnapshot.Request(reason="on_request"))
+            ex.spin_until_future_complete(fut, timeout_sec=5.0)
+            snap = fut.result().snapshot if fut.done() and fut.result().ok else None
+            if snap is not None and snap.controller_state == "idle" and all(
+                    m.availability == FieldMeta.AVAILABLE
+                    for m in (snap.pose_meta, snap.navigation_meta, snap.battery_meta)):
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"the aggregator never saw a fresh pose, an idle navigator and a battery reading: {snap}")
+    finally:
+        ex.remove_node(n)
+        n.destroy_node()
+
+
+def _tool_results(journal: Path) -> str:
+    """The journal's tool results, for a failure message that says why."""
+    from robot_harness.core.clock import IdGenerator, SystemClock
+    from robot_harness.core.journal import SqliteJournal
+    from robot_harness.core.records import EventType
+
+    j = SqliteJournal(journal, clock=SystemClock(), ids=IdGenerator(None))
+    try:
+        return "\n".join(json.dumps(e.payload, default=str)[:600]
+                         for e in j.events(types=[EventType.TOOL_RESULT_RECORDED]))
+    finally:
+        j.close()
+
+
 def test_separate_processes_refuse_until_nav2_is_active_then_verify_and_survive_a_dead_robot(tmp_path, ros_client):
     ctx, client = ros_client
     script = tmp_path / "turns.yaml"
@@ -106,14 +151,15 @@ def test_separate_processes_refuse_until_nav2_is_active_then_verify_and_survive_
 
         assert change_state(ctx, "bt_navigator", 1)  # configure
         assert change_state(ctx, "bt_navigator", 3)  # activate
-        time.sleep(1.5)  # let the aggregator see the navigator and a battery reading
+        wait_until_world_is_observed(ctx)
 
         accepted, result = client.send("Go to spot, then return to dock.", timeout_s=60.0)
         assert accepted
         # goal 1 verified; the robot process dies during goal 2: that action is
         # UNKNOWN, and the verifier (its own process) cannot establish "at dock"
-        assert result.status == "UNKNOWN", result.summary
-        assert "o1" not in result.summary and "o2" in result.summary, result.summary
+        story = _tool_results(journal)
+        assert result.status == "UNKNOWN", f"{result.summary}\n{story}"
+        assert "o1" not in result.summary and "o2" in result.summary, f"{result.summary}\n{story}"
         assert any(i.startswith("verdict-") for i in result.evidence_ids), list(result.evidence_ids)
         assert procs["sim_robot"].wait(timeout=10) == 3, "die_mode=exit ends the robot process"
         for name in ("snapshot_aggregator", "planner", "verifier", "recovery", "supervisor"):

@@ -165,7 +165,7 @@ def test_uncorrelated_controller_events_cannot_complete_an_action(tmp_path):
 
     def hook(graph):
         node = Node("foreign_client", context=graph.context)
-        graph.executor.add_node(node)
+        graph.add_node(node)
         client = ActionClient(node, NavigateToPose, "navigate_to_pose")
         state.update(node=node, client=client)
 

@@ -54,10 +54,8 @@ def _graph(tmp_path, faults):
     }
     with BringUp(overrides=overrides) as g:
         client = MissionClient(g.context)
-        g.executor.add_node(client.node)
+        g.add_node(client.node, client.destroy)
         yield g, client
-        g.executor.remove_node(client.node)
-        client.destroy()
 
 
 @pytest.fixture
@@ -134,19 +132,15 @@ def test_stop_service_stops_the_running_mission(stalling_graph):
     while time.monotonic() < deadline and not any(e.event.value == "accepted" for e in g.sim.goal_log):
         time.sleep(0.05)
     node = Node("test_stop_client", context=g.context)
-    g.executor.add_node(node)
-    try:
-        cli = node.create_client(Stop, "/supervisor/stop")
-        assert cli.wait_for_service(timeout_sec=10)
-        fut = cli.call_async(Stop.Request(reason="operator pressed stop"))
-        deadline = time.monotonic() + 10
-        while not fut.done() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert fut.done() and fut.result().ok
-        t.join(timeout=30)
-    finally:
-        g.executor.remove_node(node)
-        node.destroy_node()
+    g.add_node(node)
+    cli = node.create_client(Stop, "/supervisor/stop")
+    assert cli.wait_for_service(timeout_sec=10)
+    fut = cli.call_async(Stop.Request(reason="operator pressed stop"))
+    deadline = time.monotonic() + 10
+    while not fut.done() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert fut.done() and fut.result().ok
+    t.join(timeout=30)
     assert box["accepted"]
     assert box["result"].status == "CANCELLED"
     assert "operator pressed stop" in box["result"].summary
