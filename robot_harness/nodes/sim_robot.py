@@ -13,8 +13,13 @@
 
 All world access goes through one lock; the world itself stays single-threaded
 and ROS-free. The navigate_to_pose execute callback blocks a worker thread for
-the whole goal, so the executor needs at least ``MIN_EXECUTOR_THREADS``
-threads (one per concurrently running goal plus requests).
+the whole goal, and a goal callback under an ``ack_delay`` fault blocks one
+while it holds the acceptance back; the action server sits in a reentrant
+callback group, so the executor needs at least ``MIN_EXECUTOR_THREADS``
+threads (one per concurrently running goal or held acceptance, plus requests).
+
+With ``truth_log_path`` set, the sim also appends ground truth to a JSON-lines
+file (see ``_TruthLog``) that survives the process being killed.
 
 The tick runs on its own thread rather than as an executor timer, so the
 publishing schedule does not depend on how busy the executor is. The executor
@@ -34,10 +39,12 @@ import os
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 import rclpy
 from builtin_interfaces.msg import Duration as DurationMsg
@@ -76,8 +83,8 @@ from robot_harness.sim.world import (
 
 __all__ = ["DieMode", "SimRobot", "MIN_EXECUTOR_THREADS", "main"]
 
-MIN_EXECUTOR_THREADS = 4
-"""Two goals overlapping during a preemption plus a goal/cancel/service request."""
+MIN_EXECUTOR_THREADS = 5
+"""Two goals overlapping during a preemption, one held acceptance (``ack_delay``), plus a request."""
 
 TICK_RATE_HZ = 50.0
 """The lowest tick rate; the tick runs faster when a stream must (up to MAX_TICK_RATE_HZ)."""
@@ -156,7 +163,7 @@ _DYNAMIC = ParameterDescriptor(dynamic_typing=True)
 
 
 def _parameter_defaults(
-    config: SimConfig, die_mode: DieMode, pose_topic: str, autostart: bool
+    config: SimConfig, die_mode: DieMode, pose_topic: str, autostart: bool, truth_log_path: str
 ) -> dict[str, Any]:
     faults = [f.model_dump(mode="json", exclude_none=True) for f in config.faults]
     return {
@@ -175,6 +182,7 @@ def _parameter_defaults(
         "pose_topic": pose_topic,
         "autostart": autostart,
         "die_mode": die_mode.value,
+        "truth_log_path": truth_log_path,
     }
 
 
@@ -184,6 +192,7 @@ class _Settings:
     pose_topic: str
     autostart: bool
     die_mode: DieMode
+    truth_log_path: str
 
 
 def _read_settings(node: Node, defaults: dict[str, Any]) -> _Settings:
@@ -221,7 +230,70 @@ def _read_settings(node: Node, defaults: dict[str, Any]) -> _Settings:
         pose_topic=str(values["pose_topic"]),
         autostart=bool(values["autostart"]),
         die_mode=die_mode,
+        truth_log_path=str(values["truth_log_path"]),
     )
+
+
+class _TruthLog:
+    """Append-only JSON lines of ground truth for tests and crash scripts; the harness never reads it.
+
+    Every line is flushed as it is written, so a SIGKILLed sim leaves each line
+    it wrote, and append mode lets a restarted sim continue the same file.
+    Callers ``enqueue`` records (in order, possibly under the world lock) and
+    call ``write_pending`` once that lock is released, so file I/O never holds
+    it; after ``write_pending`` returns, everything enqueued before it is on
+    disk. A failed write is logged as a warning and its line dropped: the sim
+    keeps running.
+    """
+
+    def __init__(self, path: str, logger: Any) -> None:
+        self.path = path
+        self._logger = logger
+        self._queue: deque[dict[str, Any]] = deque()
+        self._lock = threading.Lock()
+        self._file: TextIO | None = None
+        self._failing = False
+
+    def enqueue(self, record: dict[str, Any]) -> None:
+        self._queue.append(record)
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._queue)
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.enqueue(record)
+        self.write_pending()
+
+    def write_pending(self) -> None:
+        with self._lock:
+            while self._queue:
+                line = json.dumps(self._queue.popleft(), separators=(",", ":")) + "\n"
+                try:
+                    if self._file is None:
+                        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                        self._file = open(self.path, "a", encoding="utf-8")
+                    self._file.write(line)
+                    self._file.flush()
+                    self._failing = False
+                except (OSError, ValueError) as exc:
+                    if not self._failing:  # one warning per run of failures
+                        self._logger.warning(f"truth log {self.path}: write failed, line dropped: {exc}")
+                    self._failing = True
+                    self._close_quietly()
+
+    def close(self) -> None:
+        """Close the file (a later line reopens it in append mode)."""
+        with self._lock:
+            self._close_quietly()
+
+    def _close_quietly(self) -> None:
+        f, self._file = self._file, None
+        if f is not None:
+            try:
+                f.close()
+            except OSError:
+                pass
 
 
 # --------------------------------------------------------------------------- the robot
@@ -253,6 +325,7 @@ class SimRobot:
         die_mode: DieMode = DieMode.SILENT,
         pose_topic: str = "/amcl_pose",
         autostart: bool = True,
+        truth_log_path: str = "",
         parameter_overrides: Sequence[Parameter] | None = None,
     ) -> None:
         self._context = context or rclpy.utilities.get_default_context()
@@ -265,13 +338,17 @@ class SimRobot:
         self._goal_log: list[GoalEvent] = []
         self.node = Node("sim_robot", context=self._context, parameter_overrides=list(parameter_overrides or ()))
         try:
-            settings = _read_settings(self.node, _parameter_defaults(config or SimConfig(), die_mode, pose_topic, autostart))
+            settings = _read_settings(
+                self.node, _parameter_defaults(config or SimConfig(), die_mode, pose_topic, autostart, truth_log_path)
+            )
         except HarnessError:
             self.node.destroy_node()
             raise
         self.config = settings.config
         self.die_mode = settings.die_mode
         self.pose_topic = settings.pose_topic
+        self.truth_log_path = settings.truth_log_path
+        self._truth = _TruthLog(self.truth_log_path, self.node.get_logger()) if self.truth_log_path else None
         self.world = SimWorld(self.config)
         self._t0_ns = self.node.get_clock().now().nanoseconds
         self._last_step_ns = self._t0_ns
@@ -314,6 +391,8 @@ class SimRobot:
             self._t0_ns = self._last_step_ns = self.node.get_clock().now().nanoseconds
             self._tick_thread = threading.Thread(target=self._tick_loop, name="sim_robot_tick", daemon=True)
             self._tick_thread.start()
+        if self._truth is not None:
+            self._truth.write({"kind": "sim_started", "pid": os.getpid(), "stamp": time.time()})
 
     def stop(self) -> bool:
         """Stop ticking, end running goals (aborted, or silent if dead), wait for their callbacks.
@@ -353,6 +432,9 @@ class SimRobot:
         self.navigator.release_action_server(destroy=not spinning)
         for n in self.nodes:
             n.destroy_node()
+        if self._truth is not None:
+            self._truth.write_pending()
+            self._truth.close()
 
     # ----------------------------------------------------------------- used by the navigator
 
@@ -368,7 +450,26 @@ class SimRobot:
         with self._lock:
             decision = self.world.submit_goal(pose.x, pose.y, pose.yaw)
             self._flush_events()
+        self._write_truth()
         return decision.accepted, decision.reason, decision.goal_index
+
+    def ack_delay(self, index: int) -> float:
+        """Seconds to hold back the acceptance of world goal ``index`` (``ack_delay`` fault)."""
+        with self._lock:
+            return self.world.ack_delay_for(index)
+
+    def log_goal_bound(self, index: int, goal_id: bytes) -> None:
+        """Record in the truth log which ROS goal UUID runs world goal ``index``."""
+        if self._truth is not None:
+            self._truth.write(
+                {
+                    "kind": "sim_goal_bound",
+                    "goal_index": index,
+                    "goal_id": goal_id.hex(),
+                    "stamp": time.time(),
+                    "pid": os.getpid(),
+                }
+            )
 
     def refuse_goal(self, pose: Pose2D, reason: str) -> None:
         """Log a goal the navigator refused before the world saw it (goal index 0)."""
@@ -385,17 +486,20 @@ class SimRobot:
                     reason=reason,
                 )
             )
+        self._write_truth()
 
     def cancel_goal(self, index: int) -> bool:
         with self._lock:
             done = self.world.cancel(index)
             self._flush_events()
+        self._write_truth()
         return done
 
     def abort_goal(self, reason: str, index: int | None = None) -> bool:
         with self._lock:
             done = self.world.abort(reason, index)
             self._flush_events()
+        self._write_truth()
         return done
 
     def probe(self, index: int) -> _GoalProbe:
@@ -475,8 +579,15 @@ class SimRobot:
     def _publish_event(self, event: GoalEvent) -> None:
         stamped = event.model_copy(update={"stamp": self.stamp_ns(event.t) / 1e9})
         self._goal_log.append(stamped)
+        if self._truth is not None:
+            self._truth.enqueue(stamped.model_dump(mode="json"))
         with self.shutdown_tolerant():
             self._log_pub.publish(String(data=stamped.model_dump_json()))
+
+    def _write_truth(self) -> None:
+        """Write queued truth-log lines; call with the world lock released."""
+        if self._truth is not None and self._truth.pending:
+            self._truth.write_pending()
 
     def _flush_events(self) -> None:
         for event in self.world.drain_events():
@@ -513,6 +624,7 @@ class SimRobot:
                     if stream.due(t):
                         with self.shutdown_tolerant():
                             stream.publish()
+        self._write_truth()
         if died:
             self._on_death()
 
@@ -681,6 +793,17 @@ class _Navigator(LifecycleNode):
         if not accepted:
             self.get_logger().info(f"goal {index} rejected: {reason}")
             return GoalResponse.REJECT
+        delay_s = self._robot.ack_delay(index)
+        if delay_s > 0.0:
+            # The world goal is already running (the tick moves the robot);
+            # only the answer to the client is late. This blocks one executor
+            # thread; the reentrant group keeps goals and cancels flowing.
+            self.get_logger().info(f"goal {index} accepted; answering in {delay_s:.2f} s (ack_delay fault)")
+            self._robot.wait(delay_s)
+            if self._robot.stopping or self._robot.silenced:
+                # No ROS goal will exist to mirror it: end the world goal now.
+                self._robot.abort_goal("bt_navigator shutting down", index)
+                return GoalResponse.REJECT
         self._pending[id(request)] = index
         return GoalResponse.ACCEPT
 
@@ -692,6 +815,7 @@ class _Navigator(LifecycleNode):
         if index == 0:
             goal_handle.abort()
             return _Result(error_code=_Result.UNKNOWN, error_msg="goal was not registered with the world")
+        self._robot.log_goal_bound(index, bytes(goal_handle.goal_id.uuid))
         self._robot.goal_started()
         try:
             return self._run_goal(goal_handle, index)
@@ -781,7 +905,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         robot.add_to_executor(executor)
         robot.node.get_logger().info(
             f"sim_robot up: start={robot.config.start.model_dump()} speed={robot.config.speed} "
-            f"faults={len(robot.config.faults)} die_mode={robot.die_mode.value}"
+            f"faults={len(robot.config.faults)} die_mode={robot.die_mode.value} "
+            f"truth_log={robot.truth_log_path or 'off'}"
         )
         executor.spin()
     except (KeyboardInterrupt, ExternalShutdownException):

@@ -37,6 +37,7 @@ __all__ = [
     "FrozenPoseFault",
     "PoseNoiseFault",
     "DieFault",
+    "AckDelayFault",
     "SimConfig",
     "GoalStatus",
     "GoalEventType",
@@ -155,6 +156,21 @@ class DieFault(_DelayedFault):
     kind: Literal["die"] = "die"
 
 
+class AckDelayFault(_FaultBase):
+    """The goal is accepted and the robot starts moving, but the acceptance reaches the client late.
+
+    Simulates a lost or slow acknowledgment: the world accepts the goal at
+    once (its events say so and the robot walks), while the ROS adapter holds
+    the goal response for ``delay_s`` before answering ACCEPT. ``at_s``: every
+    goal received from then on. The world itself only reports the delay
+    (``SimWorld.ack_delay_for``); motion and result are normal.
+    """
+
+    kind: Literal["ack_delay"] = "ack_delay"
+    delay_s: float = Field(default=3.0, gt=0.0)
+    """How long the acceptance response is held back, wall seconds."""
+
+
 Fault = Annotated[
     RejectFault
     | EarlySuccessFault
@@ -163,7 +179,8 @@ Fault = Annotated[
     | LocalizationJumpFault
     | FrozenPoseFault
     | PoseNoiseFault
-    | DieFault,
+    | DieFault
+    | AckDelayFault,
     Field(discriminator="kind"),
 ]
 _FAULTS_ADAPTER: TypeAdapter[list[Fault]] = TypeAdapter(list[Fault])
@@ -450,6 +467,23 @@ class SimWorld:
     def events(self) -> tuple[GoalEvent, ...]:
         """Every goal event since start, in order."""
         return tuple(self._events)
+
+    def ack_delay_for(self, index: int) -> float:
+        """Seconds the acceptance of goal ``index`` is held back (0 when no ``ack_delay`` fault hits it).
+
+        ``on_goal`` matches the n-th goal; ``at_s`` every goal received at or
+        after that sim time. The longest matching delay wins.
+        """
+        g = self._goals.get(index)
+        if g is None:
+            raise UsageError(f"no goal with index {index}", goal_index=index, goals_received=len(self._goals))
+        delays = [
+            f.delay_s
+            for f in self.config.faults
+            if isinstance(f, AckDelayFault)
+            and (f.on_goal == index or (f.at_s is not None and g.received_t + 1e-9 >= f.at_s))
+        ]
+        return max(delays, default=0.0)
 
     def drain_events(self) -> list[GoalEvent]:
         """Events produced since the last drain (the adapter publishes each once)."""

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 from std_msgs.msg import String
+from unique_identifier_msgs.msg import UUID
 
 from robot_harness.core.errors import ScenarioError
 from robot_harness.nodes.executors import MultiThreadedExecutor
@@ -60,6 +62,24 @@ def wait_future(fut: Future, timeout_s: float, what: str) -> Any:
     return fut.result()
 
 
+def nav_goal(x: float, y: float, yaw: float = 0.0) -> NavigateToPose.Goal:
+    msg = NavigateToPose.Goal()
+    msg.pose.header.frame_id = "map"
+    msg.pose.pose.position.x = x
+    msg.pose.pose.position.y = y
+    msg.pose.pose.orientation.z = math.sin(yaw / 2.0)
+    msg.pose.pose.orientation.w = math.cos(yaw / 2.0)
+    return msg
+
+
+def new_goal_id() -> UUID:
+    return UUID(uuid=list(uuid.uuid4().bytes))
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
 @dataclass
 class Rig:
     ctx: rclpy.Context
@@ -73,13 +93,7 @@ class Rig:
     def goal(self, x: float, y: float, yaw: float = 0.0) -> ClientGoalHandle:
         """Send a goal and return its handle once the server answered."""
         assert self.nav.wait_for_server(timeout_sec=5.0), "navigate_to_pose server not found"
-        msg = NavigateToPose.Goal()
-        msg.pose.header.frame_id = "map"
-        msg.pose.pose.position.x = x
-        msg.pose.pose.position.y = y
-        msg.pose.pose.orientation.z = math.sin(yaw / 2.0)
-        msg.pose.pose.orientation.w = math.cos(yaw / 2.0)
-        fut = self.nav.send_goal_async(msg, feedback_callback=lambda m: self.feedback.append(m.feedback))
+        fut = self.nav.send_goal_async(nav_goal(x, y, yaw), feedback_callback=lambda m: self.feedback.append(m.feedback))
         return wait_future(fut, 5.0, "goal response")
 
     def collect(self, msg_type: type[T], topic: str, qos: QoSProfile | int = 10) -> list[T]:
@@ -317,13 +331,20 @@ def test_parameters_override_the_config() -> None:
         ctx.destroy()
 
 
-def test_executable_exits_with_code_3_when_die_fires() -> None:
-    """The standalone executable (die_mode exit) dies for real, configured through --ros-args."""
+def test_executable_exits_with_code_3_when_die_fires(tmp_path: Path) -> None:
+    """The standalone executable (die_mode exit) dies for real, configured through --ros-args.
+
+    ``os._exit`` skips every cleanup, like SIGKILL: truth-log lines must already be on disk.
+    """
     faults = json.dumps([{"kind": "die", "at_s": 0.3}])
+    truth = tmp_path / "truth.jsonl"
     code = "import sys; from robot_harness.nodes.sim_robot import main; sys.exit(main(sys.argv))"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(
-        [sys.executable, "-c", code, "--ros-args", "-p", "speed:=3", "-p", f"faults_json:='{faults}'"],
+        [
+            sys.executable, "-c", code, "--ros-args",
+            "-p", "speed:=3", "-p", f"faults_json:='{faults}'", "-p", f"truth_log_path:={truth}",
+        ],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -332,6 +353,8 @@ def test_executable_exits_with_code_3_when_die_fires() -> None:
     )
     assert proc.returncode == 3, proc.stderr[-2000:]
     assert "die fault fired" in proc.stderr + proc.stdout
+    (started,) = read_jsonl(truth)
+    assert started["kind"] == "sim_started" and started["pid"] not in (0, os.getpid())
 
 
 def test_a_stream_faster_than_the_base_tick_is_not_capped_by_it(make_rig: Callable[..., Rig]) -> None:
@@ -345,3 +368,78 @@ def test_a_stream_faster_than_the_base_tick_is_not_capped_by_it(make_rig: Callab
     time.sleep(1.0)
     n = len(poses) - start
     assert n >= 100, f"{n} poses in 1 s at 200 Hz: the stream is capped below its rate"
+
+
+def test_ack_delay_holds_the_acceptance_while_the_robot_walks(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(fast(speed=1.0, faults=[{"kind": "ack_delay", "on_goal": 1, "delay_s": 2.0}]))
+    poses = rig.collect(PoseWithCovarianceStamped, "/amcl_pose")
+    assert rig.nav.wait_for_server(timeout_sec=5.0)
+    wait_until(lambda: len(poses) >= 1, 5.0, "first /amcl_pose")
+    goal_id = new_goal_id()
+    sent = time.monotonic()
+    accept = rig.nav.send_goal_async(nav_goal(3.0, 0.0), goal_uuid=goal_id)
+    wait_until(lambda: rig.robot.world.goals_received == 1, 2.0, "the world to receive the goal")
+    n_poses = len(poses)
+    time.sleep(1.0)
+    assert not accept.done(), "the acceptance is held back"
+    assert rig.robot.world.true_pose.x > 0.3, "the robot walks before the client hears it was accepted"
+    assert [e.event.value for e in rig.robot.goal_log] == ["received", "accepted"]
+    assert len(poses) >= n_poses + 5, "localization keeps publishing while the goal callback waits"
+    handle = wait_future(accept, 3.0, "the delayed acceptance")
+    assert handle.accepted and time.monotonic() - sent >= 1.9
+    duplicate = wait_future(rig.nav.send_goal_async(nav_goal(0.0, 0.0), goal_uuid=goal_id), 3.0, "duplicate answer")
+    assert not duplicate.accepted, "rclpy's ActionServer refuses a goal id it already tracks"
+    assert rig.robot.world.goals_received == 1, "the duplicate never reached the world"
+    res = wait_future(handle.get_result_async(), 5.0, "result")
+    assert res.status == RosGoalStatus.STATUS_SUCCEEDED
+    assert math.hypot(rig.robot.world.true_pose.x - 3.0, rig.robot.world.true_pose.y) <= 0.05
+
+
+def test_goals_and_cancels_are_served_while_an_acceptance_is_held(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(fast(faults=[{"kind": "ack_delay", "on_goal": 1, "delay_s": 2.5}]))
+    assert rig.nav.wait_for_server(timeout_sec=5.0)
+    held = rig.nav.send_goal_async(nav_goal(8.0, 0.0))
+    wait_until(lambda: rig.robot.world.goals_received == 1, 2.0, "the world to receive the held goal")
+    second = rig.goal(5.0, 0.0)
+    assert second.accepted and not held.done()
+    wait_future(second.cancel_goal_async(), 2.0, "cancel response")
+    r2 = wait_future(second.get_result_async(), 2.0, "second result")
+    assert r2.status == RosGoalStatus.STATUS_CANCELED and not held.done()
+    first = wait_future(held, 3.0, "the held acceptance")
+    assert first.accepted
+    r1 = wait_future(first.get_result_async(), 3.0, "first result")
+    assert r1.status == RosGoalStatus.STATUS_ABORTED and "preempted by goal 2" in r1.result.error_msg
+
+
+def test_truth_log_records_goal_events_and_binds_the_ros_goal_id(make_rig: Callable[..., Rig], tmp_path: Path) -> None:
+    path = tmp_path / "truth" / "sim.jsonl"
+    path.parent.mkdir()
+    path.write_text('{"kind": "from an earlier sim"}\n')
+    rig = make_rig(fast(), parameter_overrides=[Parameter("truth_log_path", value=str(path))])
+    assert rig.nav.wait_for_server(timeout_sec=5.0)
+    goal_id = new_goal_id()
+    handle = wait_future(rig.nav.send_goal_async(nav_goal(1.0, 0.0), goal_uuid=goal_id), 5.0, "goal response")
+    assert wait_future(handle.get_result_async(), 5.0, "result").status == RosGoalStatus.STATUS_SUCCEEDED
+    wait_until(lambda: '"succeeded"' in path.read_text(), 2.0, "the succeeded line")
+    lines = read_jsonl(path)
+    assert lines[0] == {"kind": "from an earlier sim"}, "the file is appended to, not truncated"
+    assert lines[1]["kind"] == "sim_started" and lines[1]["pid"] == os.getpid() and lines[1]["stamp"] > 1e9
+    events = [line for line in lines if line["kind"] == "sim_goal_event"]
+    assert [e["event"] for e in events] == ["received", "accepted", "succeeded"]
+    assert events == [e.model_dump(mode="json") for e in rig.robot.goal_log]
+    bound = [line for line in lines if line["kind"] == "sim_goal_bound"]
+    assert len(bound) == 1
+    assert bound[0]["goal_index"] == 1 and bound[0]["pid"] == os.getpid() and bound[0]["stamp"] > 1e9
+    assert bound[0]["goal_id"] == bytes(goal_id.uuid).hex() and len(bound[0]["goal_id"]) == 32
+    assert lines.index(events[1]) < lines.index(bound[0]) < lines.index(events[2])
+
+
+def test_truth_log_write_failures_do_not_stop_the_sim(
+    make_rig: Callable[..., Rig], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    rig = make_rig(fast(), truth_log_path=str(tmp_path))  # a directory: every open fails
+    handle = rig.goal(0.5, 0.0)
+    assert handle.accepted
+    assert wait_future(handle.get_result_async(), 5.0, "result").status == RosGoalStatus.STATUS_SUCCEEDED
+    assert list(tmp_path.iterdir()) == []
+    assert "write failed, line dropped" in capfd.readouterr().err

@@ -294,6 +294,24 @@ def test_at_s_goal_fault_affects_goals_from_then_on() -> None:
     assert w.goal(1).status is GoalStatus.ACTIVE
 
 
+def test_ack_delay_is_reported_per_goal_and_changes_nothing_else() -> None:
+    w = make_world({"kind": "ack_delay", "on_goal": 2, "delay_s": 1.5}, {"kind": "ack_delay", "at_s": 1.0})
+    plain = make_world()
+    for world in (w, plain):
+        world.submit_goal(0.5, 0.0, 0.0)
+        run(world, 0.3)
+    assert w.ack_delay_for(1) == 0.0
+    assert w.goal(1).status is GoalStatus.ACTIVE and w.true_pose == plain.true_pose
+    w.submit_goal(0.5, 0.5, 0.0)
+    assert w.ack_delay_for(2) == 1.5
+    run(w, 1.0)
+    w.submit_goal(0.0, 0.0, 0.0)
+    assert w.ack_delay_for(3) == 3.0, "at_s hits every goal received from then on, default delay_s"
+    assert w.events[-1].event is GoalEventType.ACCEPTED and w.goal(3).status is GoalStatus.ACTIVE
+    with pytest.raises(UsageError):
+        w.ack_delay_for(4)
+
+
 # --------------------------------------------------------------------------- configuration
 
 
@@ -308,6 +326,11 @@ def test_at_s_goal_fault_affects_goals_from_then_on() -> None:
         ({"kind": "die", "at_s": 1.0, "after_s": -1.0}, "after_s"),
         ({"kind": "reject", "on_goal": 1, "after_s": 0.5}, "after_s"),
         ({"kind": "pose_noise", "on_goal": 1, "std_xy": "lots"}, "std_xy"),
+        ({"kind": "ack_delay", "on_goal": 1, "delay_s": 0.0}, "delay_s"),
+        ({"kind": "ack_delay", "on_goal": 1, "delay_s": -2.0}, "delay_s"),
+        ({"kind": "ack_delay", "delay_s": 1.0}, "exactly one trigger"),
+        ({"kind": "ack_delay", "on_goal": 1, "at_s": 0.5}, "exactly one trigger"),
+        ({"kind": "ack_delay", "on_goal": 1, "after_s": 0.5}, "after_s"),
     ],
 )
 def test_bad_fault_config_raises_scenario_error(fault: dict[str, Any], needle: str) -> None:
@@ -335,6 +358,8 @@ def test_faults_parse_from_json_with_defaults() -> None:
     jump, reject = faults
     assert (jump.dx, jump.dy, jump.delay_s()) == (3.0, 0.0, 0.3)
     assert reject.kind == "reject" and reject.at_s == 1.0
+    (ack,) = parse_faults('[{"kind": "ack_delay", "on_goal": 1}]')
+    assert ack.kind == "ack_delay" and ack.delay_s == 3.0
     with pytest.raises(ScenarioError):
         parse_faults("not json")
 
