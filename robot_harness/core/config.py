@@ -52,6 +52,9 @@ class NavigationConfig(_Cfg):
     timeout_per_m_s: float = 4.0
     """Added per metre of straight-line distance (0.25 m/s worst-case average)."""
     cancel_timeout_s: float = 3.0
+    lookup_timeout_s: float = 3.0
+    """How long to wait for a goal to show up in the backend's status when its acceptance was lost
+    (or while reconciling a lease): the goal is looked up by id, never sent again."""
     progress_journal_period_s: float = 0.5
     """ROBOT_ACTION_PROGRESS events are journaled at most this often."""
     preconditions: Preconditions = Preconditions()

@@ -37,7 +37,8 @@ from .contracts import (
     compile_contract,
 )
 from .context import compile_planner_context, context_size
-from .errors import HarnessError, HarnessTimeout, JournalWriteError, UsageError
+from .durable import TRANSITION_TYPES, DispatchKey, DuplicateDispatch, LeaseConflict, ReleaseReason, goal_uuid_for
+from .errors import HarnessError, HarnessTimeout, JournalWriteError, StaleRevision, UsageError
 from .gate import CommitGate, GateRejection, TaskState, commit_drafts, original_goal_check, record_draft
 from .journal import Journal
 from .lifecycle import ManagedAction
@@ -63,6 +64,7 @@ from .records import (
 from .skills import PROPOSE_DONE, NavigateToArgs, Skill, SkillRegistry, ToolEnv, resolve_target
 from .authority import InProcessVerifier, default_contract_compiler, recovery_advisor, verifier_config
 from .verifier import PoseSample, Verifier, VerifyRequest
+from .reconcile import ACTIVE_STATUSES, TERMINAL_STATUSES, Reconciler
 from .recovery import Failure, FailureKind, RecoveryBudgets, RecoveryPolicy, Rung
 from .views import ContextItem, Provenance, Role, ViewBudget, build_view
 
@@ -77,11 +79,19 @@ _RECEIPT_STATUS = {
     ToolResultStatus.REJECTED: ReceiptStatus.REJECTED,
     ToolResultStatus.PRECONDITION_CHANGED: ReceiptStatus.REJECTED,
     ToolResultStatus.SKIPPED: ReceiptStatus.REJECTED,
+    ToolResultStatus.CANCELLED: ReceiptStatus.REJECTED,
+    ToolResultStatus.DENIED: ReceiptStatus.REJECTED,
 }
+_STALE_RETRIES = 8
+"""How often one write re-reads the mission after another writer moved it, before giving up."""
+_LEASE_MARGIN_S = 10.0
+"""A lease outlives its action's supervision bound by this much before it counts as orphaned."""
 _VERIFIER_BUDGET = ViewBudget(max_items=4096, max_bytes=8 * 1024 * 1024)
 """The verifier sees every receipt; its bound only stops a runaway mission."""
 _PLANNER_PROGRESS_BUDGET = ViewBudget(max_items=32, max_bytes=1500)
 _RECOVERY_BUDGET = ViewBudget(max_items=24, max_bytes=4000)
+_FOREIGN_TYPES = (EventType.STOP_REQUESTED, EventType.INTERACTION_RESOLVED)
+"""What another writer may add to a running mission."""
 _STATE_EVENTS = (EventType.CONTRACT_FROZEN, EventType.RECEIPT_RECORDED, EventType.VERDICT_RECORDED,
                  EventType.COMMIT_RECORDED, EventType.FACT_RECORDED)
 _TERMINAL_STATUS = {
@@ -118,6 +128,10 @@ class _Stop(Exception):
         super().__init__(summary)
         self.status = status
         self.summary = summary
+
+
+class _StoppedBeforeDispatch(Exception):
+    """Internal: a Stop arrived while a dispatch intent was being committed; nothing was sent."""
 
 
 class MissionRunner:
@@ -192,6 +206,13 @@ class MissionRunner:
         self._state_seq = 0
         self._state_cache: TaskState | None = None
         self._progress_since = 0
+        self._revision = 0
+        self._turn_state_version = 0
+        self._attempts: dict[str, int] = {}
+        self._node_of_call: dict[str, str] = {}
+        self.reconciler = Reconciler(journal=journal, navigation=navigation, snapshots=snapshots, clock=clock,
+                                     lookup_timeout_s=config.navigation.lookup_timeout_s,
+                                     on_events=self._notify)
         self._progress_verifier = Verifier(verifier_config(config), semantic=None, artifact_check=lambda u, h: None,
                                            ids=IdGenerator(0), clock=clock, name="progress")
 
@@ -226,18 +247,24 @@ class MissionRunner:
         self._spent = {}
         self._progress_since = 0
         self._state_events, self._state_seq, self._state_cache = [], 0, None
+        self._revision, self._turn_state_version, self._attempts, self._node_of_call = 0, 0, {}, {}
         self._stop_requested = None
         self._deadline = self.clock.monotonic() + self.config.limits.mission_timeout_s
         self._recorder_error = ""
         self._start_recorder()  # first, so the bag holds the whole journal of the mission
         try:
-            self._append(EventType.MISSION_STARTED, payload={
+            # Revision 0 expected: a mission id is admitted once, ever.
+            self._append_many([self._draft(EventType.MISSION_STARTED, payload={
                 "goal": goal,
                 "config": self.config.model_dump(mode="json"),
                 "tools": [s.name for s in self.skills],
-            })
+            })], retry_stale=False)
             # A successful write clears an earlier storage failure.
             self._physical_blocked = None
+        except StaleRevision:
+            self._bag = self._stop_recorder()
+            raise UsageError(f"mission {self._mission_id} already exists in the journal; a mission id is run once",
+                             mission_id=self._mission_id) from None
         except JournalWriteError as exc:
             self._physical_blocked = str(exc)
             self._bag = self._stop_recorder()
@@ -281,6 +308,7 @@ class MissionRunner:
             self._update("planning")
             snap, snap_draft = self._capture("before_model_turn", defer=True)
             turn_id = self.ids.new("turn")
+            self._turn_state_version = self._state_version  # what this turn's decisions are keyed on
             ctx = compile_planner_context(
                 progress=self._planner_progress(snap),
                 goal=goal,
@@ -338,6 +366,7 @@ class MissionRunner:
             failure = self._worst_failure(last_results, outcome_event)
             if failure is not None:
                 pending.append(self._recover(turn_id, failure))
+            self._check_budget()  # a Stop (or the deadline) during this turn ends it before any verification
             proposal: tuple[str, str] | None = None
             if done_call is not None:
                 proposal = (done_call.id, str(done_call.arguments.get("summary", "")))
@@ -391,6 +420,9 @@ class MissionRunner:
             elif index >= limit:
                 result = ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.REJECTED,
                                     content={"reason": f"more than {limit} tool calls in one turn"})
+            elif self._stop_requested:
+                result = ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.CANCELLED,
+                                    content={"reason": f"stopped: {self._stop_requested}; not run"})
             elif stop_reason is not None:
                 result = ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.SKIPPED,
                                     content={"reason": stop_reason})
@@ -455,12 +487,24 @@ class MissionRunner:
             return self._dispatch(turn_id, decision, call, skill, args)
         env = ToolEnv(places=self._places, robot_io=self.robot_io, snapshot=decision)
         assert skill.handler is not None
+        if skill.resources:
+            conflict = self._free_resources(skill)
+            try:
+                if conflict is not None:
+                    raise conflict
+                self._append_many(self._lease_drafts(skill, call.id, self.clock.now() + _LEASE_MARGIN_S))
+            except LeaseConflict as exc:
+                return self._lease_conflict_result(call, exc), None
         try:
             content = skill.handler(env, args)
         except HarnessError as exc:
             return self._error(call, exc.code, exc.message, exc.details), None
         except Exception as exc:  # a tool's own bug or I/O failure: one recorded error result
             return self._error(call, "tool_exception", f"{type(exc).__name__}: {exc}"), None
+        finally:
+            if skill.resources:  # the call returned (or raised): it is over
+                self._append_many(self._lease_end_drafts(skill, call.id, ReleaseReason.CONFIRMED_TERMINAL,
+                                                         "the call returned"))
         return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.OK, content=content), None
 
     @staticmethod
@@ -482,7 +526,16 @@ class MissionRunner:
             target_decision = resolve_target(args, self._places)
         except UsageError as exc:
             return self._error(call, exc.code, exc.message, exc.details), None
+        dispatch_key = self._dispatch_key(skill, args)
+        self._node_of_call[call.id] = dispatch_key.node
+        existing = self.journal.dispatch(dispatch_key.text)
+        if existing is not None:
+            return self._duplicate_result(call, DuplicateDispatch("already dispatched", existing)), None
         self._update("checking")
+        conflict = self._free_resources(skill)
+        if conflict is not None:
+            return self._lease_conflict_result(call, conflict), None
+        # Last, right before dispatch: the fresh-state check (reconciling a lease may have taken a while).
         fresh, snap_draft = self._capture("pre_dispatch", defer=True)
         target_now = resolve_target(args, self._places)
         report = check_preconditions(
@@ -508,47 +561,146 @@ class MissionRunner:
         action.dispatch_snapshot = fresh
         distance = fresh.pose.distance_to(target_now) if fresh.pose else 0.0
         timeout_s = nav.timeout_s + nav.timeout_per_m_s * distance
-        # The fresh snapshot, the passing check and the dispatch intent are
-        # durable (one commit) before anything is sent to the robot.
-        committed = self._append_many([snap_draft, check_draft, self._draft(
-            EventType.ROBOT_ACTION_STARTED, model_turn_id=turn_id, tool_call_id=call.id,
-            robot_action_id=action.action_id, snapshot_id=fresh.snapshot_id, payload={
-                "intent": {"backend": self.navigation.name, "target": target_now.model_dump(),
-                           "frame_id": self.config.frame_id, "timeout_s": round(timeout_s, 2),
-                           "arguments": call.arguments},
-                "action": action.view().model_dump(mode="json"),
-            })])
-        self._evidence.append(committed[1].seq)
+        key, goal_id = dispatch_key, goal_uuid_for(dispatch_key.text)
+        # The fresh snapshot, the passing check, the dispatch intent (keyed, so a
+        # repeat is refused) and the resource leases are durable (one
+        # revision-checked commit) before anything is sent to the robot.
+        try:
+            committed = self._append_many([snap_draft, check_draft, self._draft(
+                EventType.ROBOT_ACTION_STARTED, model_turn_id=turn_id, tool_call_id=call.id,
+                robot_action_id=action.action_id, snapshot_id=fresh.snapshot_id, payload={
+                    "intent": {"backend": self.navigation.name, "target": target_now.model_dump(),
+                               "frame_id": self.config.frame_id, "timeout_s": round(timeout_s, 2),
+                               "arguments": call.arguments},
+                    "dispatch": {"key": key.text, "goal_id": goal_id, "resources": list(skill.resources),
+                                 "node": key.node, "attempt": key.attempt, "state_version": key.state_version},
+                    "action": action.view().model_dump(mode="json"),
+                }), *self._lease_drafts(skill, action.action_id,
+                                        now + timeout_s + nav.cancel_timeout_s + _LEASE_MARGIN_S)])
+        except DuplicateDispatch as exc:
+            return self._duplicate_result(call, exc), None
+        except LeaseConflict as exc:
+            return self._lease_conflict_result(call, exc), None
+        except _StoppedBeforeDispatch as stop:
+            return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.CANCELLED,
+                              content={"reason": f"stopped before dispatch: {stop}; nothing was sent"}), None
+        self._evidence.append(committed[2].seq)
         action.timeout_s = timeout_s
         self._actions.append(action)
         self._active = action
         self._update("dispatching", action)
         try:
-            ack = self.navigation.send_goal(target=target_now, frame_id=self.config.frame_id, timeout_s=nav.accept_timeout_s)
+            ack = self.navigation.send_goal(target=target_now, frame_id=self.config.frame_id,
+                                            timeout_s=nav.accept_timeout_s, goal_id=goal_id)
         except HarnessTimeout as exc:
-            self._transition(action, ActionStatus.UNKNOWN, f"no accept/reject from the backend: {exc.message}")
-            self._active = None
-            return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.ERROR, action_id=action.action_id,
-                              error={"code": "backend_timeout", "message": exc.message}), None
+            return self._lost_acknowledgment(call, action, skill, goal_id, exc.message)
         except HarnessError as exc:
-            self._transition(action, ActionStatus.FAILED, f"not sent: {exc.message}")
-            self._active = None
+            self._end_before_motion(action, skill, ActionStatus.FAILED, f"not sent: {exc.message}")
             return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.REJECTED, action_id=action.action_id,
                               content={"reason": exc.message}), None
         if not ack.accepted:
             action.backend_goal_id = ack.goal_id
-            self._transition(action, ActionStatus.FAILED, f"rejected by the backend: {ack.reason or 'no reason given'}")
-            self._active = None
+            self._end_before_motion(action, skill, ActionStatus.FAILED,
+                                    f"rejected by the backend: {ack.reason or 'no reason given'}")
             return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.REJECTED, action_id=action.action_id,
                               content={"reason": ack.reason or "rejected by the navigation backend"}), None
         action.backend_goal_id = ack.goal_id
         action.accepted_at = self.clock.monotonic()
         self._transition(action, ActionStatus.ACCEPTED, "accepted by the backend")
+        return self._accepted_result(call, action), action
+
+    def _accepted_result(self, call: ToolCall, action: ManagedAction, note: str = "") -> ToolResult:
         return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.ACCEPTED, action_id=action.action_id, content={
-            "backend_goal_id": ack.goal_id,
-            "target": target_now.model_dump(),
-            "note": "accepted is not completion; the verified outcome arrives as a runtime event",
-        }), action
+            "backend_goal_id": action.backend_goal_id,
+            "target": action.target.model_dump() if action.target else None,
+            "note": note or "accepted is not completion; the verified outcome arrives as a runtime event",
+        })
+
+    def _lost_acknowledgment(self, call: ToolCall, action: ManagedAction, skill: Skill, goal_id: str,
+                             why: str) -> tuple[ToolResult, ManagedAction | None]:
+        """No accept/reject arrived in time. The goal may be running: look it up by its id, never re-send it."""
+        nav = skill.managed.navigation  # type: ignore[union-attr]
+        try:
+            status = self.navigation.lookup(goal_id, timeout_s=nav.lookup_timeout_s)
+            detail = f"backend reports the goal {status}" if status else "backend does not track the goal"
+        except HarnessError as exc:
+            status, detail = None, f"backend could not be asked: {exc.message}"
+        self._append(EventType.ROBOT_ACTION_RECONCILED, tool_call_id=call.id, robot_action_id=action.action_id, payload={
+            "finding": "acknowledgment_lost", "backend_status": status or "", "detail": f"{why}; {detail}",
+            "goal_id": goal_id})
+        if status in ACTIVE_STATUSES or status in TERMINAL_STATUSES:
+            self.navigation.adopt(goal_id)
+            action.backend_goal_id = goal_id
+            action.accepted_at = self.clock.monotonic()
+            self._transition(action, ActionStatus.ACCEPTED, f"acceptance lost; found on the backend by goal id ({status})")
+            return self._accepted_result(call, action, "the acceptance was lost, but the backend runs the goal (looked up "
+                                                       "by its id; it was not sent again); the verified outcome arrives "
+                                                       "as a runtime event"), action
+        action.backend_goal_id = goal_id
+        # Maybe moving, maybe not: UNKNOWN, and the resource stays blocked until reconciled.
+        self._append_many([self._transition(action, ActionStatus.UNKNOWN, f"no accept/reject from the backend: {why}; {detail}",
+                                            defer=True), *self._lease_end_drafts(skill, action.action_id, None, detail)])
+        self._active = None
+        return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.ERROR, action_id=action.action_id,
+                          error={"code": "backend_timeout", "message": f"{why}; {detail}; the {'/'.join(skill.resources)} "
+                                 "stays reserved until the backend confirms the goal ended"}), None
+
+    def _end_before_motion(self, action: ManagedAction, skill: Skill, state: ActionStatus, reason: str) -> None:
+        """The backend refused the goal or it was never sent: nothing moves, the leases end."""
+        self._append_many([self._transition(action, state, reason, defer=True),
+                           *self._lease_end_drafts(skill, action.action_id, ReleaseReason.CONFIRMED_TERMINAL, reason)])
+        self._active = None
+
+    # -- leases and keys --------------------------------------------------------
+
+    def _dispatch_key(self, skill: Skill, args: BaseModel) -> DispatchKey:
+        node = DispatchKey.for_call(mission_id=self._mission_id, skill=skill.name,
+                                    arguments=args.model_dump(mode="json"), attempt=1, state_version=0).node
+        return DispatchKey(mission_id=self._mission_id, node=node, attempt=self._attempts.get(node, 1),
+                           state_version=self._turn_state_version)
+
+    def _lease_drafts(self, skill: Skill, owner: str, expires_at: float) -> list[EventDraft]:
+        return [self._draft(EventType.LEASE_ACQUIRED, robot_action_id=owner if skill.physical else "", payload={
+            "resource": r, "owner": owner, "expires_at": round(expires_at, 3), "skill": skill.name})
+            for r in skill.resources]
+
+    def _lease_end_drafts(self, skill: Skill, owner: str, why: ReleaseReason | None, detail: str) -> list[EventDraft]:
+        """Release (``why`` given: confirmed terminal or stopped) or block (None: outcome unknown) a call's leases."""
+        if why is None:
+            return [self._draft(EventType.LEASE_BLOCKED, payload={"resource": r, "owner": owner, "reason": detail})
+                    for r in skill.resources]
+        return [self._draft(EventType.LEASE_RELEASED, payload={"resource": r, "owner": owner, "why": why.value,
+                                                                "detail": detail}) for r in skill.resources]
+
+    def _free_resources(self, skill: Skill) -> LeaseConflict | None:
+        """Settle leases on the skill's resources left by ended owners; the conflict that remains, if any."""
+        leases = self.journal.leases()
+        for resource in skill.resources:
+            lease = leases.get(resource)
+            if lease is None:
+                continue
+            settled = self.reconciler.settle_lease(lease)
+            if settled is None or resource not in settled.released:
+                held = self.journal.leases().get(resource)
+                if held is not None:
+                    state = "blocked by an action of unknown outcome" if held.state.value == "blocked" else "held"
+                    return LeaseConflict(f"resource {resource!r} is {state} ({held.owner}, mission {held.mission_id})"
+                                         + (f": {settled.detail}" if settled else ""), held)
+        return None
+
+    @staticmethod
+    def _duplicate_result(call: ToolCall, exc: DuplicateDispatch) -> ToolResult:
+        rec = exc.existing
+        return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.REJECTED, action_id=rec.action_id,
+                          content={"code": "duplicate_dispatch", "reason": "duplicate request: this exact dispatch (task, node, attempt, state version) "
+                                             "already exists; nothing new was sent",
+                                   "existing": rec.model_dump(mode="json")})
+
+    @staticmethod
+    def _lease_conflict_result(call: ToolCall, exc: LeaseConflict) -> ToolResult:
+        return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.REJECTED, content={
+            "code": "lease_conflict", "reason": f"{exc.message}; nothing was sent",
+            "lease": exc.lease.model_dump(mode="json")})
 
     def _supervise(self, action: ManagedAction) -> RuntimeEvent:
         """Track one accepted action to a terminal report (or timeout), then verify it."""
@@ -562,6 +714,7 @@ class MissionRunner:
         uncorrelated_seen: set[tuple[str, str]] = set()
         earlier_goals = {a.backend_goal_id for a in self._actions if a is not action and a.backend_goal_id}
         why_none = f"no terminal report within {timeout_s:.1f} s"
+        stop_confirmed = False
         while terminal is BackendTerminal.NONE:
             now = self.clock.monotonic()
             if self._stop_requested:
@@ -613,6 +766,7 @@ class MissionRunner:
             if confirmed in (BackendTerminal.SUCCEEDED, BackendTerminal.ABORTED):
                 terminal = confirmed
             elif confirmed is BackendTerminal.CANCELED:
+                stop_confirmed = True
                 why_none += "; cancel requested, backend confirmed canceled"
             else:
                 why_none += "; cancel requested, stop NOT confirmed by the backend" + ("" if acknowledged else " (refused)")
@@ -629,8 +783,15 @@ class MissionRunner:
         reason = verdict.reason if terminal is not BackendTerminal.NONE else f"{why_none}; {verdict.reason}"
         action.outcome_snapshot_id = post.snapshot_id
         final = self._transition(action, verdict.state, reason, defer=True)
-        # VERIFYING, the post-terminal snapshot, the verdict and its evidence: one commit.
-        committed = self._append_many([verifying, post_draft, final, self._draft(
+        # The lease ends only on a confirmed end (a terminal report, or a confirmed
+        # cancel); otherwise the robot may still be moving and the resource stays blocked.
+        skill = self.skills.get(action.skill)
+        confirmed_end = terminal is not BackendTerminal.NONE or stop_confirmed
+        lease_end = self._lease_end_drafts(
+            skill, action.action_id, ReleaseReason.CONFIRMED_TERMINAL if confirmed_end else None,
+            f"backend {action.backend_status}" if confirmed_end else f"{why_none}: the robot may still be moving")
+        # VERIFYING, the post-terminal snapshot, the verdict, its evidence and the lease: one commit.
+        committed = self._append_many([verifying, post_draft, final, *lease_end, self._draft(
             EventType.ROBOT_ACTION_OUTCOME, tool_call_id=action.tool_call_id, robot_action_id=action.action_id,
             snapshot_id=post.snapshot_id, payload={
                 "state": verdict.state.value, "reason": reason, "evidence": verdict.evidence,
@@ -668,16 +829,35 @@ class MissionRunner:
     def _abandon_active(self) -> str:
         """Supervision failed mid-action: ask the backend to stop rather than move unsupervised.
 
-        Returns the abandoned action's id (empty when none was in flight).
+        The action ends UNKNOWN (its outcome was never verified); its leases are
+        released only when the backend confirms the goal ended, else blocked.
+        Best effort: the journal itself may be what failed. Returns the
+        abandoned action's id (empty when none was in flight).
         """
         action = self._active
-        if action is not None and action.backend_goal_id and not action.terminal:
+        self._active = None
+        if action is None:
+            return ""
+        if action.terminal:
+            return action.action_id
+        nav = self.skills.get(action.skill).managed.navigation  # type: ignore[union-attr]
+        ended = BackendTerminal.NONE
+        if action.backend_goal_id:
             try:
-                self.navigation.cancel(action.backend_goal_id, timeout_s=3.0)
+                self.navigation.cancel(action.backend_goal_id, timeout_s=nav.cancel_timeout_s)
+                ended = self._await_terminal(action, nav.cancel_timeout_s)
             except HarnessError:
                 pass
-        self._active = None
-        return action.action_id if action is not None else ""
+        confirmed = ended is not BackendTerminal.NONE
+        detail = (f"supervision was cut short; backend confirmed the goal {action.backend_status}" if confirmed
+                  else "supervision was cut short; the backend did not confirm the goal ended")
+        try:
+            self._append_many([self._transition(action, ActionStatus.UNKNOWN, detail, defer=True),
+                               *self._lease_end_drafts(self.skills.get(action.skill), action.action_id,
+                                                       ReleaseReason.CONFIRMED_TERMINAL if confirmed else None, detail)])
+        except (HarnessError, _StoppedBeforeDispatch):
+            pass
+        return action.action_id
 
     # -- completion authority ---------------------------------------------------
 
@@ -975,6 +1155,9 @@ class MissionRunner:
             if r.status is ToolResultStatus.PRECONDITION_CHANGED:
                 add(3, FailureKind.PRECONDITION_CHANGED, "preconditions changed before dispatch", skill=r.name,
                     tool_call_id=r.tool_call_id)
+            elif r.status is ToolResultStatus.REJECTED and r.content.get("code") == "lease_conflict":
+                add(1, FailureKind.RESOURCE_BLOCKED, str(r.content.get("reason", "")), skill=r.name,
+                    tool_call_id=r.tool_call_id)
             elif r.status is ToolResultStatus.REJECTED and r.name in self._physical_skills and r.action_id:
                 add(2, FailureKind.DISPATCH_REJECTED, str(r.content.get("reason", "")), skill=r.name,
                     tool_call_id=r.tool_call_id, action_id=r.action_id)
@@ -1000,6 +1183,9 @@ class MissionRunner:
                        "view": view.as_list()}
         decision = self.recovery.decide(failure, spent=self._spent, context=context, budgets=budgets)
         self._spent[decision.rung] = self._spent.get(decision.rung, 0) + 1
+        node = self._node_of_call.get(failure.tool_call_id)
+        if node is not None and decision.rung not in (Rung.SAFE_STOP, Rung.HUMAN_HANDOFF):
+            self._attempts[node] = self._attempts.get(node, 1) + 1  # recovery authorizes a new attempt: a new key
         self._append(EventType.RECOVERY_DECIDED, model_turn_id=turn_id, tool_call_id=failure.tool_call_id,
                      robot_action_id=failure.action_id, payload={
                          "failure": failure.model_dump(mode="json"), "decision": decision.model_dump(mode="json")})
@@ -1108,13 +1294,45 @@ class MissionRunner:
     def _append(self, type_: EventType, **fields: Any) -> JournalEvent:
         return self._append_many([self._draft(type_, **fields)])[0]
 
-    def _append_many(self, drafts: Sequence[EventDraft]) -> list[JournalEvent]:
-        """One atomic, durable commit (one fsync) for several events."""
-        events = self.journal.append(list(drafts))
+    def _append_many(self, drafts: Sequence[EventDraft], *, retry_stale: bool = True) -> list[JournalEvent]:
+        """One atomic, durable, revision-checked commit (one fsync) for several events.
+
+        When another writer moved the mission meanwhile (an operator Stop, an
+        interaction's answer), the commit is refused; the runner reads what
+        changed and retries from the fresh state, unless what changed forbids
+        the write (a Stop forbids a new dispatch).
+        """
+        drafts = list(drafts)
+        if not drafts:
+            return []
+        for _ in range(_STALE_RETRIES):
+            try:
+                events = self.journal.append(drafts, expected_revision=self._revision)
+                break
+            except StaleRevision as exc:
+                if not retry_stale or "mission_id" not in exc.details:
+                    raise
+                self._absorb()
+                if self._stop_requested and any(d.type is EventType.ROBOT_ACTION_STARTED for d in drafts):
+                    raise _StoppedBeforeDispatch(self._stop_requested) from None
+        else:
+            raise JournalWriteError(f"mission {self._mission_id} kept moving under this writer "
+                                    f"({_STALE_RETRIES} stale revisions in a row)", sqlite_error=None)
+        self._revision += sum(1 for e in events if e.type in TRANSITION_TYPES)
+        self._notify(events)
+        return events
+
+    def _notify(self, events: Sequence[JournalEvent]) -> None:
         if self._on_update is not None:
             for event in events:
                 self._on_update("", None, event)
-        return events
+
+    def _absorb(self) -> None:
+        """Read what other writers did to this mission (Stop, interaction answers) and catch up."""
+        for ev in self.journal.events(mission_id=self._mission_id, types=_FOREIGN_TYPES):
+            if ev.type is EventType.STOP_REQUESTED and not self._stop_requested:
+                self._stop_requested = str(ev.payload.get("reason") or "operator stop")
+        self._revision = self.journal.revision(self._mission_id)
 
     def _update(self, stage: str, action: ManagedAction | None = None) -> None:
         if self._on_update is not None:

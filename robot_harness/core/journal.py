@@ -38,6 +38,7 @@ from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
 from .clock import Clock, IdGenerator
+from .durable import INDEXED_TYPES, DispatchRecord, DurableIndex, Lease
 from .errors import JournalWriteError, RefusalError, StaleRevision, UsageError
 from .records import EventDraft, EventType, JournalEvent, WorldSnapshot
 
@@ -272,6 +273,7 @@ class Journal(abc.ABC):
         self._pending: collections.deque[list[JournalEvent]] = collections.deque()
         self._delivery_lock = threading.Lock()
         self._delivering = False
+        self._index = DurableIndex()
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -297,22 +299,63 @@ class Journal(abc.ABC):
     # -- writing -----------------------------------------------------------
 
     def append(
-        self, drafts: Sequence[EventDraft], *, expected_last_seq: int | None = None
+        self, drafts: Sequence[EventDraft], *, expected_last_seq: int | None = None,
+        expected_revision: int | None = None,
     ) -> list[JournalEvent]:
         """Commit ``drafts`` as consecutive events, all or none, and return them.
 
-        With ``expected_last_seq``, the append is a compare-and-set: if the
-        journal's last seq differs, ``StaleRevision`` (``expected``/``actual``)
-        is raised and nothing is written. Storage failures raise
-        ``JournalWriteError``. All events of one call share one ``clock.now()``
-        stamp. Listeners run after the commit, never before.
+        With ``expected_last_seq``, the append is a compare-and-set on the whole
+        journal; with ``expected_revision``, on the batch's mission (all drafts
+        name one mission; see ``durable.TRANSITION_TYPES``). Either way a
+        mismatch raises ``StaleRevision`` (``expected``/``actual``) and nothing
+        is written. Every batch is also checked against the durable index:
+        a repeated dispatch key raises ``DuplicateDispatch``, a lease held by
+        another owner ``LeaseConflict``, a stale action transition
+        ``StaleRevision``. Storage failures raise ``JournalWriteError``. All
+        events of one call share one ``clock.now()`` stamp. Listeners run after
+        the commit, never before.
         """
         if isinstance(drafts, EventDraft):
             raise UsageError("append() takes a sequence of EventDraft records; wrap a single one in a list")
         prepared = [self._prepare(d) for d in drafts]
-        committed = self._commit(prepared, expected_last_seq)
+        committed = self._commit(prepared, expected_last_seq, expected_revision)
         self._deliver()
         return committed
+
+    # -- durable state (derived from events; see durable.py) ------------------
+
+    def revision(self, mission_id: str) -> int:
+        """The mission's revision: how many state-changing events it has."""
+        with self._indexed() as index:
+            return index.revision(mission_id)
+
+    def leases(self) -> dict[str, Lease]:
+        """Resource leases in force (held or blocked), by resource."""
+        with self._indexed() as index:
+            return dict(index.leases)
+
+    def dispatch(self, key: str) -> DispatchRecord | None:
+        """The execution record of a dispatch key, if one was ever recorded."""
+        with self._indexed() as index:
+            return index.dispatches.get(key)
+
+    def dispatch_for_action(self, action_id: str) -> DispatchRecord | None:
+        with self._indexed() as index:
+            return index.dispatch_for_action(action_id)
+
+    def dispatches(self, mission_id: str) -> list[DispatchRecord]:
+        """A mission's execution records, in dispatch order."""
+        with self._indexed() as index:
+            return sorted((r for r in index.dispatches.values() if r.mission_id == mission_id), key=lambda r: r.seq)
+
+    def open_missions(self) -> list[str]:
+        """Missions started and never finished (in start order): candidates for reconciliation."""
+        with self._indexed() as index:
+            return sorted(index.open_missions, key=index.open_missions.__getitem__)
+
+    @abc.abstractmethod
+    def _indexed(self) -> contextlib.AbstractContextManager[DurableIndex]:
+        """The durable index, caught up with every committed event, held under the lock."""
 
     def _prepare(self, draft: EventDraft) -> _Prepared:
         if not isinstance(draft, EventDraft):
@@ -350,11 +393,14 @@ class Journal(abc.ABC):
         return _Prepared(draft, payload, payload_json, snapshot, snapshot_json)
 
     def _materialize(
-        self, prepared: Sequence[_Prepared], last_seq: int, expected_last_seq: int | None
+        self, prepared: Sequence[_Prepared], last_seq: int, expected_last_seq: int | None,
+        expected_revision: int | None,
     ) -> tuple[list[JournalEvent], list[_SnapshotRow]]:
-        """Give a batch its seqs, ids and stamp. Called by ``_commit`` under the lock."""
+        """Check a batch against the (caught-up) index, then give it its seqs, ids
+        and stamp. Called by ``_commit`` under the lock."""
         if expected_last_seq is not None and expected_last_seq != last_seq:
             raise _stale(expected_last_seq, last_seq)
+        self._index.validate([p.draft for p in prepared], expected_revision=expected_revision)
         if not prepared:
             return [], []
         stamp = self._clock.now()
@@ -390,11 +436,12 @@ class Journal(abc.ABC):
 
     @abc.abstractmethod
     def _commit(
-        self, prepared: Sequence[_Prepared], expected_last_seq: int | None
+        self, prepared: Sequence[_Prepared], expected_last_seq: int | None, expected_revision: int | None
     ) -> list[JournalEvent]:
         """Atomically store a batch: under the lock, read the last seq, call
         ``_materialize``, persist, and, once durable and still under the lock,
-        hand the events to ``_enqueue`` so listeners see commit order."""
+        fold the events into the index and hand them to ``_enqueue`` so
+        listeners see commit order."""
 
     # -- listeners ---------------------------------------------------------
 
@@ -523,10 +570,12 @@ class MemoryJournal(Journal):
                 raise UsageError("journal is closed")
             yield
 
-    def _commit(self, prepared: Sequence[_Prepared], expected_last_seq: int | None) -> list[JournalEvent]:
+    def _commit(
+        self, prepared: Sequence[_Prepared], expected_last_seq: int | None, expected_revision: int | None
+    ) -> list[JournalEvent]:
         with self._open():
             last = self._rows[-1][0].seq if self._rows else 0
-            events, snaps = self._materialize(prepared, last, expected_last_seq)
+            events, snaps = self._materialize(prepared, last, expected_last_seq, expected_revision)
             ids = [e.event_id for e in events]
             if len(set(ids)) != len(ids) or self._event_ids.intersection(ids):
                 raise JournalWriteError("duplicate event_id", sqlite_error=None)
@@ -537,8 +586,14 @@ class MemoryJournal(Journal):
                 self._rows.append((ev, p.payload_json))
             self._event_ids.update(ids)
             self._snapshots.update((s.snapshot_id, s) for s in snaps)
+            self._index.apply(events)
             self._enqueue(events)
             return events
+
+    @contextlib.contextmanager
+    def _indexed(self) -> Iterator[DurableIndex]:
+        with self._open():
+            yield self._index
 
     def events(
         self,
@@ -755,11 +810,14 @@ class SqliteJournal(Journal):
 
     # -- writing -----------------------------------------------------------
 
-    def _commit(self, prepared: Sequence[_Prepared], expected_last_seq: int | None) -> list[JournalEvent]:
+    def _commit(
+        self, prepared: Sequence[_Prepared], expected_last_seq: int | None, expected_revision: int | None
+    ) -> list[JournalEvent]:
         self._ensure_ready()
         with self._transaction(write=True) as tx:
             last = tx.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
-            events, snaps = self._materialize(prepared, last, expected_last_seq)
+            self._catch_up(tx.conn)  # other processes' commits, under the write lock
+            events, snaps = self._materialize(prepared, last, expected_last_seq, expected_revision)
             tx.conn.executemany(
                 f"INSERT INTO events ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})",
                 [
@@ -784,8 +842,29 @@ class SqliteJournal(Journal):
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 [dataclasses.astuple(s) for s in snaps],
             )
+            tx.after_commit.append(lambda: self._index.apply(events))
             tx.after_commit.append(lambda: self._enqueue(events))
         return events
+
+    def _catch_up(self, conn: sqlite3.Connection) -> None:
+        """Fold events committed since the index last looked (by any process)."""
+        indexed = ", ".join(f"'{t.value}'" for t in INDEXED_TYPES)
+        rows = conn.execute(
+            "SELECT seq, type, mission_id, tool_call_id, robot_action_id,"
+            f" CASE WHEN type IN ({indexed}) THEN payload ELSE '{{}}' END"
+            " FROM events WHERE seq > ? ORDER BY seq", (self._index.seq,)).fetchall()
+        self._index.apply(
+            JournalEvent.model_construct(seq=seq, type=EventType(type_), mission_id=mission_id,
+                                         tool_call_id=tool_call_id, robot_action_id=action_id,
+                                         payload=json.loads(payload))
+            for seq, type_, mission_id, tool_call_id, action_id, payload in rows)
+
+    @contextlib.contextmanager
+    def _indexed(self) -> Iterator[DurableIndex]:
+        self._ensure_ready()
+        with self._transaction(write=False) as tx:
+            self._catch_up(tx.conn)
+            yield self._index
 
     # -- reading -----------------------------------------------------------
 

@@ -63,8 +63,18 @@ class BackendEvent(BaseModel):
 class NavigationPort(Protocol):
     name: str
 
-    def send_goal(self, *, target: Pose2D, frame_id: str, timeout_s: float) -> GoalAck:
-        """Send a goal and wait (bounded) for accept/reject. Raises BackendUnavailable or HarnessTimeout."""
+    def send_goal(self, *, target: Pose2D, frame_id: str, timeout_s: float, goal_id: str = "") -> GoalAck:
+        """Send a goal under ``goal_id`` (32 hex; the backend's own when empty) and wait (bounded)
+        for accept/reject. Raises BackendUnavailable or HarnessTimeout (the goal may still be
+        accepted later: look it up, never re-send it under a new id)."""
+
+    def lookup(self, goal_id: str, *, timeout_s: float) -> str | None:
+        """The backend's current status of a goal (accepted | executing | canceling | succeeded |
+        aborted | canceled), waiting up to ``timeout_s`` for it to appear; None when the backend
+        does not track it. Raises BackendUnavailable when the backend cannot be asked."""
+
+    def adopt(self, goal_id: str) -> None:
+        """Track a goal found by ``lookup`` whose acceptance never arrived (results, cancel)."""
 
     def poll(self, timeout_s: float) -> list[BackendEvent]:
         """Backend events received since the last poll, waiting at most timeout_s for the first."""

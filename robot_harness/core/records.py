@@ -233,6 +233,10 @@ class ToolResultStatus(str, enum.Enum):
     """The call was invalid or its implementation raised."""
     SKIPPED = "skipped"
     """Not run because an earlier call in the same turn stopped the turn."""
+    CANCELLED = "cancelled"
+    """Not run (or stopped): an operator Stop, or a dismissed interaction."""
+    DENIED = "denied"
+    """Not run: an operator denied the approval this call needed."""
 
 
 class ToolResult(_Frozen):
@@ -328,6 +332,20 @@ class EventType(str, enum.Enum):
     """A structured failure and the recovery rung chosen for it (charged to its budget)."""
     FACT_RECORDED = "FACT_RECORDED"
     """A versioned task fact (observed or committed; supersedes, never overwrites)."""
+    ROBOT_ACTION_RECONCILED = "ROBOT_ACTION_RECONCILED"
+    """What the backend said about an action whose supervision was cut short (restart, lost ack)."""
+    LEASE_ACQUIRED = "LEASE_ACQUIRED"
+    """An exclusive resource lease was taken (or renewed) by an invocation, before it ran."""
+    LEASE_RELEASED = "LEASE_RELEASED"
+    """A lease ended on confirmed terminal or stopped state, or an operator cleared it."""
+    LEASE_BLOCKED = "LEASE_BLOCKED"
+    """The lease's owner ended with an unknown outcome: the resource is blocked until reconciled."""
+    STOP_REQUESTED = "STOP_REQUESTED"
+    """An operator Stop (service or Mission cancel) reached the harness."""
+    INTERACTION_REQUESTED = "INTERACTION_REQUESTED"
+    """The mission waits on an operator: an approval of an exact call, or a question."""
+    INTERACTION_RESOLVED = "INTERACTION_RESOLVED"
+    """An operator's answer to an interaction (the first resolution wins)."""
     MISSION_FINISHED = "MISSION_FINISHED"
     """Final status, summary and evidence."""
 

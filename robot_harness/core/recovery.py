@@ -38,6 +38,9 @@ class FailureKind(str, enum.Enum):
     """A physical action ended UNKNOWN (timeout, lost feedback, stale evidence): it may still be moving."""
     DISPATCH_REJECTED = "dispatch_rejected"
     """The backend refused the goal; nothing moved."""
+    RESOURCE_BLOCKED = "resource_blocked"
+    """The resource is leased by another invocation, or blocked by one of unknown outcome; nothing was sent
+    (but the robot may still be moving for that other invocation)."""
     PRECONDITION_CHANGED = "precondition_changed"
     """The world changed between decision and dispatch; nothing moved."""
     TOOL_ERROR = "tool_error"
@@ -71,12 +74,13 @@ _FIRST_RUNG: Mapping[FailureKind, Rung] = {
     FailureKind.ACTION_UNKNOWN: Rung.RE_PERCEIVE,
     FailureKind.ACTION_FAILED: Rung.ADJUST_VIEW,
     FailureKind.DISPATCH_REJECTED: Rung.LOCAL_REPLAN,
+    FailureKind.RESOURCE_BLOCKED: Rung.RE_PERCEIVE,
     FailureKind.TOOL_ERROR: Rung.LOCAL_REPLAN,
     FailureKind.INVALID_MODEL_OUTPUT: Rung.LOCAL_REPLAN,
     FailureKind.DONE_REJECTED: Rung.LOCAL_REPLAN,
     FailureKind.VERIFIER_UNAVAILABLE: Rung.RE_PERCEIVE,
 }
-_MAY_BE_MOVING = frozenset({FailureKind.ACTION_UNKNOWN})
+_MAY_BE_MOVING = frozenset({FailureKind.ACTION_UNKNOWN, FailureKind.RESOURCE_BLOCKED})
 
 
 class Failure(BaseModel):

@@ -72,6 +72,8 @@ class Skill:
         args_model: type[BaseModel],
         handler: Callable[[ToolEnv, Any], dict[str, Any]] | None = None,
         managed: ManagedActionSpec | None = None,
+        resources: tuple[str, ...] = (),
+        tags: tuple[str, ...] = (),
     ) -> None:
         if (handler is None) == (managed is None):
             raise UsageError(f"skill {name!r} needs exactly one of handler or managed")
@@ -80,6 +82,10 @@ class Skill:
         self.args_model = args_model
         self.handler = handler
         self.managed = managed
+        self.resources = tuple(dict.fromkeys([*((managed.resource,) if managed is not None else ()), *resources]))
+        """Exclusive leases taken before the skill runs (a managed action's own resource first)."""
+        self.tags = frozenset(tags) | ({"physical"} if managed is not None else frozenset())
+        """Policy tags (``physical``, ``requires_approval``...) that config can attach rules to."""
 
     @property
     def physical(self) -> bool:
@@ -280,9 +286,9 @@ def default_skills(navigation: NavigationConfig | None = None) -> SkillRegistry:
         Skill(name="get_pose", description="The robot's current localized pose with its availability and age.",
               args_model=GetPoseArgs, handler=_get_pose),
         Skill(name="capture_image", description="Capture an image from the robot's camera; returns an artifact reference with its sha256.",
-              args_model=CaptureImageArgs, handler=_capture_image),
+              args_model=CaptureImageArgs, handler=_capture_image, resources=("camera",)),
         Skill(name="speak", description="Say a sentence aloud through the robot's speaker.",
-              args_model=SpeakArgs, handler=_speak),
+              args_model=SpeakArgs, handler=_speak, resources=("speaker",)),
         Skill(name="send_message", description="Send a text message (with optional artifact references) to a recipient; returns a delivery receipt.",
               args_model=SendMessageArgs, handler=_send_message),
         Skill(name=PROPOSE_DONE, description=(

@@ -11,6 +11,7 @@ import json
 import queue
 import struct
 import threading
+import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from action_msgs.msg import GoalStatus, GoalStatusArray
 from geometry_msgs.msg import PoseStamped
 from rclpy.action import ActionClient
+from rclpy.action.client import ClientGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
 from rclpy.qos import QoSDurabilityPolicy, QoSProfile, QoSReliabilityPolicy
@@ -231,7 +233,7 @@ class Nav2NavigationPort:
         )
         self._action_name = action_name
 
-    def send_goal(self, *, target: Pose2D, frame_id: str, timeout_s: float) -> GoalAck:
+    def send_goal(self, *, target: Pose2D, frame_id: str, timeout_s: float, goal_id: str = "") -> GoalAck:
         if not self._client.wait_for_server(timeout_sec=min(timeout_s, 2.0)):
             raise BackendUnavailable(f"action server {self._action_name} is not available", action=self._action_name)
         # Events queued before this dispatch cannot be about the goal we are
@@ -242,15 +244,69 @@ class Nav2NavigationPort:
         goal.pose.header.frame_id = frame_id
         goal.pose.header.stamp = cv.float_to_stamp(self._clock.now())
         goal.pose.pose = cv.pose2d_to_pose_msg(target)
-        future = self._client.send_goal_async(goal, feedback_callback=self._on_feedback)
-        handle = wait_future(future, timeout_s, "navigate_to_pose accept/reject")
+        future = self._client.send_goal_async(goal, feedback_callback=self._on_feedback,
+                                              goal_uuid=cv.hex_to_goal_id(goal_id) if goal_id else None)
+        answered = threading.Event()
+        future.add_done_callback(lambda _f: answered.set())
+        if not answered.wait(timeout_s):
+            # Not cancelled: a late acceptance still registers the goal's
+            # handle, so the goal can be tracked and stopped once looked up.
+            future.add_done_callback(self._register_late)
+            raise HarnessTimeout(f"navigate_to_pose accept/reject: no answer within {timeout_s:.1f} s",
+                                 what="navigate_to_pose accept/reject", timeout_s=timeout_s, goal_id=goal_id)
+        if future.exception() is not None:
+            raise future.exception()  # type: ignore[misc]
+        handle = future.result()
         goal_id = cv.goal_id_to_hex(handle.goal_id)
         if not handle.accepted:
             return GoalAck(accepted=False, goal_id=goal_id, reason="goal rejected by navigate_to_pose")
+        self._track(goal_id, handle)
+        return GoalAck(accepted=True, goal_id=goal_id)
+
+    def lookup(self, goal_id: str, *, timeout_s: float) -> str | None:
+        """The backend's status of ``goal_id`` from the action's (latched) status topic.
+
+        Waits up to ``timeout_s`` for the goal to appear; None when the server
+        does not track it (never accepted, expired, or a restarted server).
+        Raises BackendUnavailable when the server is not there to ask.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._lock:
+                status = self._last_status.get(goal_id)
+            if status is not None:
+                return GOAL_STATUS_NAMES.get(status, "unknown")
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+        if not self._client.server_is_ready():
+            raise BackendUnavailable(f"action server {self._action_name} is not available to look up {goal_id}",
+                                     action=self._action_name)
+        return None
+
+    def adopt(self, goal_id: str) -> None:
+        """Track a goal found by lookup (its acceptance never reached us): results and cancel work as if we had it."""
         with self._lock:
+            if goal_id in self._handles:
+                return
+        response = NavigateToPose.Impl.SendGoalService.Response()
+        response.accepted = True
+        self._track(goal_id, ClientGoalHandle(self._client, cv.hex_to_goal_id(goal_id), response))
+
+    def _register_late(self, future: Any) -> None:
+        try:
+            handle = future.result()
+        except Exception:
+            return
+        if handle is not None and handle.accepted:
+            self._track(cv.goal_id_to_hex(handle.goal_id), handle)
+
+    def _track(self, goal_id: str, handle: Any) -> None:
+        with self._lock:
+            if goal_id in self._handles:
+                return
             self._handles[goal_id] = handle
         handle.get_result_async().add_done_callback(lambda f, gid=goal_id: self._on_result(gid, f))
-        return GoalAck(accepted=True, goal_id=goal_id)
 
     def poll(self, timeout_s: float) -> list[BackendEvent]:
         out: list[BackendEvent] = []
@@ -334,7 +390,8 @@ class Nav2NavigationPort:
                 continue
             self._put(BackendEvent(goal_id=gid, type="status", status=GOAL_STATUS_NAMES.get(st.status, "unknown"),
                                           stamp=self._clock.now()))
-        self._last_status = current
+        with self._lock:
+            self._last_status = current
 
     def destroy(self) -> None:
         self._node.destroy_subscription(self._status_sub)

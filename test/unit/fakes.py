@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from robot_harness.core.clock import ManualClock
-from robot_harness.core.errors import HarnessError
+from robot_harness.core.errors import BackendUnavailable, HarnessError, HarnessTimeout
 from robot_harness.core.ports import BackendEvent, GoalAck, PlannerRequest
 from robot_harness.core.records import (
     ArtifactRef,
@@ -20,6 +20,7 @@ from robot_harness.core.records import (
     ModelResponse,
     Pose2D,
     ToolCall,
+    Velocity,
     WorldSnapshot,
 )
 
@@ -28,7 +29,10 @@ from robot_harness.core.records import (
 class FakeRobot:
     """A robot + aggregator + Nav2 stand-in driven by the engine's polls.
 
-    mode: normal | reject | early_success | silent | foreign_success | abort
+    mode: normal | reject | early_success | silent | foreign_success | abort |
+          lost_ack (accepted and running, but the acceptance never arrives) |
+          lost_request (the goal never reaches the backend and no answer comes)
+    ``status`` is what the backend's status topic would say per goal id (for ``lookup``).
     """
 
     clock: ManualClock
@@ -45,6 +49,10 @@ class FakeRobot:
     on_capture: Callable[[str, "FakeRobot"], None] | None = None
     on_send: Callable[["FakeRobot"], None] | None = None
     name: str = "fake/nav"
+    status: dict[str, str] = field(default_factory=dict)
+    lookups: list[str] = field(default_factory=list)
+    reachable: bool = True
+    snap_prefix: str = "snap"
     _polls: int = 0
     _queue: list[BackendEvent] = field(default_factory=list)
     _n: int = 0
@@ -59,27 +67,55 @@ class FakeRobot:
         fresh = lambda age, max_age: FieldMeta(  # noqa: E731
             availability=Availability.AVAILABLE if age <= max_age else Availability.STALE,
             source_stamp=now - age, age_s=age, max_age_s=max_age, source="fake")
+        moving = self.controller is ControllerState.ACTIVE and self.mode != "silent"
         return WorldSnapshot(
-            snapshot_id=f"snap-{self._n}", mission_id=mission_id, reason=reason, captured_at=now,
+            snapshot_id=f"{self.snap_prefix}-{self._n}", mission_id=mission_id, reason=reason, captured_at=now,
+            velocity=Velocity(vx=0.4 if moving else 0.0), velocity_meta=fresh(0.02, 0.5),
             pose=self.pose, pose_meta=fresh(self.pose_age_s, 0.5), pose_jumps=self.pose_jumps,
             controller_state=self.controller, navigation_meta=fresh(0.1, 2.0),
             battery=self.battery, battery_meta=fresh(0.5, 5.0),
         )
 
     # NavigationPort
-    def send_goal(self, *, target: Pose2D, frame_id: str, timeout_s: float) -> GoalAck:
-        gid = f"goal{len(self.goals) + 1}"
+    def send_goal(self, *, target: Pose2D, frame_id: str, timeout_s: float, goal_id: str = "") -> GoalAck:
+        if not self.reachable:
+            raise BackendUnavailable("fake navigator is down")
+        gid = goal_id or f"goal{len(self.goals) + 1}"
+        if self.mode == "lost_request":
+            self.clock.advance(timeout_s)
+            raise HarnessTimeout(f"no answer within {timeout_s} s")
+        if gid in self.status:
+            return GoalAck(accepted=False, goal_id=gid, reason="duplicate goal id")  # as an action server does
         self.goals.append({"goal_id": gid, "target": target})
         if self.on_send:
             self.on_send(self)
         if self.mode == "reject":
+            self.status[gid] = "rejected"
             return GoalAck(accepted=False, goal_id=gid, reason="rejected by fake")
         self._polls = 0
         self.controller = ControllerState.ACTIVE
+        self.status[gid] = "executing"
+        if self.mode == "lost_ack":
+            self.mode = "normal"  # the goal runs normally; only its acceptance was lost
+            self.clock.advance(timeout_s)
+            raise HarnessTimeout(f"no answer within {timeout_s} s")
         return GoalAck(accepted=True, goal_id=gid)
+
+    def lookup(self, goal_id: str, *, timeout_s: float) -> str | None:
+        self.lookups.append(goal_id)
+        if not self.reachable:
+            raise BackendUnavailable("fake navigator is down")
+        status = self.status.get(goal_id)
+        return None if status == "rejected" else status
+
+    def adopt(self, goal_id: str) -> None:
+        pass
 
     def poll(self, timeout_s: float) -> list[BackendEvent]:
         self.clock.advance(max(timeout_s, 0.01))
+        if self._queue:
+            queued, self._queue = self._queue, []
+            return queued
         if not self.goals or self.controller is not ControllerState.ACTIVE:
             return []
         goal = self.goals[-1]
@@ -95,15 +131,23 @@ class FakeRobot:
             return [BackendEvent(goal_id=gid, type="feedback", distance_remaining=1.0, current_pose=self.pose)]
         self.controller = ControllerState.IDLE
         if self.mode == "early_success":
+            self.status[gid] = "succeeded"
             return [BackendEvent(goal_id=gid, type="result", status="succeeded")]
         if self.mode == "abort":
+            self.status[gid] = "aborted"
             return [BackendEvent(goal_id=gid, type="result", status="aborted")]
         self.pose = target
+        self.status[gid] = "succeeded"
         return [BackendEvent(goal_id=gid, type="result", status="succeeded")]
 
     def cancel(self, goal_id: str, *, timeout_s: float) -> bool:
         self.cancels.append(goal_id)
+        if self.mode == "silent":
+            return False  # a dead navigator confirms nothing
         self.controller = ControllerState.IDLE
+        if self.status.get(goal_id) == "executing":
+            self.status[goal_id] = "canceled"
+            self._queue.append(BackendEvent(goal_id=goal_id, type="result", status="canceled"))
         return True
 
     # RobotIO

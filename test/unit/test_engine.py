@@ -83,7 +83,8 @@ def test_dispatch_intent_is_durable_before_the_goal_is_sent():
     runner, robot, journal, _ = make([GO_OFFICE, {"done": "ok"}])
     robot.on_send = lambda r: at_send.append([e.type for e in journal.events()])
     runner.run("go to the office")
-    assert at_send and at_send[0][-1] is EventType.ROBOT_ACTION_STARTED
+    # the intent and the lease it holds are the last commit before the goal goes out
+    assert at_send and at_send[0][-2:] == [EventType.ROBOT_ACTION_STARTED, EventType.LEASE_ACQUIRED]
 
 
 def test_tool_exception_gives_one_error_result_and_the_mission_goes_on():
@@ -139,7 +140,7 @@ def test_missing_completion_gives_unknown_after_timeout_and_a_cancel():
     out = runner.run("go to the office")
     assert out.actions[0].state is ActionStatus.UNKNOWN
     assert "no terminal report" in out.actions[0].reason
-    assert robot.cancels == ["goal1"]
+    assert robot.cancels == [robot.goals[0]["goal_id"]]
     assert out.status is MissionStatus.UNKNOWN
 
 
@@ -280,7 +281,7 @@ def test_losing_the_snapshot_source_before_verification_is_never_success():
     assert "aggregator gone" in out.summary
     assert out.actions[0].state is not ActionStatus.SUCCEEDED
     assert journal.events(types=[EventType.ROBOT_ACTION_OUTCOME]) == []
-    assert robot.cancels == ["goal1"], "an unjudged action is asked to stop"
+    assert robot.cancels == [robot.goals[0]["goal_id"]], "an unjudged action is asked to stop"
 
 
 def test_a_text_only_answer_gets_one_error_and_a_new_turn_within_budget():

@@ -70,7 +70,11 @@ def test_a_stalled_action_past_every_budget_ends_in_a_safe_stop() -> None:
     rungs = [e.payload["decision"]["rung"] for e in journal.events(types=[EventType.RECOVERY_DECIDED])]
     assert rungs == ["re_perceive", "local_replan", "safe_stop"]
     assert out.status is MissionStatus.UNKNOWN and "safe stop" in out.summary
-    assert len(robot.goals) == 3 and len(robot.cancels) >= 3  # each stalled goal was cancelled
+    # The stalled goal's cancel was never confirmed, so the base stays blocked: the
+    # repeated proposals were refused (lease_conflict) and the robot was never sent again.
+    assert len(robot.goals) == 1 and robot.cancels == [robot.goals[0]["goal_id"]]
+    kinds = [e.payload["failure"]["failure_kind"] for e in journal.events(types=[EventType.RECOVERY_DECIDED])]
+    assert kinds == ["action_unknown", "resource_blocked", "resource_blocked"]
 
 
 PLACES_2 = {"dock": {"x": 0.0, "y": 0.0, "yaw": 0.0}, "office": {"x": 3.0, "y": 1.0, "yaw": 1.57}}

@@ -1,0 +1,340 @@
+"""Durable execution state, derived from the journal's events.
+
+Everything a second writer could get wrong is checked here, inside the
+journal's write transaction, against state folded from committed events:
+
+* **Mission revisions.** Each state-changing event of a mission (a decision,
+  a dispatch intent, a result, a verdict, a commit...) bumps that mission's
+  revision. A writer that read revision *r* appends with
+  ``expected_revision=r``; if anyone else moved the mission meanwhile it gets
+  ``StaleRevision`` and nothing is written. Observations (snapshots, model
+  I/O, progress) do not bump it: they never invalidate a decision's basis.
+* **Idempotent dispatch.** A dispatch intent carries a key (task, node,
+  attempt, state version). A second intent with the same key is refused with
+  ``DuplicateDispatch`` carrying the existing execution record.
+* **Action revisions.** A lifecycle change names the state it moves from and
+  the revision it creates; a stale one is refused.
+* **Resource leases.** An exclusive lease per resource (base, arm, camera,
+  speaker) with owner and expiry. Acquiring a resource someone else holds is
+  refused with ``LeaseConflict``; a lease whose owner's outcome is unknown is
+  *blocked* and stays so until reconciled or cleared by an operator.
+
+``DurableIndex`` is pure (no I/O); the journal feeds it committed events and
+asks it to ``validate`` each batch before committing. A SQLite journal used by
+several processes catches its index up from the file inside the write lock, so
+the check always sees every committed event.
+"""
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from .errors import RefusalError, StaleRevision, UsageError
+from .records import ActionStatus, EventDraft, EventType, JournalEvent
+
+__all__ = [
+    "DispatchKey",
+    "DispatchRecord",
+    "DuplicateDispatch",
+    "DurableIndex",
+    "Lease",
+    "LeaseConflict",
+    "LeaseState",
+    "ReleaseReason",
+    "TRANSITION_TYPES",
+    "goal_uuid_for",
+]
+
+TRANSITION_TYPES: frozenset[EventType] = frozenset({
+    EventType.MISSION_STARTED,
+    EventType.CONTRACT_FROZEN,
+    EventType.TOOL_RESULT_RECORDED,
+    EventType.ROBOT_ACTION_STARTED,
+    EventType.ROBOT_ACTION_STATE_CHANGED,
+    EventType.ROBOT_ACTION_OUTCOME,
+    EventType.ROBOT_ACTION_RECONCILED,
+    EventType.RECEIPT_RECORDED,
+    EventType.DONE_PROPOSED,
+    EventType.VERDICT_RECORDED,
+    EventType.COMMIT_RECORDED,
+    EventType.GATE_REJECTED,
+    EventType.RECOVERY_DECIDED,
+    EventType.FACT_RECORDED,
+    EventType.LEASE_ACQUIRED,
+    EventType.LEASE_RELEASED,
+    EventType.LEASE_BLOCKED,
+    EventType.STOP_REQUESTED,
+    EventType.INTERACTION_REQUESTED,
+    EventType.INTERACTION_RESOLVED,
+    EventType.MISSION_FINISHED,
+})
+"""Event types that change a mission's state (and so its revision)."""
+
+INDEXED_TYPES: frozenset[EventType] = frozenset({
+    EventType.ROBOT_ACTION_STARTED,
+    EventType.ROBOT_ACTION_STATE_CHANGED,
+    EventType.ROBOT_ACTION_RECONCILED,
+    EventType.LEASE_ACQUIRED,
+    EventType.LEASE_RELEASED,
+    EventType.LEASE_BLOCKED,
+    EventType.MISSION_STARTED,
+    EventType.MISSION_FINISHED,
+})
+"""Event types whose payload the index reads (the rest only count toward revisions)."""
+
+_GOAL_NAMESPACE = uuid.UUID("6f1d3c52-2b8e-4d0e-9a57-0c1f4b7e9a10")
+
+
+class DuplicateDispatch(RefusalError):
+    """This exact invocation was already dispatched; ``existing`` is its execution record."""
+
+    code = "duplicate_dispatch"
+
+    def __init__(self, message: str, existing: "DispatchRecord") -> None:
+        super().__init__(message, existing=existing.model_dump(mode="json"))
+        self.existing = existing
+
+
+class LeaseConflict(RefusalError):
+    """The resource is leased by someone else (or blocked by a mutation of unknown outcome)."""
+
+    code = "lease_conflict"
+
+    def __init__(self, message: str, lease: "Lease") -> None:
+        super().__init__(message, lease=lease.model_dump(mode="json"))
+        self.lease = lease
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DispatchKey(_Frozen):
+    """What makes one physical invocation the same request: task, node, attempt and state version."""
+
+    mission_id: str
+    node: str
+    """The invocation's identity within the task: skill and canonical arguments."""
+    attempt: int = 1
+    """Raised only by an explicitly authorized new attempt (a recovery retry)."""
+    state_version: int = 0
+    """The task state version the decision was made on."""
+
+    @classmethod
+    def for_call(cls, *, mission_id: str, skill: str, arguments: dict[str, Any], attempt: int,
+                 state_version: int) -> "DispatchKey":
+        canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+        node = f"{skill}:{hashlib.sha256(canonical.encode()).hexdigest()[:16]}"
+        return cls(mission_id=mission_id, node=node, attempt=attempt, state_version=state_version)
+
+    @property
+    def text(self) -> str:
+        return f"{self.mission_id}/{self.node}/a{self.attempt}/v{self.state_version}"
+
+
+def goal_uuid_for(key: str) -> str:
+    """The backend goal id for a dispatch key (32 hex chars, stable across restarts).
+
+    Sending a goal under an id derived from its key means a restarted harness
+    can look the goal up on the backend even when the acceptance never
+    reached the journal, and a re-send of the same request can never become a
+    second goal (an action server refuses a goal id it already tracks).
+    """
+    return uuid.uuid5(_GOAL_NAMESPACE, key).hex
+
+
+class DispatchRecord(_Frozen):
+    """The execution record of one dispatch intent, as the journal knows it."""
+
+    key: str
+    mission_id: str
+    action_id: str
+    tool_call_id: str
+    skill: str = ""
+    goal_id: str = ""
+    resources: tuple[str, ...] = ()
+    seq: int
+    state: ActionStatus = ActionStatus.REQUESTED
+    revision: int = 0
+    reconciled: str = ""
+    """The last reconciliation finding, when one was recorded."""
+
+
+class LeaseState(str, enum.Enum):
+    HELD = "held"
+    """Owned by a live, supervised invocation."""
+    BLOCKED = "blocked"
+    """The owner's outcome is unknown: nobody may use the resource until reconciled or cleared."""
+
+
+class ReleaseReason(str, enum.Enum):
+    CONFIRMED_TERMINAL = "confirmed_terminal"
+    """The backend reported the invocation terminal (or it never started: rejected, refused)."""
+    CONFIRMED_STOPPED = "confirmed_stopped"
+    """Reconciliation found the backend idle and the robot stationary."""
+    OPERATOR_CLEARED = "operator_cleared"
+    """An operator took responsibility for the resource's state."""
+
+
+class Lease(_Frozen):
+    resource: str
+    owner: str
+    """The invocation (action id) holding it."""
+    mission_id: str
+    state: LeaseState = LeaseState.HELD
+    expires_at: float = 0.0
+    """Wall time after which a HELD lease's owner is presumed dead (its holder renews it while alive)."""
+    skill: str = ""
+    since_seq: int = 0
+    reason: str = ""
+
+    def expired(self, now: float) -> bool:
+        return self.state is LeaseState.HELD and self.expires_at > 0 and now > self.expires_at
+
+
+class DurableIndex:
+    """Revisions, dispatch records and leases folded from journal events (not thread-safe: the journal locks)."""
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.revisions: dict[str, int] = {}
+        self.dispatches: dict[str, DispatchRecord] = {}
+        self._by_action: dict[str, str] = {}
+        self.leases: dict[str, Lease] = {}
+        self.open_missions: dict[str, int] = {}
+        """Missions started and not finished, with their MISSION_STARTED seq."""
+
+    # -- reads --------------------------------------------------------------
+
+    def revision(self, mission_id: str) -> int:
+        return self.revisions.get(mission_id, 0)
+
+    def dispatch_for_action(self, action_id: str) -> DispatchRecord | None:
+        key = self._by_action.get(action_id)
+        return self.dispatches.get(key) if key else None
+
+    # -- validation (before commit) -----------------------------------------
+
+    def validate(self, drafts: Sequence[EventDraft], *, expected_revision: int | None = None) -> None:
+        """Raise if committing ``drafts`` now would break an invariant; changes nothing."""
+        if expected_revision is not None:
+            missions = {d.mission_id for d in drafts}
+            if len(missions) != 1 or "" in missions:
+                raise UsageError("expected_revision needs every event of the batch to name the same mission",
+                                 missions=sorted(missions))
+            (mission_id,) = missions
+            actual = self.revision(mission_id)
+            if actual != expected_revision:
+                err = StaleRevision(
+                    f"mission {mission_id} is at revision {actual}, the writer expected {expected_revision};"
+                    " re-read and retry", mission_id=mission_id, expected=expected_revision, actual=actual)
+                err.expected, err.actual = expected_revision, actual  # type: ignore[attr-defined]
+                raise err
+        keys: set[str] = set()
+        leases: dict[str, Lease | None] = {}
+        actions: dict[str, tuple[ActionStatus, int]] = {}
+        for d in drafts:
+            if d.type not in INDEXED_TYPES:
+                continue
+            p = d.payload
+            if d.type is EventType.ROBOT_ACTION_STARTED:
+                key = (p.get("dispatch") or {}).get("key", "")
+                if key:
+                    existing = self.dispatches.get(key)
+                    if existing is not None:
+                        raise DuplicateDispatch(f"dispatch {key} already exists as {existing.action_id}"
+                                                f" ({existing.state.value})", existing)
+                    if key in keys:
+                        raise UsageError(f"dispatch key {key} appears twice in one batch")
+                    keys.add(key)
+                actions[d.robot_action_id] = (ActionStatus.REQUESTED, 0)
+            elif d.type is EventType.ROBOT_ACTION_STATE_CHANGED:
+                current = actions.get(d.robot_action_id)
+                if current is None:
+                    rec = self.dispatch_for_action(d.robot_action_id)
+                    current = (rec.state, rec.revision) if rec is not None else None
+                if current is None:
+                    continue  # an action journaled before dispatch keys existed
+                state, revision = current
+                if p.get("from") != state.value or p.get("revision") != revision + 1:
+                    raise StaleRevision(
+                        f"action {d.robot_action_id} is {state.value} at revision {revision};"
+                        f" the writer moved it from {p.get('from')} to revision {p.get('revision')}",
+                        action_id=d.robot_action_id, state=state.value, revision=revision)
+                actions[d.robot_action_id] = (ActionStatus(p["to"]), revision + 1)
+            elif d.type is EventType.LEASE_ACQUIRED:
+                resource, owner = p["resource"], p["owner"]
+                held = leases[resource] if resource in leases else self.leases.get(resource)
+                if held is not None and held.owner != owner:
+                    state = "blocked by an action of unknown outcome" if held.state is LeaseState.BLOCKED else "held"
+                    raise LeaseConflict(f"resource {resource!r} is {state} ({held.owner}, mission {held.mission_id})",
+                                        held)
+                leases[resource] = self._lease(d, 0)
+            elif d.type in (EventType.LEASE_RELEASED, EventType.LEASE_BLOCKED):
+                resource, owner = p["resource"], p["owner"]
+                held = leases[resource] if resource in leases else self.leases.get(resource)
+                if held is None or held.owner != owner:
+                    raise StaleRevision(f"{d.type.value}: resource {resource!r} is not leased to {owner}",
+                                        resource=resource, owner=owner,
+                                        holder=held.owner if held is not None else "")
+                leases[resource] = None if d.type is EventType.LEASE_RELEASED else held
+
+    # -- folding (after commit) ----------------------------------------------
+
+    def apply(self, events: Iterable[JournalEvent]) -> None:
+        for ev in events:
+            if ev.seq <= self.seq:
+                continue
+            self.seq = ev.seq
+            if ev.type in TRANSITION_TYPES and ev.mission_id:
+                self.revisions[ev.mission_id] = self.revisions.get(ev.mission_id, 0) + 1
+            if ev.type in INDEXED_TYPES:
+                self._fold(ev)
+
+    def _fold(self, ev: JournalEvent) -> None:
+        p = ev.payload
+        if ev.type is EventType.MISSION_STARTED:
+            self.open_missions[ev.mission_id] = ev.seq
+        elif ev.type is EventType.MISSION_FINISHED:
+            self.open_missions.pop(ev.mission_id, None)
+        elif ev.type is EventType.ROBOT_ACTION_STARTED:
+            dispatch = p.get("dispatch") or {}
+            key = dispatch.get("key") or f"legacy:{ev.robot_action_id}"
+            self.dispatches[key] = DispatchRecord(
+                key=key, mission_id=ev.mission_id, action_id=ev.robot_action_id, tool_call_id=ev.tool_call_id,
+                skill=(p.get("action") or {}).get("skill", ""), goal_id=dispatch.get("goal_id", ""),
+                resources=tuple(dispatch.get("resources", ())), seq=ev.seq)
+            self._by_action[ev.robot_action_id] = key
+        elif ev.type is EventType.ROBOT_ACTION_STATE_CHANGED:
+            rec = self.dispatch_for_action(ev.robot_action_id)
+            if rec is not None:
+                update: dict[str, Any] = {"state": ActionStatus(p["to"]), "revision": int(p.get("revision", 0))}
+                if p.get("backend_goal_id"):
+                    update["goal_id"] = p["backend_goal_id"]
+                self.dispatches[rec.key] = rec.model_copy(update=update)
+        elif ev.type is EventType.ROBOT_ACTION_RECONCILED:
+            rec = self.dispatch_for_action(ev.robot_action_id)
+            if rec is not None:
+                self.dispatches[rec.key] = rec.model_copy(update={"reconciled": str(p.get("finding", ""))})
+        elif ev.type is EventType.LEASE_ACQUIRED:
+            self.leases[p["resource"]] = self._lease(ev, ev.seq)
+        elif ev.type is EventType.LEASE_BLOCKED:
+            held = self.leases.get(p["resource"])
+            if held is not None:
+                self.leases[p["resource"]] = held.model_copy(update={
+                    "state": LeaseState.BLOCKED, "reason": str(p.get("reason", "")), "since_seq": ev.seq})
+        elif ev.type is EventType.LEASE_RELEASED:
+            self.leases.pop(p["resource"], None)
+
+    @staticmethod
+    def _lease(d: EventDraft | JournalEvent, seq: int) -> Lease:
+        p = d.payload
+        return Lease(resource=p["resource"], owner=p["owner"], mission_id=d.mission_id,
+                     expires_at=float(p.get("expires_at", 0.0)), skill=str(p.get("skill", "")), since_seq=seq,
+                     reason=str(p.get("reason", "")))
