@@ -23,9 +23,10 @@ from ..core.clock import IdGenerator, SystemClock
 from ..core.config import HarnessConfig, deep_merge, dotted_overrides, load_harness_config
 from ..core.authority import default_contract_compiler
 from ..core.engine import MAX_GOAL_CHARS, MissionRunner
-from ..core.errors import HarnessError, HarnessTimeout, UsageError
+from ..core.errors import HarnessError, HarnessTimeout, StaleRevision, UsageError
 from ..core.journal import Journal, SqliteJournal
 from ..core.preconditions import check_preconditions
+from ..core.reconcile import Reconciler
 from ..core.records import ActionView, EventDraft, EventType, JournalEvent, MissionStatus
 from ..core.skills import default_skills, resolve_target
 from . import conversions as cv
@@ -183,8 +184,29 @@ class SupervisorNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._reconcile_interrupted()
         self._active = True
         return super().on_activate(state)
+
+    def _reconcile_interrupted(self) -> None:
+        """Missions a previous supervisor left open were interrupted: settle each with the backend.
+
+        Nothing is re-sent, cancelled or resumed; each open mission ends UNKNOWN
+        with what the backend said, and a resource whose mutation cannot be
+        settled stays blocked until reconciled or cleared by an operator.
+        """
+        assert self._journal is not None and self._config is not None
+        reconciler = Reconciler(journal=self._journal, navigation=self._nav, snapshots=self._snapshots, clock=self._wall,
+                                lookup_timeout_s=self._config.navigation.lookup_timeout_s)
+        try:
+            settled = reconciler.reconcile_open_missions(skip=frozenset({self._runner_mission_id()}) - {""})
+        except HarnessError as exc:
+            self.get_logger().error(f"reconciling interrupted missions failed: {exc}; physical work will stay blocked "
+                                    "on any resource they held")
+            return
+        for s in settled:
+            self.get_logger().warning(f"reconciled {s.mission_id}/{s.action_id}: {s.finding.value} ({s.detail})"
+                                      + (f"; {', '.join(s.blocked)} stays blocked" if s.blocked else ""))
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._active = False
@@ -271,6 +293,10 @@ class SupervisorNode(LifecycleNode):
         except UsageError as exc:
             self.get_logger().warning(f"mission refused: {exc}")
             return GoalResponse.REJECT
+        if goal_request.mission_id and self._journal.revision(goal_request.mission_id) > 0:
+            # A repeated request (a client retrying after a lost answer): it gets
+            # the existing mission's record, and nothing runs again.
+            return GoalResponse.ACCEPT
         if self._busy.locked():
             self.get_logger().warning("mission refused: another mission is running")
             return GoalResponse.REJECT
@@ -281,9 +307,33 @@ class SupervisorNode(LifecycleNode):
         return GoalResponse.ACCEPT
 
     def _on_cancel(self, goal_handle: Any) -> CancelResponse:
-        if self._runner is not None:
-            self._runner.request_stop("mission cancelled by the client")
+        mission_id = goal_handle.request.mission_id or self._runner_mission_id()
+        if self._runner is not None and self._busy.locked() and mission_id == self._runner_mission_id():
+            self._stop_mission(mission_id, "mission cancelled by the client", source="mission_cancel")
         return CancelResponse.ACCEPT
+
+    def _stop_mission(self, mission_id: str, reason: str, *, source: str) -> str:
+        """Journal the Stop (a revision-checked transition of the mission), then tell the runner.
+
+        The runner also learns of it from the journal at its next write, so a
+        Stop is never lost between the two. Returns an error text, or "".
+        """
+        error = ""
+        if self._journal is not None and mission_id:
+            for _ in range(8):
+                try:
+                    self._journal.append([EventDraft(type=EventType.STOP_REQUESTED, mission_id=mission_id,
+                                                     payload={"reason": reason, "source": source})],
+                                         expected_revision=self._journal.revision(mission_id))
+                    break
+                except StaleRevision:
+                    continue  # the runner wrote meanwhile: re-read and retry
+                except HarnessError as exc:
+                    error = f"stop not journaled ({exc}); the running mission was still told to stop"
+                    break
+        if self._runner is not None:
+            self._runner.request_stop(reason)
+        return error
 
     def _mission_config(self, goal_request: Any) -> HarnessConfig:
         assert self._config is not None
@@ -299,6 +349,9 @@ class SupervisorNode(LifecycleNode):
         from ..action import Mission
 
         result = Mission.Result()
+        existing = goal_handle.request.mission_id
+        if existing and self._journal is not None and self._journal.revision(existing) > 0:
+            return self._repeat(goal_handle, existing)
         if not self._busy.acquire(blocking=False):
             goal_handle.abort()
             result.status, result.summary = MissionStatus.BLOCKED.value, "another mission is running"
@@ -364,6 +417,34 @@ class SupervisorNode(LifecycleNode):
     def _runner_mission_id(self) -> str:
         return self._runner.mission_id if self._runner is not None else ""
 
+    def _repeat(self, goal_handle: Any, mission_id: str) -> Any:
+        """A mission id seen before: wait for it if it runs here, then answer with its journaled record."""
+        from ..action import Mission
+
+        while self._busy.locked() and self._runner_mission_id() == mission_id:
+            threading.Event().wait(0.1)
+        assert self._journal is not None
+        if mission_id in self._journal.open_missions() and self._runner_mission_id() != mission_id:
+            self._reconcile_interrupted()
+        finished = self._journal.events(mission_id=mission_id, types=[EventType.MISSION_FINISHED])
+        result = Mission.Result(mission_id=mission_id, journal_path=self.journal_path)
+        if not finished:
+            result.status = MissionStatus.UNKNOWN.value
+            result.summary = "repeated request for a mission with no recorded end; nothing was run again"
+            goal_handle.abort()
+            return result
+        p = finished[-1].payload
+        result.status = str(p.get("status", MissionStatus.UNKNOWN.value))
+        result.summary = f"repeated request; nothing was run again. Recorded outcome: {p.get('summary', '')}"
+        result.evidence_seqs = [int(x) for x in p.get("evidence_seqs", [])]
+        result.evidence_ids = [str(x) for x in p.get("evidence_ids", [])]
+        result.verdict_id = str(p.get("verdict_id", ""))
+        result.bag_path = str((p.get("bag") or {}).get("path", ""))
+        contract = self._journal.events(mission_id=mission_id, types=[EventType.CONTRACT_FROZEN])
+        result.contract_id = str(((contract[-1].payload.get("contract") or {}) if contract else {}).get("contract_id", ""))
+        (goal_handle.succeed if result.status == MissionStatus.SUCCEEDED.value else goal_handle.abort)()
+        return result
+
     # -- services -----------------------------------------------------------------
 
     def _on_stop(self, request: Any, response: Any) -> Any:
@@ -374,8 +455,8 @@ class SupervisorNode(LifecycleNode):
         if request.mission_id and request.mission_id != self._runner_mission_id():
             response.ok, response.error = False, f"mission {request.mission_id} is not running"
             return response
-        runner.request_stop(request.reason or "operator stop")
-        response.ok = True
+        error = self._stop_mission(self._runner_mission_id(), request.reason or "operator stop", source="stop_service")
+        response.ok, response.error = True, error
         return response
 
     def _on_check(self, request: Any, response: Any) -> Any:

@@ -145,3 +145,51 @@ def test_stop_service_stops_the_running_mission(stalling_graph):
     assert box["result"].status == "CANCELLED"
     assert "operator pressed stop" in box["result"].summary
     assert any(e.event.value == "canceled" for e in g.sim.goal_log)
+
+
+def _journal_events(g, type_):
+    import sqlite3
+
+    db = sqlite3.connect(g.supervisor.journal_path)
+    try:
+        return [json.loads(p) for (p,) in db.execute("select payload from events where type=? order by seq", (type_,))]
+    finally:
+        db.close()
+
+
+def test_a_stop_is_journaled_before_the_runner_acts_on_it(stalling_graph):
+    test_stop_service_stops_the_running_mission(stalling_graph)
+    g, _ = stalling_graph
+    (stop,) = _journal_events(g, "STOP_REQUESTED")
+    assert stop == {"reason": "operator pressed stop", "source": "stop_service"}
+    (released,) = _journal_events(g, "LEASE_RELEASED")
+    assert released["resource"] == "base" and released["why"] == "confirmed_terminal"
+
+
+def test_a_repeated_mission_request_gets_the_recorded_outcome_and_nothing_moves_again(graph):
+    g, client = graph
+    accepted, first = client.send("Go to the spot.", mission_id="mission-repeat-1")
+    assert accepted and first.status == "SUCCEEDED", first.summary
+    goals = len(g.sim.goal_log)
+    accepted, again = client.send("Go to the spot.", mission_id="mission-repeat-1")
+    assert accepted, "a repeat is answered, not refused"
+    assert again.status == "SUCCEEDED" and again.mission_id == "mission-repeat-1"
+    assert again.summary.startswith("repeated request; nothing was run again")
+    assert again.verdict_id == first.verdict_id and list(again.evidence_ids) == list(first.evidence_ids)
+    assert len(g.sim.goal_log) == goals, "the robot was not sent anywhere again"
+    assert len(_journal_events(g, "MISSION_STARTED")) == 1
+
+
+def test_a_lost_acknowledgment_is_found_by_goal_id_and_the_robot_moves_once(tmp_path):
+    gen = _graph(tmp_path, [{"kind": "ack_delay", "on_goal": 1, "delay_s": 2.5}])
+    g, client = next(gen)
+    try:
+        accepted, result = client.send("Go to the spot.", overrides={"navigation.accept_timeout_s": "0.5",
+                                                                      "navigation.lookup_timeout_s": "5.0"})
+        assert accepted and result.status == "SUCCEEDED", result.summary
+        accepted_goals = [e for e in g.sim.goal_log if e.event.value == "accepted"]
+        assert len(accepted_goals) == 1, "one motion: the lost acknowledgment was looked up, not re-sent"
+        (found,) = _journal_events(g, "ROBOT_ACTION_RECONCILED")
+        assert found["finding"] == "acknowledgment_lost" and found["backend_status"] in ("accepted", "executing", "succeeded")
+    finally:
+        next(gen, None)
