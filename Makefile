@@ -5,13 +5,14 @@ SHELL := /bin/bash
 ENV := source scripts/env.sh
 PYTEST_ARGS ?=
 
-.PHONY: help setup demo test test-unit test-integration bench clean
+.PHONY: help setup demo test test-unit test-integration bench crash-test clean
 
 help:
 	@echo "make setup   venv + ROS 2 Kilted wheels + colcon build (idempotent)"
 	@echo "make demo    run the inspection demo on the simulated robot (no API key)"
 	@echo "make test    run the whole test suite"
 	@echo "make bench   harness overhead benchmarks"
+	@echo "make crash-test  SIGKILL supervisor/sim_robot/verifier across 100 missions (~12 min)"
 
 setup:
 	@bash scripts/setup.sh
@@ -30,6 +31,9 @@ test-integration: setup
 
 bench: setup
 	@$(ENV) && python bench/overhead.py && python bench/aggregator_load.py
+
+crash-test: setup
+	@$(ENV) && python scripts/crash_test.py --missions $${MISSIONS:-100} --out runs/crash-test
 
 clean:
 	rm -rf .ws runs

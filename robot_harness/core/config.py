@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Preconditions", "OutcomeTolerance", "NavigationConfig", "LimitsConfig", "ContractConfig", "VerificationConfig", "RecoveryConfig", "HarnessConfig",
+__all__ = ["Preconditions", "OutcomeTolerance", "NavigationConfig", "LimitsConfig", "ContractConfig", "VerificationConfig", "RecoveryConfig", "InteractionsConfig", "HarnessConfig",
            "load_harness_config", "dotted_overrides", "deep_merge"]
 
 
@@ -118,6 +118,21 @@ class VerificationConfig(_Cfg):
     final_pose_max_age_s: float = 2.0
 
 
+class InteractionsConfig(_Cfg):
+    """Operator approvals and questions (core/interactions.py)."""
+
+    approval_tags: list[str] = Field(default_factory=lambda: ["requires_approval"])
+    """A call of a skill carrying any of these tags waits for the mission owner's approval of that exact call."""
+    skill_tags: dict[str, list[str]] = Field(default_factory=dict)
+    """Policy tags added per skill, e.g. ``{navigate_to: [requires_approval]}``."""
+    timeout_s: float = Field(default=600.0, gt=0)
+    """An unanswered interaction expires after this long: an approval counts as not given."""
+    ask_operator: bool = False
+    """Offer the model an ``ask_operator`` tool (a question, free text or choices)."""
+    operator_token_env: str = "ROBOT_HARNESS_OPERATOR_TOKEN"
+    """Where the owner credential comes from for a mission sent without an owner token."""
+
+
 class HarnessConfig(_Cfg):
     frame_id: str = "map"
     context_byte_cap: int = 6000
@@ -130,6 +145,7 @@ class HarnessConfig(_Cfg):
     contract: ContractConfig = ContractConfig()
     verification: VerificationConfig = VerificationConfig()
     recovery: RecoveryConfig = RecoveryConfig()
+    interactions: InteractionsConfig = InteractionsConfig()
     artifacts_dir: str = ""
     """Where capture_image writes artifacts; empty: beside the journal."""
 

@@ -40,7 +40,7 @@ from .context import compile_planner_context, context_size
 from .durable import TRANSITION_TYPES, DispatchKey, DuplicateDispatch, LeaseConflict, ReleaseReason, goal_uuid_for
 from .errors import HarnessError, HarnessTimeout, JournalWriteError, StaleRevision, UsageError
 from .gate import CommitGate, GateRejection, TaskState, commit_drafts, original_goal_check, record_draft
-from .journal import Journal
+from .journal import Journal, JournalReadError
 from .lifecycle import ManagedAction
 from .outcome import BackendTerminal, check_navigation_outcome
 from .ports import EvidenceRecorder, NavigationPort, PlannerPort, PlannerRequest, RobotIO, SnapshotPort, VerifierPort
@@ -61,7 +61,16 @@ from .records import (
     ToolResultStatus,
     WorldSnapshot,
 )
-from .skills import PROPOSE_DONE, NavigateToArgs, Skill, SkillRegistry, ToolEnv, resolve_target
+from .interactions import (
+    Interaction,
+    InteractionKind,
+    Resolution,
+    arguments_sha256,
+    interaction_id_for,
+    interactions,
+    resolution_draft,
+)
+from .skills import ASK_OPERATOR, PROPOSE_DONE, NavigateToArgs, Skill, SkillRegistry, ToolEnv, resolve_target
 from .authority import InProcessVerifier, default_contract_compiler, recovery_advisor, verifier_config
 from .verifier import PoseSample, Verifier, VerifyRequest
 from .reconcile import ACTIVE_STATUSES, TERMINAL_STATUSES, Reconciler
@@ -155,6 +164,7 @@ class MissionRunner:
         coverage_reviewer: CoverageReviewer | None = None,
         recorder: EvidenceRecorder | None = None,
         recovery: Any = None,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         self.config = config
         self.journal = journal
@@ -176,6 +186,8 @@ class MissionRunner:
                                                    alternatives=config.recovery.alternatives,
                                                    advisor=recovery_advisor(config))
         self.recorder = recorder
+        self._sleep = sleep or (lambda s: self.navigation.poll(s))
+        """A bounded wait (for an operator's answer); by default the backend poll, which also advances a test clock."""
         self._tool_specs = tuple(skills.tool_specs())
         self._physical_skills = frozenset(sk.name for sk in skills if sk.physical)
         self._recorder_error = ""
@@ -232,7 +244,9 @@ class MissionRunner:
         """Ask the running mission to stop at its next check (thread-safe flag)."""
         self._stop_requested = reason
 
-    def run(self, goal: str, *, mission_id: str = "") -> MissionOutcome:
+    def run(self, goal: str, *, mission_id: str = "", owner: str = "", owner_token_sha256: str = "") -> MissionOutcome:
+        """Run one mission. ``owner``/``owner_token_sha256`` identify who may answer its interactions
+        (only the token's sha256 is ever stored)."""
         if not isinstance(goal, str) or not goal.strip():
             raise UsageError("a mission needs a non-empty natural-language goal")
         if len(goal) > MAX_GOAL_CHARS:
@@ -248,6 +262,7 @@ class MissionRunner:
         self._progress_since = 0
         self._state_events, self._state_seq, self._state_cache = [], 0, None
         self._revision, self._turn_state_version, self._attempts, self._node_of_call = 0, 0, {}, {}
+        self._owner, self._owner_sha = owner, owner_token_sha256
         self._stop_requested = None
         self._deadline = self.clock.monotonic() + self.config.limits.mission_timeout_s
         self._recorder_error = ""
@@ -258,6 +273,8 @@ class MissionRunner:
                 "goal": goal,
                 "config": self.config.model_dump(mode="json"),
                 "tools": [s.name for s in self.skills],
+                "owner": owner,
+                "owner_sha256": owner_token_sha256,
             })], retry_stale=False)
             # A successful write clears an earlier storage failure.
             self._physical_blocked = None
@@ -277,11 +294,13 @@ class MissionRunner:
             if self._active is not None and not self._active.terminal:
                 # e.g. the snapshot source died mid-action: do not leave the robot driving unsupervised
                 summary += f"; in-flight action {self._abandon_active()} was asked to stop"
-        except JournalWriteError as exc:
+        except (JournalWriteError, JournalReadError) as exc:
+            # The source of truth cannot be written (or read back): no new physical work until it can.
             self._physical_blocked = str(exc)
             self._abandon_active()
             self._bag = self._stop_recorder()
-            return self._outcome(MissionStatus.BLOCKED, f"journal write failed; no new physical work: {exc}")
+            what = "write" if isinstance(exc, JournalWriteError) else "read"
+            return self._outcome(MissionStatus.BLOCKED, f"journal {what} failed; no new physical work: {exc}")
         bag = self._bag = self._stop_recorder()
         try:
             ev = self._append(EventType.MISSION_FINISHED, payload={
@@ -479,11 +498,17 @@ class MissionRunner:
             args = skill.validate(call.arguments)
         except UsageError as exc:
             return self._error(call, exc.code, exc.message, exc.details), None
+        if skill.name == ASK_OPERATOR:
+            return self._ask_operator(turn_id, call, args), None
+        if skill.physical and physical_done:
+            return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.REJECTED, content={
+                "reason": "at most one new managed physical action per decision step; propose it again next turn",
+            }), None
+        if self._needs_approval(skill):
+            refused = self._approval(turn_id, call, skill, args)
+            if refused is not None:
+                return refused, None
         if skill.physical:
-            if physical_done:
-                return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.REJECTED, content={
-                    "reason": "at most one new managed physical action per decision step; propose it again next turn",
-                }), None
             return self._dispatch(turn_id, decision, call, skill, args)
         env = ToolEnv(places=self._places, robot_io=self.robot_io, snapshot=decision)
         assert skill.handler is not None
@@ -506,6 +531,76 @@ class MissionRunner:
                 self._append_many(self._lease_end_drafts(skill, call.id, ReleaseReason.CONFIRMED_TERMINAL,
                                                          "the call returned"))
         return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.OK, content=content), None
+
+    # -- operator interactions ------------------------------------------------
+
+    def _needs_approval(self, skill: Skill) -> bool:
+        cfg = self.config.interactions
+        tags = set(skill.tags) | set(cfg.skill_tags.get(skill.name, ()))
+        return bool(tags & set(cfg.approval_tags))
+
+    def _approval(self, turn_id: str, call: ToolCall, skill: Skill, args: BaseModel) -> ToolResult | None:
+        """Wait for the owner's approval of this exact call; None when approved, else its one result."""
+        arguments = args.model_dump(mode="json")
+        resolved = self._interact(turn_id, call, InteractionKind.APPROVAL,
+                                  prompt=f"approve {skill.name}({json.dumps(arguments, sort_keys=True)})?",
+                                  subject={"tool_call_id": call.id, "name": skill.name, "arguments": arguments,
+                                        "arguments_sha256": arguments_sha256(arguments)})
+        how = resolved.resolution or {}
+        if how.get("resolution") == Resolution.APPROVE.value:
+            return None
+        if how.get("resolution") == Resolution.DENY.value:
+            return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.DENIED, content={
+                "reason": f"the operator denied this call ({resolved.interaction_id}); nothing was run",
+                "operator": how.get("operator", "")})
+        return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.CANCELLED, content={
+            "reason": f"approval {how.get('resolution', 'not given')} ({resolved.interaction_id}); nothing was run"})
+
+    def _ask_operator(self, turn_id: str, call: ToolCall, args: Any) -> ToolResult:
+        resolved = self._interact(turn_id, call, InteractionKind.QUESTION, prompt=args.question,
+                                  choices=tuple(args.choices))
+        how = resolved.resolution or {}
+        if how.get("resolution") == Resolution.ANSWER.value:
+            return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.OK, content={
+                "answer": how.get("answer", ""), "choice": how.get("choice", ""), "operator": how.get("operator", ""),
+                "interaction_id": resolved.interaction_id})
+        return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.CANCELLED, content={
+            "reason": f"question {how.get('resolution', 'not answered')} ({resolved.interaction_id})"})
+
+    def _interact(self, turn_id: str, call: ToolCall, kind: InteractionKind, *, prompt: str,
+                  subject: dict[str, Any] | None = None, choices: tuple[str, ...] = ()) -> Interaction:
+        """Ask the mission's owner, then wait (bounded) for the first resolution.
+
+        The request is journaled first, so it survives a restart. A Stop
+        dismisses it and the deadline (the interaction's or the mission's)
+        expires it; either is recorded as a resolution, so an operator's later
+        answer meets ``command_conflict`` rather than silently changing the past.
+        """
+        now = self.clock.now()
+        interaction_id = interaction_id_for(self._mission_id, call.id)
+        timeout_s = self.config.interactions.timeout_s
+        self._append_many([self._draft(EventType.INTERACTION_REQUESTED, model_turn_id=turn_id, tool_call_id=call.id, payload={
+            "interaction_id": interaction_id, "kind": kind.value, "prompt": prompt, "call": subject,
+            "choices": list(choices), "owner": self._owner, "owner_sha256": self._owner_sha,
+            "requested_at": now, "expires_at": now + timeout_s})])
+        self._update("waiting_user")
+        deadline = min(self.clock.monotonic() + timeout_s, self._deadline)
+        while True:
+            self._absorb()
+            found = self._interaction(interaction_id)
+            if found.resolution is not None:
+                break
+            if self._stop_requested or self.clock.monotonic() >= deadline:
+                why = Resolution.DISMISS if self._stop_requested else Resolution.EXPIRED
+                self._append_many([resolution_draft(found, why, operator="harness", now=self.clock.now())])
+                continue  # re-read: if the operator answered first, that answer stands
+            self._sleep(0.1)
+        self._update("planning")
+        return found
+
+    def _interaction(self, interaction_id: str) -> Interaction:
+        return interactions(self.journal.events(mission_id=self._mission_id, types=[
+            EventType.INTERACTION_REQUESTED, EventType.INTERACTION_RESOLVED]))[interaction_id]
 
     @staticmethod
     def _error(call: ToolCall, code: str, message: str, details: dict[str, Any] | None = None) -> ToolResult:

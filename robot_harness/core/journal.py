@@ -14,9 +14,52 @@ implement it and pass one conformance suite. What every backend guarantees:
 * Payloads are normalized to JSON and passed through the redaction hook before
   they are stored; what ``append`` returns is exactly what a later read returns.
 * A failed write raises ``JournalWriteError`` (or ``StaleRevision``), writes
-  nothing, and leaves the journal usable once the cause goes away.
+  nothing, and leaves the journal usable once the cause goes away (a corrupt
+  file excepted: it must be restored and reopened, see below).
 * Listeners see committed batches only, in commit order, and cannot break a
   write by raising.
+
+Storage faults (``SqliteJournal``; ``test/unit/test_storage_faults.py``
+produces each one for real):
+
+* **Full disk or page limit, read-only or failing storage, a lock held past
+  ``busy_timeout_ms``.** The append raises ``JournalWriteError`` naming the
+  file, the SQLite error and its code (``details``: ``path``,
+  ``sqlite_error``, ``sqlite_code``, ``corrupt``); SQLite rolls the batch
+  back, so no event of it, and nothing in the durable index, survives. Once
+  the cause goes away the same object works again: after an I/O, read-only or
+  cannot-open error it replaces its connection before the next write (a
+  connection that opened a read-only file stays read-only for life).
+* **Corruption.** Before it connects read-write, the journal inspects an
+  existing file through a read-only connection (``PRAGMA quick_check``; it
+  never checkpoints or deletes the ``-wal``): a damaged file, or one that is
+  not a database at all, raises ``JournalReadError`` with ``corrupt=True``
+  and is left byte for byte as found; so is a file with no schema next to a
+  ``-wal`` SQLite could not read, rather than becoming a fresh journal over
+  it. Damage met later (``SQLITE_CORRUPT``) makes every later write on that
+  object refuse. The remedy is an operator's: move the file and its
+  ``-wal``/``-shm`` aside together (a stale ``-wal`` would be replayed into a
+  restored copy), or restore a backup, and reopen. Corruption is found only
+  where SQLite looks (page structure, as pages are read), never inside a
+  payload's text.
+* **What WAL checksums do.** Every WAL frame carries a checksum chained over
+  all frames before it. When SQLite rebuilds its WAL index (the first
+  connection after a crash), it replays frames up to the first one that fails
+  its checksum or salt and ignores that frame and everything after it, as if
+  those transactions never committed. A torn last write (power lost during
+  the commit that was never acknowledged) is therefore harmless; garbage in
+  the middle of the WAL silently drops every later commit, and garbage in
+  the WAL header drops the whole WAL; SQLite cannot tell the two apart. What
+  survives is always a prefix of whole batches, never half of one. Lost
+  dispatch intents are why a restarted harness reconciles with the backend
+  by the goal id derived from each dispatch key. While a connection is open
+  SQLite reads WAL frames through its index without re-checking checksums
+  (and usually from its page cache), and the last connection's close
+  checkpoints them into the file, so garbage written into a live WAL shows
+  up as ``SQLITE_CORRUPT`` when a damaged page is read, or at the next open.
+* A commit whose fsync fails reports failure, yet its frames may be complete
+  in the WAL and reappear after a crash: one more reason a failed write stops
+  physical work instead of being retried blindly.
 """
 from __future__ import annotations
 
@@ -647,6 +690,32 @@ class MemoryJournal(Journal):
 # --------------------------------------------------------------------------- sqlite
 
 
+# SQLite primary result codes (sqlite3.h); exceptions carry the extended code.
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_READONLY, _SQLITE_IOERR = 5, 6, 8, 10
+_SQLITE_CORRUPT, _SQLITE_FULL, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 11, 13, 14, 26
+_CORRUPT_CODES = frozenset({_SQLITE_CORRUPT, _SQLITE_NOTADB})
+_RECONNECT_CODES = frozenset({_SQLITE_READONLY, _SQLITE_IOERR, _SQLITE_CANTOPEN})
+"""Errors after which the connection may be unable to write (opened read-only, pager in error): replace it."""
+_HINTS = {
+    _SQLITE_BUSY: "another connection held the journal's write lock longer than busy_timeout_ms",
+    _SQLITE_LOCKED: "another connection held the journal's write lock longer than busy_timeout_ms",
+    _SQLITE_READONLY: ("the journal file (or its -wal/-shm, which SQLite creates with the file's permissions),"
+                       " its directory or its disk is read-only"),
+    _SQLITE_IOERR: "the storage refused or failed the I/O (read-only or immutable file, failing disk)",
+    _SQLITE_FULL: "the disk, or the journal's max_pages limit, is full",
+    _SQLITE_CANTOPEN: "the journal or its -wal/-shm files cannot be opened (missing, or not writable)",
+}
+_CORRUPT_HINT = ("the journal file is corrupt: stop, then move it aside together with its -wal and -shm files"
+                 " or restore it from a backup (`sqlite3 FILE .recover` salvages what is readable);"
+                 " the harness appends nothing more to it and never sets up a fresh journal over it")
+_WAL_HEADER_BYTES = 32
+
+
+def _primary_code(exc: sqlite3.Error) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else None
+
+
 @dataclasses.dataclass
 class _Tx:
     conn: sqlite3.Connection
@@ -667,8 +736,9 @@ class SqliteJournal(Journal):
       ``_transaction``, which rolls back on any exception, so a failed write
       leaves no partial batch and no open transaction behind.
     * ``busy_timeout_ms`` bounds the wait for another writer's lock;
-      ``max_pages`` (``PRAGMA max_page_count``) bounds the file's size. Either
-      limit being hit raises ``JournalWriteError``.
+      ``max_pages`` (``PRAGMA max_page_count``; ``set_max_pages`` changes it
+      live) bounds the file's size. Either limit being hit raises
+      ``JournalWriteError``.
     * Plain tables (``events``, ``snapshots``, ``migrations``) that
       ``sqlite-utils`` and the ``sqlite3`` shell can query and export.
     """
@@ -690,29 +760,98 @@ class SqliteJournal(Journal):
             raise UsageError("max_pages must be >= 1", max_pages=max_pages)
         self.path = str(path)
         self._ready = False
-        self._conn: sqlite3.Connection | None = None
+        self._busy_timeout_s = int(busy_timeout_ms) / 1000.0
+        self._max_pages = None if max_pages is None else int(max_pages)
+        self._default_max_pages = 0  # SQLite's own limit, read at connect
+        self._reconnect = False
+        self._corrupt: JournalWriteError | None = None
+        self._closed = False
+        if self.path != ":memory:" and Path(self.path).exists():
+            self._inspect()
+        self._conn: sqlite3.Connection | None = self._connect()
+
+    def _inspect(self) -> None:
+        """Refuse a damaged file before any read-write connection touches it.
+
+        A read-only connection runs ``PRAGMA quick_check`` (page structure,
+        about 0.2 s per 100 MB) and looks for the schema: read-only, it never
+        checkpoints or deletes the ``-wal`` on close, so the files are left
+        exactly as found. A file without a schema next to a ``-wal`` holding
+        more than a header is refused too: SQLite could not read that WAL (bad
+        header or checksums), so it is not a new journal and must not become
+        one. Failures that are not corruption are left to the real open.
+        """
+        try:
+            with contextlib.closing(sqlite3.connect(f"{Path(self.path).resolve().as_uri()}?mode=ro", uri=True,
+                                                    timeout=self._busy_timeout_s)) as probe:
+                problems = [r[0] for r in probe.execute("PRAGMA quick_check").fetchall()]
+                tables = probe.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]
+        except sqlite3.Error as exc:
+            if _primary_code(exc) in _CORRUPT_CODES:
+                raise self._storage_error(exc, "open") from exc
+            return
+        if problems != ["ok"]:
+            raise JournalReadError(
+                f"journal {self.path} failed its integrity check: {'; '.join(problems[:3])}; {_CORRUPT_HINT}",
+                sqlite_error="; ".join(problems[:10]), sqlite_code="SQLITE_CORRUPT", path=self.path, corrupt=True)
+        try:
+            wal_bytes = Path(self.path + "-wal").stat().st_size
+        except OSError:
+            wal_bytes = 0
+        if not tables and wal_bytes > _WAL_HEADER_BYTES:
+            raise JournalReadError(
+                f"journal {self.path} has no schema, but its -wal holds {wal_bytes} bytes SQLite could not read"
+                " (a damaged WAL header or checksums, or a crash during the very first setup): it is not a new"
+                f" journal; {_CORRUPT_HINT}",
+                path=self.path, wal_bytes=wal_bytes, corrupt=True, sqlite_error=None, sqlite_code=None)
+
+    def _connect(self) -> sqlite3.Connection:
+        """A configured connection (WAL, synchronous=FULL, the page limit in force)."""
         try:
             conn = sqlite3.connect(
                 self.path,
-                timeout=int(busy_timeout_ms) / 1000.0,
+                timeout=self._busy_timeout_s,
                 isolation_level=None,  # we issue BEGIN/COMMIT ourselves
                 check_same_thread=False,
             )
         except sqlite3.Error as exc:
-            raise JournalWriteError(f"cannot open journal {self.path}: {exc}", sqlite_error=str(exc)) from exc
+            raise self._storage_error(exc, "open") from exc
         try:
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if mode != "wal" and self.path != ":memory:":
                 raise sqlite3.OperationalError(f"journal_mode is {mode!r}, WAL unavailable")
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
-            if max_pages is not None:
+            self._default_max_pages = int(conn.execute("PRAGMA max_page_count").fetchone()[0])
+            if self._max_pages is not None:
                 # PRAGMA takes no bound parameters; the value is a checked int.
-                conn.execute(f"PRAGMA max_page_count = {int(max_pages)}")
+                conn.execute(f"PRAGMA max_page_count = {self._max_pages}")
         except sqlite3.Error as exc:
             conn.close()
-            raise JournalWriteError(f"cannot configure journal {self.path}: {exc}", sqlite_error=str(exc)) from exc
-        self._conn = conn
+            raise self._storage_error(exc, "open") from exc
+        return conn
+
+    def _storage_error(self, exc: sqlite3.Error, doing: str) -> JournalWriteError | JournalReadError:
+        """The typed error for a SQLite failure while ``doing`` (open, read, write):
+        the file, SQLite's words and code, and what they mean.
+
+        Opening a corrupt file is a read error (the existing journal cannot be
+        read), any other open failure a write error; a corrupt page met while
+        appending stays a write error, so the engine's handling of failed
+        writes covers it.
+        """
+        primary = _primary_code(exc)
+        name = getattr(exc, "sqlite_errorname", None) or "unknown"
+        corrupt = primary in _CORRUPT_CODES
+        hint = _CORRUPT_HINT if corrupt else _HINTS.get(primary, "")
+        if doing == "open":
+            kind: type[JournalWriteError | JournalReadError] = JournalReadError if corrupt else JournalWriteError
+        else:
+            kind = JournalWriteError if doing == "write" else JournalReadError
+        return kind(
+            f"journal {doing} failed on {self.path}: {exc} ({name})" + (f"; {hint}" if hint else ""),
+            sqlite_error=str(exc), sqlite_code=name, path=self.path, corrupt=corrupt,
+        )
 
     # -- the one way in ----------------------------------------------------
 
@@ -721,13 +860,28 @@ class SqliteJournal(Journal):
         """Hold the lock for one transaction; commit on success, roll back on any exception.
 
         sqlite errors become ``JournalWriteError`` (writes) or
-        ``JournalReadError`` (reads) carrying the sqlite text. ``after_commit``
-        hooks run once the commit is durable, still under the lock.
+        ``JournalReadError`` (reads), see ``_storage_error``. ``after_commit``
+        hooks run only once COMMIT has returned (the batch is durable), still
+        under the lock: a failed commit never reaches the index or listeners.
+        After corruption was seen, writes are refused without touching the
+        file; after an error that can leave the connection unable to write,
+        the next write replaces it (reads carry on with the old one).
         """
         with self._lock:
-            if self._conn is None:
+            if self._closed:
                 raise UsageError("journal is closed")
+            if write and self._corrupt is not None:
+                raise JournalWriteError(self._corrupt.message, **self._corrupt.details)
+            if self._conn is None or (write and self._reconnect):
+                try:
+                    self._replace_connection()
+                except (JournalWriteError, JournalReadError) as exc:
+                    kind = JournalWriteError if write else JournalReadError
+                    if isinstance(exc, kind):
+                        raise
+                    raise kind(exc.message, **exc.details) from exc
             conn = self._conn
+            assert conn is not None
             tx = _Tx(conn)
             try:
                 conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
@@ -740,14 +894,52 @@ class SqliteJournal(Journal):
                     except sqlite3.Error:
                         _log.exception("rollback failed on %s", self.path)
                 if isinstance(exc, sqlite3.Error):
-                    kind = JournalWriteError if write else JournalReadError
-                    raise kind(
-                        f"journal {'write' if write else 'read'} failed on {self.path}: {exc}",
-                        sqlite_error=str(exc),
-                    ) from exc
+                    err = self._storage_error(exc, "write" if write else "read")
+                    self._note_failure(exc, err)
+                    raise err from exc
                 raise
             for hook in tx.after_commit:
                 hook()
+
+    def _note_failure(self, exc: sqlite3.Error, err: JournalWriteError | JournalReadError) -> None:
+        """Remember what a failure says about the file (corrupt) or the connection (replace it)."""
+        if err.details.get("corrupt"):
+            self._corrupt = JournalWriteError(err.message, **err.details)
+        elif _primary_code(exc) in _RECONNECT_CODES:
+            self._reconnect = True
+
+    def _replace_connection(self) -> None:
+        """Drop the connection and open a fresh one (storage may be back); under the lock.
+
+        The old one is closed first: SQLite shares one ``-shm`` mapping among
+        a process's connections to a file, and one opened read-only would
+        leave the new connection read-only too. Until a connection opens,
+        every call tries again. The new connection must see at least every
+        event the durable index already holds: a file that went backwards
+        (swapped for an older copy) is refused, since the index would be
+        ahead of it.
+        """
+        old, self._conn, self._reconnect = self._conn, None, True
+        if old is not None:
+            with contextlib.suppress(sqlite3.Error):
+                old.close()
+        new = self._connect()
+        try:
+            has_events = new.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'events'").fetchone()
+            last = new.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0] if has_events else 0
+        except sqlite3.Error as exc:
+            new.close()
+            err = self._storage_error(exc, "read")
+            self._note_failure(exc, err)
+            raise err from exc
+        if last < self._index.seq:
+            new.close()
+            raise JournalReadError(
+                f"journal file {self.path} now ends at seq {last} but this journal already saw seq"
+                f" {self._index.seq}: the file was replaced; reopen it", path=self.path, file_seq=last,
+                seen_seq=self._index.seq)
+        self._conn, self._reconnect = new, False
 
     def _ensure_ready(self) -> None:
         if not self._ready:
@@ -775,6 +967,22 @@ class SqliteJournal(Journal):
                         "INSERT INTO migrations (name, applied_at) VALUES (?, ?)", (name, self._clock.now())
                     )
         self._ready = True
+
+    def set_max_pages(self, max_pages: int | None) -> int:
+        """Change the page limit (``None``: SQLite's own) on this live journal; returns the limit in force.
+
+        For operators freeing or adding space without a restart. SQLite never
+        lowers the limit below the file's current size, so a small value holds
+        the file at its size: the next write needing a new page fails.
+        """
+        if max_pages is not None and int(max_pages) < 1:
+            raise UsageError("max_pages must be >= 1", max_pages=max_pages)
+        limit = self._default_max_pages if max_pages is None else int(max_pages)
+        with self._transaction(write=False) as tx:
+            # PRAGMA takes no bound parameters; the value is a checked int.
+            in_force = int(tx.conn.execute(f"PRAGMA max_page_count = {limit}").fetchone()[0])
+            self._max_pages = None if max_pages is None else in_force  # kept for a replacement connection
+        return in_force
 
     def _applied(self, conn: sqlite3.Connection) -> set[str]:
         """Migrations recorded in the file; refuses a file from a newer harness."""
@@ -804,6 +1012,7 @@ class SqliteJournal(Journal):
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
@@ -813,7 +1022,10 @@ class SqliteJournal(Journal):
     def _commit(
         self, prepared: Sequence[_Prepared], expected_last_seq: int | None, expected_revision: int | None
     ) -> list[JournalEvent]:
-        self._ensure_ready()
+        try:
+            self._ensure_ready()
+        except JournalReadError as exc:  # an append that cannot happen is a failed write
+            raise JournalWriteError(exc.message, **exc.details) from exc
         with self._transaction(write=True) as tx:
             last = tx.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
             self._catch_up(tx.conn)  # other processes' commits, under the write lock

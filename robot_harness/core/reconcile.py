@@ -32,7 +32,7 @@ from .journal import Journal
 from .ports import NavigationPort, SnapshotPort
 from .records import ActionStatus, Availability, ControllerState, EventDraft, EventType, MissionStatus
 
-__all__ = ["ACTIVE_STATUSES", "TERMINAL_STATUSES", "Finding", "Reconciler", "Settlement"]
+__all__ = ["ACTIVE_STATUSES", "TERMINAL_STATUSES", "Finding", "Reconciler", "Settlement", "clear_resource"]
 
 ACTIVE_STATUSES = frozenset({"accepted", "executing", "canceling"})
 TERMINAL_STATUSES = frozenset({"succeeded", "aborted", "canceled"})
@@ -152,12 +152,36 @@ class Reconciler:
                 settled.append(s)
         parts = [f"{s.action_id}: {s.detail}" + (f" (resource {', '.join(s.blocked)} blocked until reconciled)"
                                                  if s.blocked else "") for s in settled]
+        closing = self._close_open_calls(mission_id)
+        if closing:
+            parts.append(f"{len(closing)} call(s) left unanswered were cancelled")
         summary = ("interrupted: the harness restarted while this mission was running; nothing was resumed or "
                    "re-sent" + (f"; {'; '.join(parts)}" if parts else ""))
-        self._append(mission_id, [EventDraft(type=EventType.MISSION_FINISHED, mission_id=mission_id, payload={
+        self._append(mission_id, [*closing, EventDraft(type=EventType.MISSION_FINISHED, mission_id=mission_id, payload={
             "status": MissionStatus.UNKNOWN.value, "summary": summary, "evidence_seqs": [], "evidence_ids": [],
             "reconciled": [s.model_dump(mode="json") for s in settled]})])
         return settled
+
+    def _close_open_calls(self, mission_id: str) -> list[EventDraft]:
+        """Every tool call gets exactly one result, and every interaction one resolution, even when cut short."""
+        from .interactions import Resolution, interactions, resolution_draft
+        from .records import ToolResult, ToolResultStatus
+
+        events = self.journal.events(mission_id=mission_id, types=[
+            EventType.TOOL_CALL_RECORDED, EventType.TOOL_RESULT_RECORDED, EventType.INTERACTION_REQUESTED,
+            EventType.INTERACTION_RESOLVED])
+        answered = {e.tool_call_id for e in events if e.type is EventType.TOOL_RESULT_RECORDED}
+        why = "interrupted: the harness restarted before this call finished; it was not run (or not re-run)"
+        drafts = [resolution_draft(i, Resolution.DISMISS, operator="harness", now=self.clock.now())
+                  for i in interactions(events).values() if i.pending]
+        for e in events:
+            if e.type is EventType.TOOL_CALL_RECORDED and e.tool_call_id not in answered:
+                result = ToolResult(tool_call_id=e.tool_call_id, name=str(e.payload.get("name", "")),
+                                    status=ToolResultStatus.CANCELLED, content={"reason": why})
+                drafts.append(EventDraft(type=EventType.TOOL_RESULT_RECORDED, mission_id=mission_id,
+                                         model_turn_id=e.model_turn_id, tool_call_id=e.tool_call_id,
+                                         payload=result.model_dump(mode="json")))
+        return drafts
 
     # -- writing --------------------------------------------------------------
 
@@ -196,3 +220,35 @@ class Reconciler:
         events = self.journal.append(drafts, expected_revision=self.journal.revision(mission_id))
         if self._on_events is not None:
             self._on_events(events)
+
+
+def clear_resource(journal: Journal, *, resource: str, reason: str, operator: str, clock: Clock) -> Lease:
+    """An operator releases a resource blocked by an action of unknown outcome (after checking the robot).
+
+    A lease held by a live, supervised invocation (held and unexpired) cannot
+    be cleared: Stop that mission instead. Returns the lease that was cleared.
+    """
+    from .errors import UsageError
+
+    if not reason.strip() or not operator.strip():
+        raise UsageError("clearing a resource needs the operator's name and a reason (they are journaled)")
+    for _ in range(8):
+        lease = journal.leases().get(resource)
+        if lease is None:
+            raise UsageError(f"resource {resource!r} is not leased", resource=resource)
+        if lease.state is LeaseState.HELD and not lease.expired(clock.now()):
+            raise UsageError(f"resource {resource!r} is held by a live action ({lease.owner}, mission "
+                             f"{lease.mission_id}); stop that mission instead", resource=resource)
+        drafts = [EventDraft(type=EventType.ROBOT_ACTION_RECONCILED, mission_id=lease.mission_id,
+                             robot_action_id=lease.owner, payload={
+                                 "finding": "operator_cleared", "backend_status": "", "goal_id": "",
+                                 "detail": f"{operator}: {reason}"}),
+                  EventDraft(type=EventType.LEASE_RELEASED, mission_id=lease.mission_id, payload={
+                      "resource": resource, "owner": lease.owner, "why": ReleaseReason.OPERATOR_CLEARED.value,
+                      "detail": reason, "operator": operator})]
+        try:
+            journal.append(drafts, expected_revision=journal.revision(lease.mission_id))
+        except StaleRevision:
+            continue
+        return lease
+    raise UsageError(f"resource {resource!r} kept changing; try again")

@@ -205,6 +205,19 @@ def _propose_done(env: ToolEnv, args: ProposeDoneArgs) -> dict[str, Any]:
     raise ToolExecutionError("propose_done is handled by the mission engine, not by a handler")
 
 
+ASK_OPERATOR = "ask_operator"
+
+
+class AskOperatorArgs(_Args):
+    question: str = Field(min_length=1, max_length=1000, description="The question, for the mission's owner.")
+    choices: list[str] = Field(default_factory=list, max_length=10,
+                               description="Allowed answers; empty for a free-text answer.")
+
+
+def _ask_operator(env: ToolEnv, args: AskOperatorArgs) -> dict[str, Any]:
+    raise ToolExecutionError("ask_operator is handled by the mission engine (it waits on the operator)")
+
+
 def resolve_target(args: NavigateToArgs, places: Mapping[str, Pose2D]) -> Pose2D:
     if args.place is not None:
         try:
@@ -267,9 +280,13 @@ def _send_message(env: ToolEnv, args: SendMessageArgs) -> dict[str, Any]:
     return {"receipt": env.require_io().send_message(to=args.to, text=args.text, artifacts=refs)}
 
 
-def default_skills(navigation: NavigationConfig | None = None) -> SkillRegistry:
-    """The skills the simulated robot (and a Nav2 robot) offers the model."""
+def default_skills(navigation: NavigationConfig | None = None, *, ask_operator: bool = False) -> SkillRegistry:
+    """The skills the simulated robot (and a Nav2 robot) offers the model (``ask_operator`` when enabled)."""
     nav = navigation or NavigationConfig()
+    extra = [Skill(name=ASK_OPERATOR, description=(
+        "Ask the mission's owner a question and wait for the answer (free text, or one of the choices you "
+        "offer). Use it when the goal is ambiguous or a decision is not yours to make."),
+        args_model=AskOperatorArgs, handler=_ask_operator)] if ask_operator else []
     return SkillRegistry([
         Skill(
             name="navigate_to",
@@ -296,6 +313,7 @@ def default_skills(navigation: NavigationConfig | None = None) -> SkillRegistry:
             "the goal's completion contract against execution receipts and fresh observations; it does not "
             "end the mission by itself. If obligations are missing, they come back in the next turn."),
               args_model=ProposeDoneArgs, handler=_propose_done),
+        *extra,
     ])
 
 

@@ -8,7 +8,7 @@ from rclpy.task import Future
 
 from ..core.errors import HarnessTimeout
 
-__all__ = ["wait_future", "declare_params", "run_node"]
+__all__ = ["LatchedSource", "wait_future", "declare_params", "run_node"]
 
 
 def wait_future(future: Future, timeout_s: float, what: str) -> Any:
@@ -70,3 +70,34 @@ def run_node(factory: Any, argv: list[str] | None, *, threads: int = 4) -> int:
             node.destroy_node()
         rclpy.try_shutdown()
     return 0
+
+
+class LatchedSource:
+    """Which publishers a publish-on-change topic's last message could have come from.
+
+    An action's status topic publishes only on change (transient local). When
+    the server process dies and a new one starts, the last array we hold is
+    the dead server's: it must not be taken for the new server's state. A
+    message remembers the publishers on the graph when it arrived; once none
+    of them remains, that message describes nobody (``gone``).
+    """
+
+    def __init__(self, node: Any, topic: str) -> None:
+        self._node = node
+        self._topic = topic
+        self._sources: frozenset[bytes] = frozenset()
+
+    def publishers(self) -> frozenset[bytes]:
+        return frozenset(bytes(bytearray(i.endpoint_gid)) for i in self._node.get_publishers_info_by_topic(self._topic))
+
+    def on_message(self) -> None:
+        self._sources = self.publishers()
+
+    def gone(self) -> bool:
+        """True (once) when every publisher that could have sent the last message has left the graph."""
+        if not self._sources:
+            return False
+        if self._sources & self.publishers():
+            return False
+        self._sources = frozenset()
+        return True

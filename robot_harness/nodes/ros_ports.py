@@ -31,7 +31,7 @@ from ..core.errors import BackendUnavailable, HarnessTimeout, ToolExecutionError
 from ..core.ports import BackendEvent, GoalAck, PlannerRequest
 from ..core.records import ArtifactRef, ModelResponse, Pose2D, WorldSnapshot
 from . import conversions as cv
-from ._util import wait_future
+from ._util import LatchedSource, wait_future
 
 try:  # Nav2 on a robot; the test-only stand-in here. Same interface either way.
     from nav2_msgs.action import NavigateToPose
@@ -232,6 +232,7 @@ class Nav2NavigationPort:
             callback_group=self._group,
         )
         self._action_name = action_name
+        self._status_source = LatchedSource(node, f"{action_name}/_action/status")
 
     def send_goal(self, *, target: Pose2D, frame_id: str, timeout_s: float, goal_id: str = "") -> GoalAck:
         if not self._client.wait_for_server(timeout_sec=min(timeout_s, 2.0)):
@@ -270,6 +271,9 @@ class Nav2NavigationPort:
         does not track it (never accepted, expired, or a restarted server).
         Raises BackendUnavailable when the server is not there to ask.
         """
+        if self._status_source.gone():
+            with self._lock:
+                self._last_status = {}  # a restarted server: the dead one's goals describe nothing now
         deadline = time.monotonic() + timeout_s
         while True:
             with self._lock:
@@ -380,6 +384,7 @@ class Nav2NavigationPort:
             self._handles.pop(goal_id, None)
 
     def _on_status(self, msg: GoalStatusArray) -> None:
+        self._status_source.on_message()
         # The array lists every goal the server still tracks; remembering only
         # those keeps this map bounded.
         previous, current = self._last_status, {}

@@ -40,7 +40,7 @@ from robot_harness.core.errors import RefusalError
 from robot_harness.core.records import WorldSnapshot
 from robot_harness.core.snapshot import FreshnessConfig, SalientEvent, SnapshotBuilder
 from robot_harness.msg import WorldSnapshot as WorldSnapshotMsg
-from robot_harness.nodes._util import run_node
+from robot_harness.nodes._util import LatchedSource, run_node
 from robot_harness.nodes.conversions import (
     parse_odometry_twist,
     parse_pose_with_covariance_stamped,
@@ -216,6 +216,7 @@ class SnapshotAggregator(LifecycleNode):
 
         nav_action = str(self.get_parameter("nav_action").value).rstrip("/")
         self._status_topic = f"{nav_action}/_action/status"
+        self._status_source = LatchedSource(self, self._status_topic)
         self._feedback_source = f"{nav_action}/_action/feedback"
         self._subscriptions_made.append(
             self.create_subscription(
@@ -328,6 +329,7 @@ class SnapshotAggregator(LifecycleNode):
         builder = self._builder
         if builder is None:
             return
+        self._status_source.on_message()
         events = builder.update_nav_status(active_goal_ids(msg), self._now(), self._status_topic)
         if events:
             self._on_salient(events)
@@ -360,6 +362,14 @@ class SnapshotAggregator(LifecycleNode):
             self._status_publisher_ticks = 0
             return
         self._status_publisher_ticks += 1
+        if self._status_source.gone():
+            # The navigator that sent the latched status died; its successor has
+            # published nothing (transient local would have delivered it): idle.
+            self.get_logger().warning("navigator status publisher restarted: its predecessor's goals are void")
+            events = builder.update_nav_status([], self._now(), self._status_topic)
+            if events:
+                self._on_salient(events)
+            return
         if builder.has_nav_status or self._status_publisher_ticks >= 2:
             events = builder.update_nav_status(
                 builder.active_goal_ids, self._now(), self._status_topic

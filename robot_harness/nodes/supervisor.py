@@ -8,6 +8,8 @@ on ``~/events`` after it commits.
 """
 from __future__ import annotations
 
+import hmac
+import json
 import os
 import threading
 from pathlib import Path
@@ -26,7 +28,8 @@ from ..core.engine import MAX_GOAL_CHARS, MissionRunner
 from ..core.errors import HarnessError, HarnessTimeout, StaleRevision, UsageError
 from ..core.journal import Journal, SqliteJournal
 from ..core.preconditions import check_preconditions
-from ..core.reconcile import Reconciler
+from ..core.interactions import interactions, resolve, token_sha256
+from ..core.reconcile import Reconciler, clear_resource
 from ..core.records import ActionView, EventDraft, EventType, JournalEvent, MissionStatus
 from ..core.skills import default_skills, resolve_target
 from . import conversions as cv
@@ -98,7 +101,7 @@ class SupervisorNode(LifecycleNode):
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         from ..action import Mission
         from ..msg import ActionState, JournalEvent as JournalEventMsg
-        from ..srv import CheckPreconditions, Stop
+        from ..srv import CheckPreconditions, ClearResource, ListInteractions, ResolveInteraction, Stop
 
         p = {k: self.get_parameter(k).value for k in self._p}
         try:
@@ -180,6 +183,13 @@ class SupervisorNode(LifecycleNode):
         self._check_srv = self.create_service(CheckPreconditions, "~/check_preconditions", self._on_check,
                                               callback_group=self._group)
         self._stop_srv = self.create_service(Stop, "~/stop", self._on_stop, callback_group=self._group)
+        self._interaction_srvs = [
+            self.create_service(ResolveInteraction, "~/resolve_interaction", self._on_resolve, callback_group=self._group),
+            self.create_service(ListInteractions, "~/interactions", self._on_list_interactions, callback_group=self._group),
+            self.create_service(ClearResource, "~/clear_resource", self._on_clear_resource, callback_group=self._group),
+        ]
+        token = os.environ.get(self._config.interactions.operator_token_env, "")
+        self._operator_token_sha = token_sha256(token)
         self.get_logger().info(f"journal at {path}; artifacts in {artifacts}")
         return TransitionCallbackReturn.SUCCESS
 
@@ -252,7 +262,7 @@ class SupervisorNode(LifecycleNode):
             self._recorder_spinner.destroy()
             self._recorder_spinner = None
         self._spinner.destroy()
-        for srv in (self._check_srv, self._stop_srv):
+        for srv in (self._check_srv, self._stop_srv, *self._interaction_srvs):
             self.destroy_service(srv)
         if self._backend_state is not None:
             self.destroy_client(self._backend_state)
@@ -379,11 +389,12 @@ class SupervisorNode(LifecycleNode):
             try:
                 self._runner = MissionRunner(
                     config=config, journal=self._journal, clock=self._wall, ids=self._ids,
-                    skills=default_skills(config.navigation), snapshots=self._snapshots, planner=self._planner,
+                    skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator), snapshots=self._snapshots, planner=self._planner,
                     navigation=self._nav, robot_io=self._io, on_update=on_update, verifier=self._verifier,
                     recorder=self._recorder, recovery=self._recovery_port,
                 )
-                outcome = self._runner.run(req.goal, mission_id=req.mission_id)
+                outcome = self._runner.run(req.goal, mission_id=req.mission_id, owner=req.owner,
+                                           owner_token_sha256=token_sha256(req.owner_token) or self._operator_token_sha)
             except UsageError as exc:
                 goal_handle.abort()
                 result.status, result.summary = MissionStatus.FAILED.value, f"invalid mission: {exc}"
@@ -460,7 +471,6 @@ class SupervisorNode(LifecycleNode):
         return response
 
     def _on_check(self, request: Any, response: Any) -> Any:
-        import json
 
         assert self._config is not None and self._journal is not None
         try:
@@ -490,6 +500,51 @@ class SupervisorNode(LifecycleNode):
         response.ok = report.ok
         response.report_json = report.model_dump_json()
         response.fresh_snapshot_id = fresh.snapshot_id
+        return response
+
+    def _on_resolve(self, request: Any, response: Any) -> Any:
+        assert self._journal is not None
+        try:
+            interaction, recorded = resolve(self._journal, interaction_id=request.interaction_id,
+                                            resolution=request.resolution, token=request.token, clock=self._wall,
+                                            answer=request.answer, choice=request.choice, operator=request.operator_name)
+        except HarnessError as exc:
+            response.ok, response.code, response.error = False, "invalid" if exc.code == "usage_error" else exc.code, exc.message
+            return response
+        response.ok, response.code, response.recorded = True, "ok", recorded
+        response.interaction_json = json.dumps(interaction.view())
+        return response
+
+    def _on_list_interactions(self, request: Any, response: Any) -> Any:
+        assert self._journal is not None
+        try:
+            found = interactions(self._journal.events(mission_id=request.mission_id or None, types=[
+                EventType.INTERACTION_REQUESTED, EventType.INTERACTION_RESOLVED]))
+        except HarnessError as exc:
+            response.ok, response.error = False, str(exc)
+            return response
+        listed = [i.view() for i in found.values() if i.pending or not request.pending_only]
+        response.ok, response.interactions_json = True, json.dumps(listed)
+        return response
+
+    def _on_clear_resource(self, request: Any, response: Any) -> Any:
+        assert self._journal is not None
+        if not self._operator_token_sha:
+            response.ok, response.error = False, (
+                f"no operator token configured (set {self._config.interactions.operator_token_env} for the "
+                "supervisor); nobody may clear resources over ROS")
+            return response
+        if not hmac.compare_digest(token_sha256(request.token), self._operator_token_sha):
+            response.ok, response.error = False, "not_authorized: wrong operator token"
+            return response
+        try:
+            lease = clear_resource(self._journal, resource=request.resource, reason=request.reason,
+                                   operator=request.operator_name, clock=self._wall)
+        except HarnessError as exc:
+            response.ok, response.error = False, str(exc)
+            return response
+        self.get_logger().warning(f"{request.operator_name} cleared {request.resource} (held by {lease.owner}): {request.reason}")
+        response.ok = True
         return response
 
     def _on_snapshot(self, msg: Any) -> None:
