@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import cli_operator
 from .core.errors import HarnessError, ScenarioError, UsageError
 
 __all__ = ["main", "build_parser"]
@@ -29,6 +30,10 @@ examples:
   robot-harness mission "Go to office_storage and come back to dock."
   robot-harness journal show --journal /tmp/run/journal.sqlite3
   robot-harness journal export --format jsonl --journal /tmp/run/journal.sqlite3
+  robot-harness interactions            # approvals and questions waiting on you
+  robot-harness answer ask-1a2b3c approve
+  robot-harness resources               # leases; --clear a resource an unknown outcome blocks
+  robot-harness stop --reason "person in the aisle"
 """
 
 
@@ -54,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override for this mission")
     m.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the result")
     m.add_argument("--json", action="store_true", help="print the result as JSON")
+    m.add_argument("--owner", default=os.environ.get("USER", ""), help="who sends the mission (recorded)")
+    m.add_argument("--owner-token", default=None,
+                   help=f"secret that lets its holder answer this mission's approvals and questions "
+                        f"(default ${cli_operator.TOKEN_ENV})")
 
     r = sub.add_parser("run", help="start sim + graph in this process, run one scenario, exit",
                        epilog="example: robot-harness run --scenario scenarios/demo.yaml --report report.json",
@@ -98,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--mission", default="last", help="mission id, or 'last' (default)")
     ver.add_argument("--bags", type=Path, help="bag directory (default: bags/ beside the journal)")
     ver.add_argument("--json", action="store_true")
+    cli_operator.add_parsers(sub)
     return p
 
 
@@ -152,6 +162,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _up(args)
     if args.command == "mission":
         return _mission(args)
+    if args.command in cli_operator.COMMANDS:
+        return cli_operator.dispatch(args, journal_path=_journal_path, open_journal=_open_journal)
     raise UsageError(f"unknown command {args.command}")
 
 
@@ -388,8 +400,10 @@ def _mission(args: argparse.Namespace) -> int:
     t.start()
     progress = _Progress(enabled=not args.json)
     try:
+        token = args.owner_token if args.owner_token is not None else os.environ.get(cli_operator.TOKEN_ENV, "")
         accepted, result = client.send(args.goal, mission_id=args.mission_id, overrides=overrides,
-                                       timeout_s=args.timeout, on_feedback=progress)
+                                       timeout_s=args.timeout, on_feedback=progress, owner=args.owner,
+                                       owner_token=token)
     finally:
         progress.close()
         ex.shutdown(timeout_sec=2.0)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -33,35 +34,54 @@ class MissionClient:
         timeout_s: float = 600.0,
         server_timeout_s: float = 30.0,
         on_feedback: Callable[[Any], None] | None = None,
+        owner: str = "",
+        owner_token: str = "",
+        answer_timeout_s: float = 10.0,
+        max_sends: int = 4,
     ) -> tuple[bool, Any]:
-        """Returns (accepted, result). Needs an executor spinning ``self.node``."""
+        """Returns (accepted, result). Needs an executor spinning ``self.node``.
+
+        The mission id is chosen here when not given, so the request can be
+        sent again safely: when no accept/reject arrives within
+        ``answer_timeout_s`` (a request lost in discovery, a supervisor that
+        restarted), the same request goes out again, and the supervisor answers
+        a known mission id with that mission's record instead of running it twice.
+        """
         from diagnostic_msgs.msg import KeyValue
 
         if not self.client.wait_for_server(timeout_sec=server_timeout_s):
             raise BackendUnavailable(f"no mission server at {self.client._action_name} within {server_timeout_s} s")  # noqa: SLF001
-        msg = self.Mission.Goal(goal=goal, mission_id=mission_id,
+        mission_id = mission_id or f"mission-{uuid.uuid4().hex[:12]}"
+        msg = self.Mission.Goal(goal=goal, mission_id=mission_id, owner=owner, owner_token=owner_token,
                                 overrides=[KeyValue(key=k, value=str(v)) for k, v in (overrides or {}).items()])
-        done = threading.Event()
-        box: dict[str, Any] = {}
-
-        def on_goal(fut: Any) -> None:
-            handle = fut.result()
-            box["handle"] = handle
-            if not handle.accepted:
-                done.set()
-                return
-            handle.get_result_async().add_done_callback(lambda f: (box.__setitem__("result", f.result()), done.set()))
-
         fb = (lambda m: on_feedback(m.feedback)) if on_feedback else None
-        self.client.send_goal_async(msg, feedback_callback=fb).add_done_callback(on_goal)
         deadline = time.monotonic() + timeout_s
-        while not done.wait(0.1):
-            if time.monotonic() > deadline:
-                raise HarnessTimeout(f"mission did not finish within {timeout_s} s")
-        handle = box["handle"]
-        if not handle.accepted:
-            return False, None
-        return True, box["result"].result
+        for _ in range(max_sends):
+            done = threading.Event()
+            box: dict[str, Any] = {}
+
+            def on_goal(fut: Any, box: dict[str, Any] = box, done: threading.Event = done) -> None:
+                handle = fut.result()
+                box["handle"] = handle
+                if not handle.accepted:
+                    done.set()
+                    return
+                handle.get_result_async().add_done_callback(lambda f: (box.__setitem__("result", f.result()), done.set()))
+
+            self.client.send_goal_async(msg, feedback_callback=fb).add_done_callback(on_goal)
+            answer_by = time.monotonic() + answer_timeout_s
+            while not done.wait(0.1):
+                if time.monotonic() > deadline:
+                    raise HarnessTimeout(f"mission did not finish within {timeout_s} s", mission_id=mission_id)
+                if "handle" not in box and time.monotonic() > answer_by:
+                    break  # no accept/reject: send the same request again
+            if done.is_set():
+                handle = box["handle"]
+                if not handle.accepted:
+                    return False, None
+                return True, box["result"].result
+        raise HarnessTimeout(f"the mission server never answered {max_sends} sends of mission {mission_id}",
+                             mission_id=mission_id)
 
     def destroy(self) -> None:
         self.client.destroy()

@@ -222,6 +222,7 @@ class MissionRunner:
         self._turn_state_version = 0
         self._attempts: dict[str, int] = {}
         self._node_of_call: dict[str, str] = {}
+        self._approvals: dict[str, str] = {}
         self.reconciler = Reconciler(journal=journal, navigation=navigation, snapshots=snapshots, clock=clock,
                                      lookup_timeout_s=config.navigation.lookup_timeout_s,
                                      on_events=self._notify)
@@ -262,7 +263,7 @@ class MissionRunner:
         self._progress_since = 0
         self._state_events, self._state_seq, self._state_cache = [], 0, None
         self._revision, self._turn_state_version, self._attempts, self._node_of_call = 0, 0, {}, {}
-        self._owner, self._owner_sha = owner, owner_token_sha256
+        self._owner, self._owner_sha, self._approvals = owner, owner_token_sha256, {}
         self._stop_requested = None
         self._deadline = self.clock.monotonic() + self.config.limits.mission_timeout_s
         self._recorder_error = ""
@@ -541,13 +542,14 @@ class MissionRunner:
 
     def _approval(self, turn_id: str, call: ToolCall, skill: Skill, args: BaseModel) -> ToolResult | None:
         """Wait for the owner's approval of this exact call; None when approved, else its one result."""
-        arguments = args.model_dump(mode="json")
+        arguments = args.model_dump(mode="json", exclude_none=True)
         resolved = self._interact(turn_id, call, InteractionKind.APPROVAL,
                                   prompt=f"approve {skill.name}({json.dumps(arguments, sort_keys=True)})?",
                                   subject={"tool_call_id": call.id, "name": skill.name, "arguments": arguments,
                                         "arguments_sha256": arguments_sha256(arguments)})
         how = resolved.resolution or {}
         if how.get("resolution") == Resolution.APPROVE.value:
+            self._approvals[call.id] = resolved.interaction_id
             return None
         if how.get("resolution") == Resolution.DENY.value:
             return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.DENIED, content={
@@ -669,6 +671,10 @@ class MissionRunner:
                                "arguments": call.arguments},
                     "dispatch": {"key": key.text, "goal_id": goal_id, "resources": list(skill.resources),
                                  "node": key.node, "attempt": key.attempt, "state_version": key.state_version},
+                    # under which policy decision: the passing pre-dispatch check (same commit),
+                    # the operator's approval, and the recovery attempt that authorized it
+                    "policy": {"preconditions": "passed", "approval": self._approvals.get(call.id, ""),
+                               "authorized_attempt": key.attempt},
                     "action": action.view().model_dump(mode="json"),
                 }), *self._lease_drafts(skill, action.action_id,
                                         now + timeout_s + nav.cancel_timeout_s + _LEASE_MARGIN_S)])
@@ -750,7 +756,7 @@ class MissionRunner:
 
     def _dispatch_key(self, skill: Skill, args: BaseModel) -> DispatchKey:
         node = DispatchKey.for_call(mission_id=self._mission_id, skill=skill.name,
-                                    arguments=args.model_dump(mode="json"), attempt=1, state_version=0).node
+                                    arguments=args.model_dump(mode="json", exclude_none=True), attempt=1, state_version=0).node
         return DispatchKey(mission_id=self._mission_id, node=node, attempt=self._attempts.get(node, 1),
                            state_version=self._turn_state_version)
 

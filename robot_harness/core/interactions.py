@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from .clock import Clock
-from .errors import RefusalError, StaleRevision, UsageError
+from .errors import RefusalError, UsageError
 from .journal import Journal
 from .records import EventDraft, EventType, JournalEvent
 
@@ -150,6 +150,11 @@ def resolution_draft(interaction: Interaction, resolution: Resolution, *, answer
                           "answer": answer, "choice": choice, "operator": operator, "resolved_at": now})
 
 
+class _AlreadyResolved(Exception):
+    def __init__(self, interaction: Interaction) -> None:
+        self.interaction = interaction
+
+
 def resolve(journal: Journal, *, interaction_id: str, resolution: str, token: str, clock: Clock, answer: str = "",
             choice: str = "", operator: str = "", mission_id: str | None = None) -> tuple[Interaction, bool]:
     """Record an operator's resolution; returns (the interaction as resolved, whether this call recorded it).
@@ -161,8 +166,10 @@ def resolve(journal: Journal, *, interaction_id: str, resolution: str, token: st
         wanted = Resolution(resolution)
     except ValueError:
         raise UsageError(f"resolution must be one of approve, deny, dismiss, answer; got {resolution!r}") from None
-    for _ in range(8):
-        current = _load(journal, interaction_id, mission_id)
+    owner_mission = _load(journal, interaction_id, mission_id).mission_id
+
+    def build() -> list[EventDraft]:
+        current = _load(journal, interaction_id, owner_mission)  # fresh on every attempt
         if not current.owner_sha256:
             raise NotAuthorized(f"mission {current.mission_id} has no owner credential; nobody may resolve "
                                 f"{interaction_id} (send missions with an owner token, or set the operator token)")
@@ -176,15 +183,14 @@ def resolve(journal: Journal, *, interaction_id: str, resolution: str, token: st
         if current.resolution is not None:
             first = current.resolution
             if (first["resolution"], first.get("answer", ""), first.get("choice", "")) == (wanted.value, answer, choice):
-                return current, False  # the same resolution again: the first decision
+                raise _AlreadyResolved(current)  # the same resolution again: the first decision
+            detail = first.get("answer") or first.get("choice")
             raise CommandConflict(f"{interaction_id} was already resolved: {first['resolution']}"
-                                  + (f" ({first.get('answer') or first.get('choice')})"
-                                     if first.get("answer") or first.get("choice") else ""),
-                                  first=first)
-        draft = resolution_draft(current, wanted, answer=answer, choice=choice, operator=operator, now=clock.now())
-        try:
-            journal.append([draft], expected_revision=journal.revision(current.mission_id))
-        except StaleRevision:
-            continue  # the mission moved (maybe this very interaction was resolved): re-read
-        return _load(journal, interaction_id, current.mission_id), True
-    raise CommandConflict(f"{interaction_id}: the mission kept moving; try again")
+                                  + (f" ({detail})" if detail else ""), first=first)
+        return [resolution_draft(current, wanted, answer=answer, choice=choice, operator=operator, now=clock.now())]
+
+    try:
+        journal.transition(owner_mission, build)
+    except _AlreadyResolved as same:
+        return same.interaction, False
+    return _load(journal, interaction_id, owner_mission), True

@@ -372,6 +372,25 @@ class Journal(abc.ABC):
         with self._indexed() as index:
             return index.revision(mission_id)
 
+    def transition(self, mission_id: str, build: Callable[[], Sequence[EventDraft]], *,
+                   attempts: int = 8) -> list[JournalEvent]:
+        """A revision-checked transition of ``mission_id`` by a writer other than its runner.
+
+        ``build`` reads whatever it needs and returns the drafts (or raises to
+        give up); it runs again on fresh state whenever another writer moved
+        the mission between the read and the commit. After ``attempts`` stale
+        reads the last ``StaleRevision`` propagates.
+        """
+        for attempt in range(attempts):
+            revision = self.revision(mission_id)
+            drafts = build()
+            try:
+                return self.append(drafts, expected_revision=revision)
+            except StaleRevision as exc:
+                if "mission_id" not in exc.details or attempt == attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
+
     def leases(self) -> dict[str, Lease]:
         """Resource leases in force (held or blocked), by resource."""
         with self._indexed() as index:

@@ -232,23 +232,26 @@ def clear_resource(journal: Journal, *, resource: str, reason: str, operator: st
 
     if not reason.strip() or not operator.strip():
         raise UsageError("clearing a resource needs the operator's name and a reason (they are journaled)")
-    for _ in range(8):
+    first = journal.leases().get(resource)
+    if first is None:
+        raise UsageError(f"resource {resource!r} is not leased", resource=resource)
+    cleared: list[Lease] = []
+
+    def build() -> list[EventDraft]:
         lease = journal.leases().get(resource)
-        if lease is None:
-            raise UsageError(f"resource {resource!r} is not leased", resource=resource)
+        if lease is None or lease.mission_id != first.mission_id:
+            raise UsageError(f"resource {resource!r} changed hands meanwhile; look again", resource=resource)
         if lease.state is LeaseState.HELD and not lease.expired(clock.now()):
             raise UsageError(f"resource {resource!r} is held by a live action ({lease.owner}, mission "
                              f"{lease.mission_id}); stop that mission instead", resource=resource)
-        drafts = [EventDraft(type=EventType.ROBOT_ACTION_RECONCILED, mission_id=lease.mission_id,
-                             robot_action_id=lease.owner, payload={
-                                 "finding": "operator_cleared", "backend_status": "", "goal_id": "",
-                                 "detail": f"{operator}: {reason}"}),
-                  EventDraft(type=EventType.LEASE_RELEASED, mission_id=lease.mission_id, payload={
-                      "resource": resource, "owner": lease.owner, "why": ReleaseReason.OPERATOR_CLEARED.value,
-                      "detail": reason, "operator": operator})]
-        try:
-            journal.append(drafts, expected_revision=journal.revision(lease.mission_id))
-        except StaleRevision:
-            continue
-        return lease
-    raise UsageError(f"resource {resource!r} kept changing; try again")
+        cleared[:] = [lease]
+        return [EventDraft(type=EventType.ROBOT_ACTION_RECONCILED, mission_id=lease.mission_id,
+                           robot_action_id=lease.owner, payload={
+                               "finding": "operator_cleared", "backend_status": "", "goal_id": "",
+                               "detail": f"{operator}: {reason}"}),
+                EventDraft(type=EventType.LEASE_RELEASED, mission_id=lease.mission_id, payload={
+                    "resource": resource, "owner": lease.owner, "why": ReleaseReason.OPERATOR_CLEARED.value,
+                    "detail": reason, "operator": operator})]
+
+    journal.transition(first.mission_id, build)
+    return cleared[0]

@@ -238,7 +238,37 @@ def _fact(p: Mapping[str, Any]) -> str:
     return f"{f['status']} {f['key']}{sup}"
 
 
+def _lease(p: Mapping[str, Any]) -> str:
+    why = p.get("why") or p.get("reason") or ""
+    return f"{p['resource']} owner {p['owner']}" + (f" | {why}" if why else "") + \
+        (f" | by {p['operator']}" if p.get("operator") else "")
+
+
+def _reconciled(p: Mapping[str, Any]) -> str:
+    status = f" (backend: {p['backend_status']})" if p.get("backend_status") else ""
+    return f"{p.get('finding', '?')}{status} | {p.get('detail', '')}"
+
+
+def _stop(p: Mapping[str, Any]) -> str:
+    return f"stop from {p.get('source', '?')}: {p.get('reason', '')}"
+
+
+def _interaction(p: Mapping[str, Any]) -> str:
+    if "resolution" in p:
+        said = p.get("answer") or p.get("choice")
+        return f"{p['interaction_id']} {p['resolution']}" + (f" {said!r}" if said else "") + \
+            f" by {p.get('operator') or '?'}"
+    return f"{p['interaction_id']} {p['kind']} asked of {p.get('owner') or 'the owner'}: {p.get('prompt', '')}"
+
+
 _SUMMARIES: dict[EventType, Callable[[Mapping[str, Any]], str]] = {
+    EventType.LEASE_ACQUIRED: _lease,
+    EventType.LEASE_RELEASED: _lease,
+    EventType.LEASE_BLOCKED: _lease,
+    EventType.ROBOT_ACTION_RECONCILED: _reconciled,
+    EventType.STOP_REQUESTED: _stop,
+    EventType.INTERACTION_REQUESTED: _interaction,
+    EventType.INTERACTION_RESOLVED: _interaction,
     EventType.CONTRACT_FROZEN: _contract,
     EventType.RECEIPT_RECORDED: _receipt,
     EventType.DONE_PROPOSED: _done_proposed,

@@ -25,7 +25,7 @@ from ..core.clock import IdGenerator, SystemClock
 from ..core.config import HarnessConfig, deep_merge, dotted_overrides, load_harness_config
 from ..core.authority import default_contract_compiler
 from ..core.engine import MAX_GOAL_CHARS, MissionRunner
-from ..core.errors import HarnessError, HarnessTimeout, StaleRevision, UsageError
+from ..core.errors import HarnessError, HarnessTimeout, UsageError
 from ..core.journal import Journal, SqliteJournal
 from ..core.preconditions import check_preconditions
 from ..core.interactions import interactions, resolve, token_sha256
@@ -330,17 +330,12 @@ class SupervisorNode(LifecycleNode):
         """
         error = ""
         if self._journal is not None and mission_id:
-            for _ in range(8):
-                try:
-                    self._journal.append([EventDraft(type=EventType.STOP_REQUESTED, mission_id=mission_id,
-                                                     payload={"reason": reason, "source": source})],
-                                         expected_revision=self._journal.revision(mission_id))
-                    break
-                except StaleRevision:
-                    continue  # the runner wrote meanwhile: re-read and retry
-                except HarnessError as exc:
-                    error = f"stop not journaled ({exc}); the running mission was still told to stop"
-                    break
+            draft = EventDraft(type=EventType.STOP_REQUESTED, mission_id=mission_id,
+                               payload={"reason": reason, "source": source})
+            try:
+                self._journal.transition(mission_id, lambda: [draft])
+            except HarnessError as exc:
+                error = f"stop not journaled ({exc}); the running mission was still told to stop"
         if self._runner is not None:
             self._runner.request_stop(reason)
         return error

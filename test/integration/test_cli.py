@@ -109,7 +109,8 @@ def test_every_command_has_help_with_an_example():
     top = cli("--help")
     assert top.returncode == 0 and "examples:" in top.stdout
     readme = (REPO / "README.md").read_text()
-    for cmd in (["up"], ["mission"], ["run"], ["journal", "show"], ["journal", "export"], ["journal", "verify"]):
+    for cmd in (["up"], ["mission"], ["run"], ["journal", "show"], ["journal", "export"], ["journal", "verify"],
+                ["interactions"], ["answer"], ["resources"], ["stop"]):
         out = cli(*cmd, "--help")
         assert out.returncode == 0 and "example" in out.stdout, cmd
         assert f"robot-harness {' '.join(cmd)}" in readme, f"{cmd} is not in the README's command table"
@@ -153,3 +154,49 @@ def test_mission_without_a_graph_fails_clearly():
     proc = cli("mission", "Go somewhere.", timeout=60)
     # nobody serves /robot_harness/mission on this test's private domain
     assert proc.returncode == 3 and "no mission server" in proc.stderr
+
+
+def _journal_waiting_on_an_approval(path: Path) -> None:
+    from robot_harness.core.clock import IdGenerator, SystemClock
+    from robot_harness.core.interactions import token_sha256
+    from robot_harness.core.journal import SqliteJournal
+    from robot_harness.core.records import EventDraft, EventType
+
+    j = SqliteJournal(path, clock=SystemClock(), ids=IdGenerator(1))
+    j.setup()
+    j.append([EventDraft(type=EventType.MISSION_STARTED, mission_id="m-1"),
+              EventDraft(type=EventType.INTERACTION_REQUESTED, mission_id="m-1", payload={
+                  "interaction_id": "ask-1", "kind": "approval", "prompt": "approve navigate_to({\"place\": \"dock\"})?",
+                  "call": {"tool_call_id": "c1", "name": "navigate_to", "arguments": {"place": "dock"}},
+                  "owner": "alice", "owner_sha256": token_sha256("s3cret"), "requested_at": 1.0, "expires_at": 9e9}),
+              EventDraft(type=EventType.LEASE_ACQUIRED, mission_id="m-1", payload={
+                  "resource": "base", "owner": "act-1", "expires_at": 1.0}),
+              EventDraft(type=EventType.LEASE_BLOCKED, mission_id="m-1", payload={
+                  "resource": "base", "owner": "act-1", "reason": "no terminal report"})])
+    j.close()
+
+
+def test_operator_commands_list_answer_and_clear_on_the_journal(tmp_path):
+    path = tmp_path / "journal.sqlite3"
+    _journal_waiting_on_an_approval(path)
+    listed = cli("interactions", "--journal", str(path), "--json")
+    assert listed.returncode == 0, listed.stderr
+    (row,) = json.loads(listed.stdout)
+    assert row["interaction_id"] == "ask-1" and row["resolution"] is None and "owner_sha256" not in row
+    wrong = cli("answer", "ask-1", "approve", "--token", "guess", "--journal", str(path))
+    assert wrong.returncode == 3 and "not_authorized" in wrong.stderr
+    ok = cli("answer", "ask-1", "deny", "--token", "s3cret", "--operator", "alice", "--journal", str(path))
+    assert ok.returncode == 0 and "recorded: ask-1 deny" in ok.stdout, ok.stderr
+    again = cli("answer", "ask-1", "deny", "--token", "s3cret", "--journal", str(path))
+    assert again.returncode == 0 and "already recorded" in again.stdout
+    conflict = cli("answer", "ask-1", "approve", "--token", "s3cret", "--journal", str(path))
+    assert conflict.returncode == 3 and "command_conflict" in conflict.stderr
+    assert json.loads(cli("interactions", "--journal", str(path), "--json").stdout) == []
+    leases = cli("resources", "--journal", str(path))
+    assert "base: blocked by act-1" in leases.stdout
+    no_reason = cli("resources", "--journal", str(path), "--clear", "base", "--operator", "alice")
+    assert no_reason.returncode == 2 and "reason" in no_reason.stderr
+    cleared = cli("resources", "--journal", str(path), "--clear", "base", "--reason", "checked: parked",
+                  "--operator", "alice")
+    assert cleared.returncode == 0, cleared.stderr
+    assert json.loads(cli("resources", "--journal", str(path), "--json").stdout) == {}

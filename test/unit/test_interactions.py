@@ -77,6 +77,8 @@ def test_an_approved_call_runs_exactly_as_approved():
     order = [e.type for e in journal.events(types=[E.INTERACTION_REQUESTED, E.INTERACTION_RESOLVED,
                                                    E.ROBOT_ACTION_STARTED])]
     assert order == [E.INTERACTION_REQUESTED, E.INTERACTION_RESOLVED, E.ROBOT_ACTION_STARTED]
+    (started,) = [e.payload for e in journal.events(types=[E.ROBOT_ACTION_STARTED])]
+    assert started["policy"]["approval"] == i.interaction_id, "the intent names the approval it runs under"
     assert len(robot.goals) == 1
 
 

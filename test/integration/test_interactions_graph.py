@@ -1,0 +1,163 @@
+"""Operator interactions over ROS: an approval answered through the
+supervisor's service resumes the mission; the same flow across a supervisor
+SIGKILL and restart leaves a durable, idempotent record and moves nothing."""
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import time
+
+import pytest
+import yaml
+
+from robot_harness.bringup import BringUp
+from robot_harness.client import MissionClient
+
+from .test_executables import LIB, ros_client, start, wait_until_world_is_observed  # noqa: F401 (fixture)
+
+PLACES = {"dock": {"x": 0.0, "y": 0.0, "yaw": 0.0}, "spot": {"x": 1.5, "y": 0.5, "yaw": 0.0}}
+TURNS = [{"tool_calls": [{"name": "navigate_to", "arguments": {"place": "spot"}}]}, {"done": "at the spot"}]
+APPROVAL = {"skill_tags": {"navigate_to": ["requires_approval"]}, "timeout_s": 60.0}
+TOKEN = "owner-s3cret"
+
+
+def _events(journal_path, type_):
+    db = sqlite3.connect(journal_path)
+    try:
+        return [(m, json.loads(p)) for m, p in db.execute(
+            "select mission_id, payload from events where type=? order by seq", (type_,))]
+    finally:
+        db.close()
+
+
+def _call(node, executor_owner, srv_type, name, request, timeout_s=10.0):
+    cli = node.create_client(srv_type, name)
+    assert cli.wait_for_service(timeout_sec=timeout_s), name
+    fut = cli.call_async(request)
+    deadline = time.monotonic() + timeout_s
+    while not fut.done() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert fut.done(), f"{name} did not answer"
+    return fut.result()
+
+
+def test_an_approval_answered_over_ros_lets_the_mission_move(tmp_path):
+    import threading
+
+    from rclpy.node import Node
+
+    from robot_harness.srv import ListInteractions, ResolveInteraction
+
+    journal = tmp_path / "j.sqlite3"
+    overrides = {
+        "sim_robot": {"speed": 3.0},
+        "planner": {"turns_json": json.dumps(TURNS)},
+        "supervisor": {"journal_path": str(journal), "harness_config_json": json.dumps({
+            "places": PLACES, "interactions": APPROVAL})},
+    }
+    with BringUp(overrides=overrides) as g:
+        client = MissionClient(g.context)
+        g.add_node(client.node, client.destroy)
+        probe = Node("test_operator", context=g.context)
+        g.add_node(probe)
+        box = {}
+        t = threading.Thread(target=lambda: box.update(zip(("accepted", "result"), client.send(
+            "Go to the spot.", owner="alice", owner_token=TOKEN))))
+        t.start()
+        pending = []
+        deadline = time.monotonic() + 20
+        while not pending and time.monotonic() < deadline:
+            resp = _call(probe, g, ListInteractions, "/supervisor/interactions", ListInteractions.Request(pending_only=True))
+            pending = json.loads(resp.interactions_json)
+            time.sleep(0.1)
+        (ask,) = pending
+        assert ask["kind"] == "approval" and ask["call"]["arguments"] == {"place": "spot"}
+        assert g.sim.goal_log == [], "nothing moves before the approval"
+        wrong = _call(probe, g, ResolveInteraction, "/supervisor/resolve_interaction", ResolveInteraction.Request(
+            interaction_id=ask["interaction_id"], resolution="approve", token="guess", operator_name="mallory"))
+        assert not wrong.ok and wrong.code == "not_authorized"
+        ok = _call(probe, g, ResolveInteraction, "/supervisor/resolve_interaction", ResolveInteraction.Request(
+            interaction_id=ask["interaction_id"], resolution="approve", token=TOKEN, operator_name="alice"))
+        assert ok.ok and ok.recorded
+        t.join(timeout=60)
+        assert box["accepted"] and box["result"].status == "SUCCEEDED", box["result"].summary
+        conflict = _call(probe, g, ResolveInteraction, "/supervisor/resolve_interaction", ResolveInteraction.Request(
+            interaction_id=ask["interaction_id"], resolution="deny", token=TOKEN, operator_name="alice"))
+        assert not conflict.ok and conflict.code == "command_conflict"
+        assert [m for m, _ in _events(journal, "MISSION_STARTED")][0] == box["result"].mission_id
+        assert _events(journal, "MISSION_STARTED")[0][1]["owner"] == "alice"
+        assert TOKEN not in journal.read_bytes().decode("latin-1"), "the token itself is never stored"
+
+
+@pytest.mark.skipif(LIB is None, reason="robot_harness is not built/installed (run make setup)")
+def test_a_pending_approval_survives_a_supervisor_kill_as_a_durable_record(tmp_path, ros_client):
+    from robot_harness.cli import main as cli_main
+
+    ctx, client = ros_client
+    script = tmp_path / "turns.yaml"
+    script.write_text(yaml.safe_dump({"turns": TURNS}))
+    harness = tmp_path / "harness.yaml"
+    harness.write_text(yaml.safe_dump({"places": PLACES, "interactions": APPROVAL}))
+    journal = tmp_path / "journal.sqlite3"
+    sup_args = ("autostart:=true", f"journal_path:={journal}", f"harness_config_file:={harness}")
+    procs = {
+        "sim_robot": start("sim_robot", "autostart:=true", "speed:=3.0", param_file="sim_robot.yaml"),
+        "snapshot_aggregator": start("snapshot_aggregator", "autostart:=true", param_file="snapshot_aggregator.yaml"),
+        "planner": start("planner", "autostart:=true", f"script_file:={script}", param_file="planner.yaml"),
+        "verifier": start("verifier", "autostart:=true", param_file="verifier.yaml"),
+        "recovery": start("recovery", "autostart:=true", param_file="recovery.yaml"),
+        "supervisor": start("supervisor", *sup_args, param_file="supervisor.yaml"),
+    }
+    try:
+        import threading
+
+        from robot_harness.core.errors import HarnessTimeout
+
+        wait_until_world_is_observed(ctx)
+
+        def first_send():  # its answer dies with the supervisor
+            try:
+                client.send("Go to the spot.", mission_id="m-approve-1", owner="alice", owner_token=TOKEN,
+                            timeout_s=40.0, answer_timeout_s=5.0)
+            except HarnessTimeout:
+                pass
+
+        threading.Thread(target=first_send, daemon=True).start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (journal.exists() and _events(journal, "INTERACTION_REQUESTED")):
+            time.sleep(0.1)
+        ((_, ask),) = _events(journal, "INTERACTION_REQUESTED")
+        procs["supervisor"].send_signal(signal.SIGKILL)
+        procs["supervisor"].wait()
+        procs["supervisor"] = start("supervisor", *sup_args, param_file="supervisor.yaml")
+        # the restarted supervisor closes the interrupted mission: the call is cancelled,
+        # the approval dismissed (nothing was run), the mission UNKNOWN
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not _events(journal, "MISSION_FINISHED"):
+            time.sleep(0.2)
+        ((_, finished),) = _events(journal, "MISSION_FINISHED")
+        assert finished["status"] == "UNKNOWN" and "interrupted" in finished["summary"]
+        ((_, dismissed),) = _events(journal, "INTERACTION_RESOLVED")
+        assert dismissed["resolution"] == "dismiss" and dismissed["operator"] == "harness"
+        results = [p["status"] for _, p in _events(journal, "TOOL_RESULT_RECORDED")]
+        assert results == ["cancelled"]
+        assert _events(journal, "ROBOT_ACTION_STARTED") == [], "the unapproved call never reached the robot"
+        # the record is durable and idempotent: an operator's later approval meets the first answer
+        code = cli_main(["answer", ask["interaction_id"], "approve", "--token", TOKEN, "--journal", str(journal)])
+        assert code == 3
+        # the client's retry of the same mission gets the recorded outcome and nothing runs
+        accepted, result = client.send("Go to the spot.", mission_id="m-approve-1", owner_token=TOKEN,
+                                       server_timeout_s=20.0, timeout_s=60.0)
+        assert accepted and result.status == "UNKNOWN" and result.summary.startswith("repeated request")
+        assert len(_events(journal, "MISSION_STARTED")) == 1
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        for p in procs.values():
+            try:
+                p.wait(timeout=15)
+            except Exception:
+                p.kill()
+                p.wait()
