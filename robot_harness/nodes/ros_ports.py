@@ -51,14 +51,16 @@ GOAL_STATUS_NAMES = {
 }
 
 
-def _call_idempotent(client: Any, request: Any, timeout_s: float, what: str, *, attempts: int = 2) -> Any:
-    """Call a read-only service, asking again once if no answer came.
+def _call_idempotent(client: Any, request: Any, timeout_s: float, what: str, *, attempts: int = 3,
+                     logger: Any = None) -> Any:
+    """Call a read-only service, asking again if no answer came (``attempts`` in all).
 
     ``wait_for_service`` returns as soon as the request path is matched; the
     server's response writer can still be discovering this client's reader,
     and a response sent before that match is lost (seen here: the first
-    capture of a fresh client unanswered for 2 s, about 1 run in 20). Asking
-    again is safe only because these calls change nothing.
+    capture of a fresh client unanswered for 2 s, about 1 run in 20; and, on a
+    loaded CI host, two in a row). Asking again is safe only because these
+    calls change nothing; each retry is logged.
     """
     for attempt in range(1, attempts + 1):
         try:
@@ -66,6 +68,8 @@ def _call_idempotent(client: Any, request: Any, timeout_s: float, what: str, *, 
         except HarnessTimeout:
             if attempt == attempts:
                 raise
+            if logger is not None:
+                logger.warning(f"{what}: no answer within {timeout_s:.1f} s; asking again ({attempt + 1}/{attempts})")
     raise AssertionError("unreachable")
 
 
@@ -79,12 +83,14 @@ class RosSnapshotPort:
         self._client = node.create_client(CaptureSnapshot, service, callback_group=ReentrantCallbackGroup())
         self._timeout_s = timeout_s
         self._service = service
+        self._logger = node.get_logger()
 
     def capture(self, *, reason: str, mission_id: str) -> WorldSnapshot:
         if not self._client.wait_for_service(timeout_sec=self._timeout_s):
             raise BackendUnavailable(f"snapshot service {self._service} is not available", service=self._service)
         req = self._srv_type.Request(mission_id=mission_id, reason=reason)
-        resp = _call_idempotent(self._client, req, self._timeout_s, f"snapshot capture ({self._service})")
+        resp = _call_idempotent(self._client, req, self._timeout_s, f"snapshot capture ({self._service})",
+                                logger=self._logger)
         if not resp.ok:
             raise BackendUnavailable(f"snapshot capture refused: {resp.error}", service=self._service)
         return cv.msg_to_snapshot(resp.snapshot)
@@ -154,7 +160,7 @@ class RosVerifierPort:
         if not self._client.wait_for_service(timeout_sec=min(5.0, self._timeout_s)):
             raise BackendUnavailable(f"verifier service {self._service} is not available", service=self._service)
         req = self._srv_type.Request(request_json=request.model_dump_json())
-        resp = _call_idempotent(self._client, req, self._timeout_s, f"verification ({self._service})")
+        resp = _call_idempotent(self._client, req, self._timeout_s, f"verification ({self._service})", attempts=2)
         if not resp.ok:
             raise BackendUnavailable(f"verifier refused: {resp.error}", service=self._service)
         return Verdict.model_validate_json(resp.verdict_json), WorldSnapshot.model_validate_json(resp.snapshot_json)
@@ -192,7 +198,7 @@ class RosRecoveryPort:
         else:
             try:
                 resp = _call_idempotent(self._client, self._srv_type.Request(request_json=body), self._timeout_s,
-                                        f"recovery ({self._service})")
+                                        f"recovery ({self._service})", attempts=2)
                 if resp.ok:
                     return RecoveryDecision.model_validate_json(resp.decision_json)
                 why = f"recovery refused: {resp.error}"

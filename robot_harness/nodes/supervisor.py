@@ -194,9 +194,18 @@ class SupervisorNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._warm_up()
         self._reconcile_interrupted()
         self._active = True
         return super().on_activate(state)
+
+    def _warm_up(self) -> None:
+        """One snapshot through the mission loop's own client, so its discovery is settled before the first
+        mission (a fresh client's first answers can be lost while DDS matches it). Never fatal."""
+        try:
+            self._snapshots.capture(reason="readiness", mission_id="")
+        except HarnessError as exc:
+            self.get_logger().info(f"snapshot service not ready yet ({exc.message}); missions will wait for it")
 
     def _reconcile_interrupted(self) -> None:
         """Missions a previous supervisor left open were interrupted: settle each with the backend.
