@@ -16,7 +16,7 @@ from .completion import Obligation
 from .errors import ScenarioError
 from .planner_script import ScriptTurn
 
-__all__ = ["PlaceSpec", "WorldSpec", "RobotSpec", "PlannerSpec", "LimitsSpec", "Scenario", "load_scenario", "scenario_json_schema"]
+__all__ = ["PlaceSpec", "WorldSpec", "RobotSpec", "PlannerSpec", "LimitsSpec", "TruthSpec", "Scenario", "load_scenario", "scenario_json_schema"]
 
 
 class _Spec(BaseModel):
@@ -54,11 +54,14 @@ class FaultSpec(_Spec):
     dy: float | None = None
     std_xy: float | None = None
     std_yaw: float | None = None
+    delay_s: float | None = Field(default=None, gt=0.0)
+    """ack_delay: how late the acceptance reaches the harness."""
 
     @field_validator("kind")
     @classmethod
     def _known(cls, v: str) -> str:
-        kinds = {"reject", "early_success", "stall", "no_feedback", "localization_jump", "frozen_pose", "pose_noise", "die"}
+        kinds = {"reject", "early_success", "stall", "no_feedback", "localization_jump", "frozen_pose", "pose_noise", "die",
+                 "ack_delay"}
         if v not in kinds:
             raise ValueError(f"unknown fault kind {v!r}; known: {sorted(kinds)}")
         return v
@@ -90,6 +93,25 @@ class LimitsSpec(_Spec):
     max_turns: int = Field(default=20, ge=1)
 
 
+class TruthSpec(_Spec):
+    """What must really have happened, judged on the simulator's true state (never on the journal).
+
+    Used by the benchmark's adjudicator (``robot_harness.eval``); the harness never reads it.
+    """
+
+    visits: list[str] = Field(default_factory=list)
+    """Places the robot's true pose must reach, in this order."""
+    final_at: str | None = None
+    """Where the robot must truly be at the end."""
+    captures_at: list[str] = Field(default_factory=list)
+    """A camera capture taken while truly at each of these places."""
+    messages_to: list[str] = Field(default_factory=list)
+    """A message delivered to each of these recipients."""
+    spoken: bool = False
+    """Something was said through the speaker."""
+    tolerance_m: float = Field(default=0.35, gt=0.0)
+
+
 class Scenario(_Spec):
     name: str = ""
     description: str = ""
@@ -104,6 +126,12 @@ class Scenario(_Spec):
     """A scenario-provided completion contract (obligations); empty: compiled from the goal by the templates."""
     expect: dict[str, Any] = Field(default_factory=dict)
     """What the scenario's author expects (e.g. {status: SUCCEEDED}); used by tests, not by the harness."""
+    truth: TruthSpec | None = None
+    """Independent ground truth for the benchmark (robot_harness.eval); not read by the harness."""
+    category: str = ""
+    """Benchmark grouping (navigation, inspection, message, speech, return, patrol, multistep)."""
+    fault: str = ""
+    """The benchmark fault this scenario injects (robot or planner side), for the per-fault breakdown."""
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -1,0 +1,263 @@
+"""Run one scenario under one harness mode, in-process on the simulated world.
+
+* ``gated``: the full harness (``MissionRunner``: preconditions, leases,
+  receipts, contracts, the independent verifier and the commit gate).
+* ``monitored``: lifecycle tracking with timeouts, and no evidence gate: an
+  action counts as done when the backend says it succeeded; the mission when
+  the planner says done and no tracked action failed or timed out.
+* ``direct``: today's agents: a navigation tool waits for the backend's
+  result and reports it; the mission is done when the planner says so.
+
+All three get the same world, faults and scripted model turns; the planner
+sees each tool's result, and a scripted planner does not adapt to it (so the
+inputs stay identical across modes).
+"""
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.clock import IdGenerator
+from ..core.config import deep_merge, load_harness_config
+from ..core.engine import MissionRunner
+from ..core.errors import HarnessError, HarnessTimeout
+from ..core.journal import MemoryJournal, SqliteJournal
+from ..core.planner_script import ScriptedPlanner
+from ..core.ports import PlannerRequest
+from ..core.records import MissionStatus, Pose2D
+from ..core.scenario import Scenario
+from ..core.skills import PROPOSE_DONE, NavigateToArgs, default_skills, resolve_target
+from ..sim.world import SimConfig, parse_faults
+from .adjudicate import Truth, adjudicate, duplicate_dispatches
+from .simports import SimPorts
+
+__all__ = ["MODES", "ABLATIONS", "RunResult", "run_one", "scenario_harness_config", "sim_config"]
+
+MODES = ("direct", "monitored", "gated")
+_UNBOUNDED = 10_000
+ABLATIONS: dict[str, dict[str, Any]] = {
+    # the pre-dispatch re-check passes whatever the fresh snapshot says
+    "gated-no-revalidation": {"navigation": {"preconditions": {
+        "max_observation_age_s": 1e9, "max_pose_drift_m": 1e9, "max_yaw_drift_rad": 1e9, "controller_idle": False,
+        "no_conflicting_action": False, "target_unchanged": False, "battery_min": None}}},
+    # recovery never runs out of budget: only the turn budget and the mission timeout stop a loop
+    "gated-no-bounded-recovery": {"recovery": {"re_perceive": _UNBOUNDED, "adjust_view": _UNBOUNDED,
+                                               "local_replan": _UNBOUNDED, "switch_provider_or_skill": _UNBOUNDED},
+                                  "limits": {"max_done_rejections": _UNBOUNDED}},
+}
+
+
+@dataclass
+class RunResult:
+    scenario: str
+    category: str
+    fault: str
+    mode: str
+    status: str
+    truth: Truth
+    duplicates: int
+    wall_ms: float
+    steps: int
+    planner_calls: int
+    sim_s: float
+    recovery: str = ""
+    summary: str = ""
+    step_ms: list[float] = field(default_factory=list)
+
+    @property
+    def claimed(self) -> bool:
+        return self.status == MissionStatus.SUCCEEDED.value
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"scenario": self.scenario, "category": self.category, "fault": self.fault, "mode": self.mode,
+                "status": self.status, "truth_done": self.truth.done, "truth_unmet": self.truth.unmet,
+                "duplicates": self.duplicates, "wall_ms": round(self.wall_ms, 2), "steps": self.steps,
+                "planner_calls": self.planner_calls, "sim_s": round(self.sim_s, 2), "recovery": self.recovery,
+                "summary": self.summary[:300]}
+
+
+def sim_config(scenario: Scenario) -> SimConfig:
+    start = scenario.world.start_pose()
+    r = scenario.robot
+    return SimConfig(start=Pose2D(x=start.x, y=start.y, yaw=start.yaw), speed=r.speed, yaw_rate=r.yaw_rate,
+                     pose_rate_hz=r.pose_rate_hz, odom_rate_hz=r.odom_rate_hz, battery_start=r.battery_start,
+                     camera_rate_hz=2.0 if r.camera else 0.0,
+                     faults=tuple(parse_faults([f.model_dump(exclude_none=True) for f in r.faults])))
+
+
+def scenario_harness_config(scenario: Scenario) -> dict[str, Any]:
+    """The harness section a scenario runs with (the same the ROS runner passes to the supervisor)."""
+    harness: dict[str, Any] = {
+        "frame_id": scenario.world.frame,
+        "places": {k: v.model_dump() for k, v in scenario.world.places.items()},
+        "limits": {"mission_timeout_s": scenario.limits.mission_timeout_s, "max_turns": scenario.limits.max_turns},
+    }
+    if scenario.contract:
+        harness["contract"] = {"compiler": "scenario",
+                               "obligations": [o.model_dump(mode="json") for o in scenario.contract]}
+    return deep_merge(harness, scenario.harness)
+
+
+class _CountingPlanner(ScriptedPlanner):
+    def __init__(self, scenario: Scenario) -> None:
+        super().__init__(scenario.planner.turns)
+
+
+def run_one(scenario: Scenario, mode: str, *, workdir: Path | None = None, journal: str = "memory") -> RunResult:
+    """One mission of ``scenario`` under ``mode`` (a MODES entry or an ABLATIONS key)."""
+    workdir = workdir or Path(tempfile.mkdtemp(prefix="robot_harness-eval-"))
+    ports = SimPorts(config=sim_config(scenario), artifacts_dir=workdir / "artifacts")
+    planner = _CountingPlanner(scenario)
+    harness = scenario_harness_config(scenario)
+    started = time.perf_counter()
+    if mode == "gated" or mode in ABLATIONS:
+        status, summary, steps, recovery = _gated(scenario, mode, harness, ports, planner, workdir, journal)
+    elif mode in ("direct", "monitored"):
+        status, summary, steps, recovery = _baseline(scenario, mode, harness, ports, planner)
+    else:
+        raise ValueError(f"unknown mode {mode!r}; known: {[*MODES, *ABLATIONS]}")
+    wall_ms = (time.perf_counter() - started) * 1000.0
+    return RunResult(scenario=scenario.name, category=scenario.category, fault=scenario.fault, mode=mode,
+                     status=status, truth=adjudicate(scenario, ports),
+                     duplicates=duplicate_dispatches(ports.world.events), wall_ms=wall_ms, steps=steps,
+                     planner_calls=planner.calls, sim_s=ports.clock.monotonic(), recovery=recovery, summary=summary)
+
+
+def _gated(scenario: Scenario, mode: str, harness: dict[str, Any], ports: SimPorts, planner: Any, workdir: Path,
+           journal_kind: str) -> tuple[str, str, int, str]:
+    config = load_harness_config(overrides=deep_merge(harness, ABLATIONS.get(mode, {})))
+    ids = IdGenerator(7)
+    journal = (SqliteJournal(workdir / "journal.sqlite3", clock=ports.clock, ids=ids) if journal_kind == "sqlite"
+               else MemoryJournal(clock=ports.clock, ids=ids))
+    journal.setup()
+    runner = MissionRunner(config=config, journal=journal, clock=ports.clock, ids=ids,
+                           skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
+                           snapshots=ports, planner=planner, navigation=ports, robot_io=ports, sleep=ports.sleep)
+    out = runner.run(scenario.goal)
+    from ..core.records import EventType
+
+    events = journal.events(mission_id=out.mission_id)
+    steps = sum(1 for e in events if e.type is EventType.TOOL_CALL_RECORDED)
+    rungs = [e.payload["decision"]["rung"] for e in events if e.type is EventType.RECOVERY_DECIDED]
+    recovery = _recovery_outcome(out.status.value, rungs)
+    journal.close()
+    return out.status.value, out.summary, steps, recovery
+
+
+def _recovery_outcome(status: str, rungs: list[str]) -> str:
+    if not rungs:
+        return ""
+    if status == MissionStatus.SUCCEEDED.value:
+        return "recovered"
+    if rungs[-1] in ("safe_stop", "human_handoff"):
+        return "escalated"
+    return "failed"
+
+
+def _baseline(scenario: Scenario, mode: str, harness: dict[str, Any], ports: SimPorts,
+              planner: Any) -> tuple[str, str, int, str]:
+    """The direct and monitored loops: a tool-calling agent with a navigation tool and the devices."""
+    config = load_harness_config(overrides=harness)
+    places = {k: Pose2D(**v) for k, v in config.places.items()}
+    skills = default_skills(config.navigation)
+    nav = config.navigation
+    deadline = ports.clock.monotonic() + config.limits.mission_timeout_s
+    failures: list[str] = []
+    steps = 0
+    last: list[dict[str, Any]] = []
+    for turn in range(config.limits.max_turns):
+        if ports.clock.monotonic() >= deadline:
+            return MissionStatus.UNKNOWN.value, "mission timeout", steps, ""
+        response = planner.next_turn(PlannerRequest(mission_id="eval", model_turn_id=f"t{turn}", turn_index=turn,
+                                                    context={"last_results": last}, tools=()))
+        last = []
+        done_text = response.done
+        for call in response.tool_calls:
+            steps += 1
+            if call.name == PROPOSE_DONE:
+                done_text = str(call.arguments.get("summary", "done"))
+                continue
+            try:
+                skill = skills.get(call.name)
+                args = skill.validate(call.arguments)
+            except HarnessError as exc:
+                last.append({"name": call.name, "error": exc.message})
+                continue
+            if call.name == "navigate_to":
+                assert isinstance(args, NavigateToArgs)
+                try:
+                    target = resolve_target(args, places)
+                except HarnessError as exc:
+                    last.append({"name": call.name, "error": exc.message})
+                    continue
+                result = _navigate(ports, target, mode, nav, deadline)
+                if result != "succeeded":
+                    failures.append(result)
+                last.append({"name": call.name, "result": result})
+            else:
+                try:
+                    content = _device_call(ports, call.name, args, places)
+                    last.append({"name": call.name, "result": content})
+                except HarnessError as exc:
+                    failures.append(exc.message)
+                    last.append({"name": call.name, "error": exc.message})
+        if done_text is not None:
+            if mode == "monitored" and failures:
+                return (MissionStatus.UNKNOWN.value,
+                        f"planner said done, but tracked actions failed: {'; '.join(failures)}", steps, "")
+            return MissionStatus.SUCCEEDED.value, f"planner said done: {done_text}", steps, ""
+        if response.silent:
+            return MissionStatus.UNKNOWN.value, "the planner stopped", steps, ""
+    return MissionStatus.UNKNOWN.value, "turn budget exhausted", steps, ""
+
+
+def _navigate(ports: SimPorts, target: Pose2D, mode: str, nav: Any, deadline: float) -> str:
+    """direct: send and wait for the backend's word (re-sending once when no answer comes, as clients
+    commonly do); monitored: the same with a timeout, a cancel, and 'unknown' when no terminal report came."""
+    sends = 0
+    while True:
+        sends += 1
+        try:
+            ack = ports.send_goal(target=target, frame_id="map", timeout_s=nav.accept_timeout_s)
+        except HarnessTimeout:
+            if mode == "direct" and sends < 2:
+                continue  # no answer: ask again (a second motion if the first was in fact accepted)
+            return "no answer from the navigator"
+        except HarnessError as exc:
+            return f"not sent: {exc.message}"
+        break
+    if not ack.accepted:
+        return f"rejected: {ack.reason}"
+    limit = (nav.timeout_s + nav.timeout_per_m_s * math.hypot(target.x, target.y)) if mode == "monitored" else math.inf
+    started = ports.clock.monotonic()
+    while ports.clock.monotonic() < min(deadline, started + limit):
+        for ev in ports.poll(0.1):
+            if ev.goal_id == ack.goal_id and ev.status in ("succeeded", "aborted", "canceled"):
+                return ev.status
+    if mode == "monitored":
+        ports.cancel(ack.goal_id, timeout_s=nav.cancel_timeout_s)
+        return "unknown: no terminal report before the timeout"
+    return "unknown: mission timeout"
+
+
+def _device_call(ports: SimPorts, name: str, args: Any, places: dict[str, Pose2D]) -> Any:
+    if name == "capture_image":
+        return ports.capture_image(label=getattr(args, "label", "")).model_dump()
+    if name == "speak":
+        return ports.speak(text=args.text)
+    if name == "send_message":
+        return ports.send_message(to=args.to, text=args.text, artifacts=[])
+    if name == "lookup_place":
+        return places[args.place].model_dump() if args.place in places else {"error": "unknown place"}
+    if name == "get_pose":
+        return ports.world.localized_pose.model_dump()
+    return {"note": f"{name} is not simulated in the baseline"}
+
+
+def _json(x: Any) -> str:
+    return json.dumps(x, default=str)

@@ -1,0 +1,247 @@
+"""The simulated robot in-process, on a virtual clock: the core's ports over ``SimWorld``.
+
+``sim_robot`` (the ROS node) and this module drive the same pure world model
+(``robot_harness.sim.world``) with the same faults; this one skips DDS and
+real time, so a mission of minutes runs in milliseconds and a whole benchmark
+suite fits in a CI budget. What the harness sees goes through the same core
+``SnapshotBuilder`` the aggregator feeds; what really happened stays in the
+world (true pose, goal history), which only the adjudicator reads.
+
+Time: ``VirtualClock`` advances only when the harness waits (a backend poll, a
+bounded sleep). Each advance steps the world and publishes what the robot's
+topics would have carried in that interval (pose at 20 Hz, odometry, battery,
+navigator status, feedback).
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.clock import IdGenerator
+from ..core.errors import BackendUnavailable, HarnessTimeout, ToolExecutionError
+from ..core.ports import BackendEvent, GoalAck
+from ..core.records import ArtifactRef, Pose2D, WorldSnapshot
+from ..core.snapshot import FreshnessConfig, SnapshotBuilder
+from ..sim.world import GoalEventType, GoalStatus, SimConfig, SimWorld
+
+__all__ = ["VirtualClock", "SimPorts", "Capture"]
+
+_EPOCH = 1_800_000_000.0
+_POSE_PERIOD_S = 0.05
+_ODOM_PERIOD_S = 0.02
+_BATTERY_PERIOD_S = 1.0
+_FEEDBACK_PERIOD_S = 0.2
+_STATUS_NAMES = {
+    GoalEventType.SUCCEEDED: "succeeded",
+    GoalEventType.ABORTED: "aborted",
+    GoalEventType.CANCELED: "canceled",
+}
+
+
+class VirtualClock:
+    """Wall and monotonic time that move only when the simulation is stepped."""
+
+    def __init__(self, start: float = _EPOCH) -> None:
+        self._t = start
+        self._start = start
+
+    def now(self) -> float:
+        return self._t
+
+    def monotonic(self) -> float:
+        return self._t - self._start
+
+    def _advance_to(self, t: float) -> None:
+        self._t = max(self._t, t)
+
+
+@dataclass
+class Capture:
+    """One camera capture, with the true pose at that instant (for adjudication)."""
+
+    label: str
+    true_pose: Pose2D
+    t: float
+    sha256: str
+
+
+@dataclass
+class _Goal:
+    goal_id: str
+    index: int
+    last_feedback: float = -math.inf
+    ended: bool = False
+
+
+@dataclass
+class _Streams:
+    pose: float = -math.inf
+    odom: float = -math.inf
+    battery: float = -math.inf
+
+
+@dataclass
+class SimPorts:
+    """NavigationPort + SnapshotPort + RobotIO over one ``SimWorld``."""
+
+    config: SimConfig
+    artifacts_dir: Path
+    freshness: FreshnessConfig = field(default_factory=FreshnessConfig)
+    name: str = "sim/navigate_to_pose"
+
+    def __post_init__(self) -> None:
+        self.clock = VirtualClock()
+        self.world = SimWorld(self.config)
+        self.builder = SnapshotBuilder(self.freshness)
+        self.ids = IdGenerator(self.config.seed)
+        self._goals: dict[str, _Goal] = {}
+        self._by_index: dict[int, _Goal] = {}
+        self._events: list[BackendEvent] = []
+        self._streams = _Streams()
+        self._status_tracked: dict[str, str] = {}
+        self.captures: list[Capture] = []
+        self.spoken: list[tuple[str, float]] = []
+        self.messages: list[dict[str, Any]] = []
+        self.sent_goals: list[str] = []
+        self.trajectory: list[tuple[float, Pose2D]] = [(self.clock.now(), self.world.true_pose)]
+        """The robot's true pose every 0.1 s of sim time (ground truth; the harness never sees it)."""
+        self._publish(force=True)
+
+    # -- time -----------------------------------------------------------------
+
+    def advance(self, dt: float) -> None:
+        """Step the world by ``dt`` (in small slices) and publish what its topics would carry."""
+        end = self.clock.now() + max(0.0, dt)
+        while self.clock.now() < end - 1e-9:
+            h = min(0.02, end - self.clock.now())
+            self.world.step(h)
+            self.clock._advance_to(self.clock.now() + h)  # noqa: SLF001
+            if self.clock.now() - self.trajectory[-1][0] >= 0.1 - 1e-9:
+                self.trajectory.append((self.clock.now(), self.world.true_pose))
+            self._publish()
+
+    def sleep(self, dt: float) -> None:
+        self.advance(dt)
+
+    # -- SnapshotPort ---------------------------------------------------------
+
+    def capture(self, *, reason: str, mission_id: str) -> WorldSnapshot:
+        """The aggregator outlives the robot: a dead robot's fields simply go STALE."""
+        return self.builder.capture(snapshot_id=self.ids.new("snap"), now=self.clock.now(), reason=reason,
+                                    mission_id=mission_id)
+
+    # -- NavigationPort -------------------------------------------------------
+
+    def send_goal(self, *, target: Pose2D, frame_id: str, timeout_s: float, goal_id: str = "") -> GoalAck:
+        if self.world.dead:
+            self.advance(timeout_s)
+            raise HarnessTimeout(f"no answer within {timeout_s} s")
+        goal_id = goal_id or self.ids.new("goal")
+        if goal_id in self._status_tracked:
+            return GoalAck(accepted=False, goal_id=goal_id, reason="goal id already exists")
+        self.sent_goals.append(goal_id)
+        decision = self.world.submit_goal(target.x, target.y, target.yaw)
+        if not decision.accepted:
+            return GoalAck(accepted=False, goal_id=goal_id, reason=decision.reason)
+        g = _Goal(goal_id, decision.goal_index)
+        self._goals[goal_id] = g
+        self._by_index[decision.goal_index] = g
+        self._status_tracked[goal_id] = "executing"
+        delay = self.world.ack_delay_for(decision.goal_index)  # the ack_delay fault: accepted, moving, answer late
+        if delay >= timeout_s:
+            self.advance(timeout_s)
+            raise HarnessTimeout(f"no answer within {timeout_s} s")
+        self.advance(delay)
+        return GoalAck(accepted=True, goal_id=goal_id)
+
+    def poll(self, timeout_s: float) -> list[BackendEvent]:
+        if not self._events:
+            self.advance(max(timeout_s, 0.01))
+        out, self._events = self._events, []
+        return out
+
+    def cancel(self, goal_id: str, *, timeout_s: float) -> bool:
+        g = self._goals.get(goal_id)
+        if g is None or self.world.dead:
+            if self.world.dead:
+                self.advance(timeout_s)
+            return False
+        self.world.cancel(g.index)
+        self._publish()
+        return True
+
+    def lookup(self, goal_id: str, *, timeout_s: float) -> str | None:
+        if self.world.dead:
+            raise BackendUnavailable("navigator is not answering")
+        return self._status_tracked.get(goal_id)
+
+    def adopt(self, goal_id: str) -> None:
+        pass
+
+    # -- RobotIO --------------------------------------------------------------
+
+    def capture_image(self, *, label: str) -> ArtifactRef:
+        if self.world.dead:
+            raise ToolExecutionError("no camera frame has been received")
+        data = self.world.camera_image()
+        digest = hashlib.sha256(data).hexdigest()
+        self.artifacts_dir.mkdir(parents=True, exist_ok=True)
+        path = self.artifacts_dir / f"{self.ids.new('img')}.ppm"
+        path.write_bytes(data)
+        self.captures.append(Capture(label=label, true_pose=self.world.true_pose, t=self.clock.now(), sha256=digest))
+        return ArtifactRef(uri=path.resolve().as_uri(), sha256=digest, media_type="image/x-portable-pixmap",
+                           size_bytes=len(data))
+
+    def speak(self, *, text: str) -> dict[str, Any]:
+        self.spoken.append((text, self.clock.now()))
+        return {"spoken_at": self.clock.now(), "text_sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+    def send_message(self, *, to: str, text: str, artifacts: list[ArtifactRef]) -> dict[str, Any]:
+        message_id = self.ids.new("msg")
+        self.messages.append({"message_id": message_id, "to": to, "text": text,
+                              "artifacts": [a.sha256 for a in artifacts], "t": self.clock.now(),
+                              "true_pose": self.world.true_pose})
+        return {"message_id": message_id, "delivered_at": self.clock.now(), "to": to}
+
+    # -- topics -----------------------------------------------------------------
+
+    def _publish(self, *, force: bool = False) -> None:
+        now = self.clock.now()
+        w = self.world
+        s = self._streams
+        for ev in w.drain_events():
+            g = self._by_index.get(ev.goal_index)
+            if g is None:
+                continue
+            status = _STATUS_NAMES.get(ev.event)
+            if status is not None:
+                g.ended = True
+                self._status_tracked[g.goal_id] = status
+                self._events.append(BackendEvent(goal_id=g.goal_id, type="result", status=status, stamp=now))
+        if w.dead:
+            return  # a dead robot publishes nothing, ever again
+        if force or now - s.pose >= _POSE_PERIOD_S - 1e-9:
+            s.pose = now
+            sample = w.published_pose()
+            self.builder.update_pose(sample.pose, _EPOCH + sample.stamp_t, "/amcl_pose")
+        if force or now - s.odom >= _ODOM_PERIOD_S - 1e-9:
+            s.odom = now
+            self.builder.update_velocity(w.twist, now, "/odom")
+        if force or now - s.battery >= _BATTERY_PERIOD_S - 1e-9:
+            s.battery = now
+            self.builder.update_battery(w.battery, now, "/battery_state")
+        active = w.active_goal
+        active_ids = [g.goal_id for g in self._goals.values() if active is not None and g.index == active.index]
+        self.builder.update_nav_status(active_ids, now, "navigate_to_pose/_action/status")
+        if active is not None and active.status is GoalStatus.ACTIVE:
+            g = self._by_index.get(active.index)
+            if g is not None and active.feedback_enabled and now - g.last_feedback >= _FEEDBACK_PERIOD_S:
+                g.last_feedback = now
+                self._events.append(BackendEvent(goal_id=g.goal_id, type="feedback",
+                                                 distance_remaining=active.distance_remaining,
+                                                 current_pose=w.localized_pose, stamp=now))
+                self.builder.update_nav_feedback(g.goal_id, w.localized_pose, active.distance_remaining, now,
+                                                 "navigate_to_pose/_action/feedback")
