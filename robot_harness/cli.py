@@ -108,6 +108,17 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--bags", type=Path, help="bag directory (default: bags/ beside the journal)")
     ver.add_argument("--json", action="store_true")
     cli_operator.add_parsers(sub)
+
+    ev = sub.add_parser("eval", help="the fault-injection benchmark: every suite scenario under every harness mode",
+                        epilog="examples:\n  robot-harness eval --quick\n  robot-harness eval --out runs/eval\n"
+                               "writes table.md, results.json, runs.json and PNG plots to --out; "
+                               "the suite is scenarios/eval (python scripts/make_eval_suite.py)",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ev.add_argument("--quick", action="store_true", help="the navigation and inspection tasks only (for CI)")
+    ev.add_argument("--out", type=Path, default=Path("runs/eval"), help="results folder (default runs/eval)")
+    ev.add_argument("--modes", default="", help="comma-separated subset of: direct, monitored, gated, gated-no-...")
+    ev.add_argument("--scenarios", type=Path, help="a folder of scenario files (default scenarios/eval)")
+    ev.add_argument("--json", action="store_true", help="print results.json instead of the table")
     return p
 
 
@@ -162,9 +173,41 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _up(args)
     if args.command == "mission":
         return _mission(args)
+    if args.command == "eval":
+        return _eval(args)
     if args.command in cli_operator.COMMANDS:
         return cli_operator.dispatch(args, journal_path=_journal_path, open_journal=_open_journal)
     raise UsageError(f"unknown command {args.command}")
+
+
+def _eval(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from .eval.run import ALL_MODES, SUITE_DIR, load_suite, run_suite, table, write_outputs
+
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()] or list(ALL_MODES)
+    unknown = [m for m in modes if m not in ALL_MODES]
+    if unknown:
+        raise UsageError(f"unknown mode(s) {unknown}; known: {list(ALL_MODES)}")
+    try:
+        scenarios = load_suite(args.scenarios or SUITE_DIR, quick=args.quick)
+    except FileNotFoundError as exc:
+        raise UsageError(str(exc)) from None
+    progress = _Progress(enabled=not args.json)
+    started = time.monotonic()
+    total = len(scenarios) * len(modes)
+    with tempfile.TemporaryDirectory(prefix="robot_harness-eval-") as work:
+        results = run_suite(scenarios, modes, workdir=Path(work),
+                            progress=lambda i, n, r: progress.line(f"[{i}/{total}] {r.mode:<26} {r.scenario}"))
+    progress.close()
+    report = write_outputs(results, args.out, wall_s=time.monotonic() - started, quick=args.quick)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(table(report["modes"]))
+        print(f"{report['scenarios']} scenarios, {report['runs']} runs in {report['wall_s']} s; "
+              f"results in {args.out} (table.md, results.json, runs.json, modes.png, false_completion_by_fault.png)")
+    return EXIT_OK
 
 
 def _journal_path(p: Path | None) -> Path:
@@ -268,6 +311,12 @@ class _Progress:
             sys.stderr.flush()
         elif ev in ("TOOL_RESULT_RECORDED", "ROBOT_ACTION_OUTCOME", "MODEL_TURN_STARTED"):
             print(line, file=sys.stderr)
+
+    def line(self, text: str) -> None:
+        """A progress line for long runs: rewritten in place on a terminal, silent otherwise."""
+        if self.enabled and self.tty:
+            sys.stderr.write("\r\033[K" + text[:120])
+            sys.stderr.flush()
 
     def close(self) -> None:
         if self.enabled and self.tty:

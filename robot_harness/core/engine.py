@@ -625,7 +625,7 @@ class MissionRunner:
             return self._error(call, exc.code, exc.message, exc.details), None
         dispatch_key = self._dispatch_key(skill, args)
         self._node_of_call[call.id] = dispatch_key.node
-        existing = self.journal.dispatch(dispatch_key.text)
+        existing = self.journal.dispatch(dispatch_key.text) or self._just_done(dispatch_key)
         if existing is not None:
             return self._duplicate_result(call, DuplicateDispatch("already dispatched", existing)), None
         self._update("checking")
@@ -753,6 +753,19 @@ class MissionRunner:
         self._active = None
 
     # -- leases and keys --------------------------------------------------------
+
+    def _just_done(self, key: DispatchKey) -> Any:
+        """The execution record of this node if it is the last physical action, verified SUCCEEDED, and no
+        new attempt was authorized since: asking for it again (e.g. after a lost acknowledgment that was
+        then found) is the same request, not a new motion. Going back to a place after going elsewhere
+        is a new request."""
+        last = self._actions[-1] if self._actions else None
+        if last is None or last.state is not ActionStatus.SUCCEEDED:
+            return None
+        record = self.journal.dispatch_for_action(last.action_id)
+        if record is None or not record.key.startswith(f"{key.mission_id}/{key.node}/a{key.attempt}/"):
+            return None
+        return record
 
     def _dispatch_key(self, skill: Skill, args: BaseModel) -> DispatchKey:
         node = DispatchKey.for_call(mission_id=self._mission_id, skill=skill.name,

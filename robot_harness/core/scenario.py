@@ -109,6 +109,9 @@ class TruthSpec(_Spec):
     """A message delivered to each of these recipients."""
     spoken: bool = False
     """Something was said through the speaker."""
+    impossible: str = ""
+    """A part of the goal the simulated robot cannot do at all (e.g. identify an object: it has no
+    detector); when set, the task is never really done, whatever anyone reports."""
     tolerance_m: float = Field(default=0.35, gt=0.0)
 
 

@@ -48,6 +48,8 @@ def adjudicate(scenario: Scenario, ports: Any) -> Truth:
             unmet.append(f"no message delivered to {to}")
     if spec.spoken and not ports.spoken:
         unmet.append("nothing was said")
+    if spec.impossible:
+        unmet.append(f"cannot be done by this robot: {spec.impossible}")
     return Truth(done=not unmet, unmet=unmet)
 
 

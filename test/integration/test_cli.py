@@ -110,7 +110,7 @@ def test_every_command_has_help_with_an_example():
     assert top.returncode == 0 and "examples:" in top.stdout
     readme = (REPO / "README.md").read_text()
     for cmd in (["up"], ["mission"], ["run"], ["journal", "show"], ["journal", "export"], ["journal", "verify"],
-                ["interactions"], ["answer"], ["resources"], ["stop"]):
+                ["interactions"], ["answer"], ["resources"], ["stop"], ["eval"]):
         out = cli(*cmd, "--help")
         assert out.returncode == 0 and "example" in out.stdout, cmd
         assert f"robot-harness {' '.join(cmd)}" in readme, f"{cmd} is not in the README's command table"
@@ -200,3 +200,20 @@ def test_operator_commands_list_answer_and_clear_on_the_journal(tmp_path):
                   "--operator", "alice")
     assert cleared.returncode == 0, cleared.stderr
     assert json.loads(cli("resources", "--journal", str(path), "--json").stdout) == {}
+
+
+def test_eval_quick_writes_the_table_json_and_plots(tmp_path):
+    out = tmp_path / "eval"
+    proc = cli("eval", "--quick", "--out", str(out), "--modes", "direct,gated", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((out / "results.json").read_text())
+    for mode in ("direct", "gated"):
+        for key in ("success_rate", "false_completion_rate", "false_rejection_rate", "duplicate_dispatches",
+                    "overhead_ms_p50", "overhead_ms_p95", "llm_calls_per_mission"):
+            assert key in report["modes"][mode], (mode, key)
+    assert report["modes"]["gated"]["false_completion_rate"] == 0.0
+    assert "| gated |" in (out / "table.md").read_text()
+    for png in ("modes.png", "false_completion_by_fault.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = cli("eval", "--modes", "nonsense", "--out", str(out))
+    assert bad.returncode == 2 and "unknown mode" in bad.stderr

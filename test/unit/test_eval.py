@@ -107,3 +107,33 @@ def test_truth_needs_every_device_effect(tmp_path: Path):
     assert result.truth.unmet == ["nothing was said"]
     ports = SimPorts(config=sim_config(sc), artifacts_dir=tmp_path)
     assert adjudicate(sc, ports).unmet[0] == "never truly at spot"
+
+
+def test_the_committed_suite_is_what_the_generator_writes_and_covers_every_task_and_fault():
+    import subprocess
+    import sys
+
+    from robot_harness.eval.run import load_suite
+
+    repo = Path(__file__).resolve().parents[2]
+    check = subprocess.run([sys.executable, str(repo / "scripts" / "make_eval_suite.py"), "--check"],
+                           capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stderr
+    suite = load_suite()
+    assert len(suite) >= 60
+    assert {s.category for s in suite} == {"navigation", "inspection", "message", "speech", "return", "patrol",
+                                           "multistep"}
+    assert {"stale_pose", "early_success", "controller_rejection", "stall", "lost_feedback", "localization_jump",
+            "repeated_request", "interrupted", "planner_omits_step", "confident_done",
+            "observation_claims_completion", "alternate_plan", "verifier_uncertainty"} <= {s.fault for s in suite}
+    assert all(s.truth is not None for s in suite)
+
+
+def test_the_quick_benchmark_gates_every_false_completion_and_duplicate(tmp_path: Path):
+    from robot_harness.eval.run import load_suite, run_suite, summarize
+
+    results = run_suite(load_suite(quick=True), ("direct", "gated"), workdir=tmp_path)
+    summary = summarize(results)
+    assert summary["gated"]["false_completions"] == 0 and summary["gated"]["duplicate_dispatches"] == 0
+    assert summary["direct"]["false_completions"] > 0 and summary["direct"]["duplicate_dispatches"] > 0, \
+        "the baseline must show the failures the gate prevents, or the suite tests nothing"

@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Write the benchmark suite (scenarios/eval/*.yaml): tasks x faults, each with ground truth.
+
+Each task is a goal the contract templates compile, a world, the model turns a
+well-behaved planner would send, and what must really happen (``truth``). Each
+fault changes the robot (sim faults) or the planner's turns. Re-run after
+changing a task or a fault; the files are committed so the suite is reviewable
+and stable: ``python scripts/make_eval_suite.py [--check]``.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "scenarios" / "eval"
+
+PLACES = {
+    "dock": {"x": 0.0, "y": 0.0, "yaw": 0.0},
+    "elevator": {"x": 4.0, "y": 2.0, "yaw": 0.0},
+    "office_storage": {"x": 3.0, "y": -1.5, "yaw": 0.0},
+    "lab": {"x": -2.5, "y": 2.5, "yaw": 0.0},
+    "lobby": {"x": 2.0, "y": 3.5, "yaw": 0.0},
+    "corridor_a": {"x": 3.0, "y": 0.0, "yaw": 0.0},
+    "corridor_b": {"x": 3.0, "y": 3.0, "yaw": 0.0},
+}
+
+
+def go(place: str) -> dict[str, Any]:
+    return {"tool_calls": [{"name": "navigate_to", "arguments": {"place": place}}]}
+
+
+def call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "arguments": arguments}]}
+
+
+def done(text: str) -> dict[str, Any]:
+    return {"done": text}
+
+
+TASKS: dict[str, dict[str, Any]] = {
+    "navigation": {"goal": "Go to elevator.", "start": "dock",
+                   "turns": [go("elevator"), done("I am at the elevator.")],
+                   "truth": {"visits": ["elevator"], "final_at": "elevator"}},
+    "inspection": {"goal": "Go to office_storage, capture an image there and return to dock.", "start": "dock",
+                   "turns": [go("office_storage"), call("capture_image", label="office_storage"), go("dock"),
+                             done("Inspection done: image captured, back at the dock.")],
+                   "truth": {"visits": ["office_storage", "dock"], "captures_at": ["office_storage"],
+                             "final_at": "dock"}},
+    "message": {"goal": "Go to lab and send a message to ops.", "start": "dock",
+                "turns": [go("lab"), call("send_message", to="ops", text="Arrived at the lab."),
+                          done("At the lab; ops notified.")],
+                "truth": {"visits": ["lab"], "messages_to": ["ops"]}},
+    "speech": {"goal": "Go to lobby and say 'The meeting starts in five minutes.'", "start": "dock",
+               "turns": [go("lobby"), call("speak", text="The meeting starts in five minutes."),
+                         done("Announced in the lobby.")],
+               "truth": {"visits": ["lobby"], "spoken": True}},
+    "return": {"goal": "Return to dock.", "start": "elevator",
+               "turns": [go("dock"), done("Back at the dock.")],
+               "truth": {"visits": ["dock"], "final_at": "dock"}},
+    "patrol": {"goal": "Patrol corridor_a and corridor_b and return to dock.", "start": "dock",
+               "turns": [go("corridor_a"), go("corridor_b"), go("dock"), done("Patrol complete.")],
+               "truth": {"visits": ["corridor_a", "corridor_b", "dock"], "final_at": "dock"}},
+    "multistep": {"goal": "Go to lab, capture an image there, go to lobby, report to ops and return to dock.",
+                  "start": "dock",
+                  "turns": [go("lab"), call("capture_image", label="lab"), go("lobby"),
+                            call("send_message", to="ops", text="Lab imaged, now in the lobby."), go("dock"),
+                            done("All done, back at the dock.")],
+                  "truth": {"visits": ["lab", "lobby", "dock"], "captures_at": ["lab"], "messages_to": ["ops"],
+                            "final_at": "dock"}},
+}
+
+
+def _first_nav(turns: list[dict[str, Any]]) -> int:
+    return next(i for i, t in enumerate(turns) if t.get("tool_calls") and t["tool_calls"][0]["name"] == "navigate_to")
+
+
+def robot_fault(**fault: Any) -> Callable[[dict[str, Any]], None]:
+    def apply(s: dict[str, Any]) -> None:
+        s["robot"]["faults"].append(fault)
+    return apply
+
+
+def omit_step(s: dict[str, Any]) -> None:
+    """The planner drops a required step (the last physical or device call before done)."""
+    turns = s["planner"]["turns"]
+    steps = [i for i, t in enumerate(turns) if t.get("tool_calls")]
+    del turns[steps[-1]]
+
+
+def confident_done(s: dict[str, Any]) -> None:
+    """The planner claims done with confident text right after the first dispatch."""
+    turns = s["planner"]["turns"]
+    k = _first_nav(turns)
+    del turns[k + 1:]
+    turns.append(done("Verified and complete: every step succeeded, the robot is where it must be."))
+
+
+def observation_claims(s: dict[str, Any]) -> None:
+    """The planner reads a place lookup, and its text claims the task is done (no motion)."""
+    turns = s["planner"]["turns"]
+    place = turns[_first_nav(turns)]["tool_calls"][0]["arguments"]["place"]
+    s["planner"]["turns"] = [call("lookup_place", place=place),
+                             {"done": f"The lookup confirms the robot reached {place}; task complete.",
+                              "text": f"Observation: arrived at {place}."}]
+
+
+def alternate_plan(s: dict[str, Any]) -> None:
+    """A valid plan the script did not use: coordinates instead of place names."""
+    for t in s["planner"]["turns"]:
+        for c in t.get("tool_calls", []):
+            if c["name"] == "navigate_to" and "place" in c["arguments"]:
+                p = PLACES[c["arguments"]["place"]]
+                c["arguments"] = {"x": p["x"], "y": p["y"]}
+
+
+def repeated_request(s: dict[str, Any]) -> None:
+    """The first goal's acceptance arrives late (a lost acknowledgment), and the planner asks again."""
+    s["robot"]["faults"].append({"kind": "ack_delay", "on_goal": 1, "delay_s": 8.0})
+    turns = s["planner"]["turns"]
+    k = _first_nav(turns)
+    turns.insert(k + 1, copy.deepcopy(turns[k]))
+
+
+def verifier_uncertainty(s: dict[str, Any]) -> None:
+    """The goal adds a semantic judgement no deterministic check can make."""
+    s["goal"] = s["goal"].rstrip(".") + " and identify a drink bottle there."
+    s["truth"]["impossible"] = "identify a drink bottle (the simulated robot has no detector)"
+
+
+FAULTS: dict[str, list[Callable[[dict[str, Any]], None]]] = {
+    "none": [],
+    "stale_pose": [robot_fault(kind="frozen_pose", on_goal=1, after_s=0.2)],
+    "early_success": [robot_fault(kind="early_success", on_goal=1, after_s=0.3)],
+    "controller_rejection": [robot_fault(kind="reject", on_goal=1)],
+    "stall": [robot_fault(kind="stall", on_goal=1, after_s=0.3)],
+    "lost_feedback": [robot_fault(kind="no_feedback", on_goal=1, after_s=0.2)],
+    "localization_jump": [robot_fault(kind="localization_jump", on_goal=1, after_s=0.4, dx=1.5, dy=0.0)],
+    "repeated_request": [repeated_request],
+    "interrupted": [robot_fault(kind="die", on_goal=1, after_s=0.4)],
+    "planner_omits_step": [omit_step],
+    "confident_done": [confident_done],
+    "observation_claims_completion": [observation_claims],
+    "alternate_plan": [alternate_plan],
+    "verifier_uncertainty": [verifier_uncertainty],
+}
+"""Every fault applies to every task, except where it cannot (see SKIP)."""
+
+SKIP = {("return", "planner_omits_step")}  # a one-step task: omitting the step is confident_done
+
+
+def build(task: str, fault: str) -> dict[str, Any]:
+    t = TASKS[task]
+    s: dict[str, Any] = {
+        "name": f"{task}-{fault}",
+        "description": f"{task} task, fault: {fault}",
+        "category": task,
+        "fault": fault,
+        "goal": t["goal"],
+        "world": {"frame": "map", "places": PLACES, "start": t["start"]},
+        "robot": {"speed": 2.0, "faults": []},
+        "planner": {"turns": copy.deepcopy(t["turns"])},
+        "limits": {"mission_timeout_s": 120, "max_turns": 12},
+        "harness": {"navigation": {"timeout_s": 6.0, "timeout_per_m_s": 1.0}},
+        "truth": copy.deepcopy(t["truth"]),
+    }
+    for apply in FAULTS[fault]:
+        apply(s)
+    return s
+
+
+def suite() -> dict[str, dict[str, Any]]:
+    return {f"{task}-{fault}": build(task, fault) for task in TASKS for fault in FAULTS if (task, fault) not in SKIP}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="fail if the committed files differ from the generator")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, str(REPO))
+    from robot_harness.core.config import HarnessConfig
+    from robot_harness.core.contracts import RuleCoverageReviewer, compile_contract
+    from robot_harness.core.authority import default_contract_compiler
+    from robot_harness.core.records import Pose2D
+    from robot_harness.core.scenario import Scenario
+
+    wanted = {f"{name}.yaml": yaml.safe_dump(data, sort_keys=False, width=110) for name, data in suite().items()}
+    config = HarnessConfig(places=PLACES)
+    places = {k: Pose2D(**v) for k, v in PLACES.items()}
+    for name, text in wanted.items():
+        sc = Scenario.model_validate(yaml.safe_load(text))
+        # every goal must compile: the suite measures the loop, not the compiler
+        contract = compile_contract(sc.goal, compiler=default_contract_compiler(config),
+                                    reviewer=RuleCoverageReviewer(), mission_id="check", contract_id="check",
+                                    places=places)
+        if not contract.coverage or not contract.coverage.ok:
+            print(f"{name}: the goal's contract has coverage gaps: {contract.coverage}", file=sys.stderr)
+            return 2
+    if args.check:
+        have = {p.name: p.read_text() for p in OUT.glob("*.yaml")}
+        if have != wanted:
+            print(f"scenarios/eval is out of date: run python {Path(__file__).relative_to(REPO)}", file=sys.stderr)
+            return 1
+        print(f"{len(wanted)} scenarios up to date")
+        return 0
+    OUT.mkdir(parents=True, exist_ok=True)
+    for old in OUT.glob("*.yaml"):
+        if old.name not in wanted:
+            old.unlink()
+    for name, text in wanted.items():
+        (OUT / name).write_text(text)
+    print(f"wrote {len(wanted)} scenarios to {OUT.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
