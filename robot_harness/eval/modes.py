@@ -121,7 +121,7 @@ def run_one(scenario: Scenario, mode: str, *, workdir: Path | None = None, journ
         status, summary, steps, recovery = _baseline(scenario, mode, harness, ports, planner)
     else:
         raise ValueError(f"unknown mode {mode!r}; known: {[*MODES, *ABLATIONS]}")
-    wall_ms = (time.perf_counter() - started) * 1000.0
+    wall_ms = (time.perf_counter() - started) * 1000.0 - ports.sim_cpu_s * 1000.0  # the harness's (or agent's) own
     return RunResult(scenario=scenario.name, category=scenario.category, fault=scenario.fault, mode=mode,
                      status=status, truth=adjudicate(scenario, ports),
                      duplicates=duplicate_dispatches(ports.world.events), wall_ms=wall_ms, steps=steps,

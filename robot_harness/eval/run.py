@@ -8,9 +8,10 @@ Rates (per mode, over the suite's runs):
 * ``false_rejection_rate``: of the runs whose task *was* really done, the
   share the harness did not declare SUCCEEDED (how often it under-claims).
 * ``duplicate_dispatches``: goals that repeated a motion (see adjudicate.py).
-* ``overhead_ms_p50`` / ``_p95``: harness compute per tool call (the world
-  runs on virtual time, so wall time is all harness), median and 95th percentile
-  over runs.
+* ``overhead_ms_p50`` / ``_p95``: the harness's own compute per tool call
+  (wall time minus the time spent simulating the world, which runs on virtual
+  time), median and 95th percentile over runs. The journal is in memory here;
+  SQLite's fsync per commit comes on top on a robot (see bench/overhead.py).
 * ``llm_calls_per_mission``: planner turns per mission (scripted here; a model
   would be called that often).
 """

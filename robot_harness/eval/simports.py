@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,8 @@ class SimPorts:
         self.spoken: list[tuple[str, float]] = []
         self.messages: list[dict[str, Any]] = []
         self.sent_goals: list[str] = []
+        self.sim_cpu_s = 0.0
+        """Wall time spent simulating the world (stepping, publishing), so the harness's own cost can be told apart."""
         self.trajectory: list[tuple[float, Pose2D]] = [(self.clock.now(), self.world.true_pose)]
         """The robot's true pose every 0.1 s of sim time (ground truth; the harness never sees it)."""
         self._publish(force=True)
@@ -114,6 +117,13 @@ class SimPorts:
 
     def advance(self, dt: float) -> None:
         """Step the world by ``dt`` (in small slices) and publish what its topics would carry."""
+        started = time.perf_counter()
+        try:
+            self._advance(dt)
+        finally:
+            self.sim_cpu_s += time.perf_counter() - started
+
+    def _advance(self, dt: float) -> None:
         end = self.clock.now() + max(0.0, dt)
         while self.clock.now() < end - 1e-9:
             h = min(0.02, end - self.clock.now())
