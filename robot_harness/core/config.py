@@ -133,6 +133,17 @@ class InteractionsConfig(_Cfg):
     """Where the owner credential comes from for a mission sent without an owner token."""
 
 
+class EvalAblations(_Cfg):
+    """Benchmark-only switches that take one safeguard out (``robot-harness eval``'s ablations).
+
+    Never turn one off on a robot: each exists to measure what its safeguard is worth.
+    """
+
+    evidence_binding: bool = True
+    """Off: an action's outcome is the backend's word, about whichever goal it was (no goal-id
+    correlation, no fresh-pose check of the outcome)."""
+
+
 class HarnessConfig(_Cfg):
     frame_id: str = "map"
     context_byte_cap: int = 6000
@@ -146,6 +157,7 @@ class HarnessConfig(_Cfg):
     verification: VerificationConfig = VerificationConfig()
     recovery: RecoveryConfig = RecoveryConfig()
     interactions: InteractionsConfig = InteractionsConfig()
+    eval_ablations: EvalAblations = EvalAblations()
     artifacts_dir: str = ""
     """Where capture_image writes artifacts; empty: beside the journal."""
 

@@ -42,7 +42,7 @@ from .errors import HarnessError, HarnessTimeout, JournalWriteError, StaleRevisi
 from .gate import CommitGate, GateRejection, TaskState, commit_drafts, original_goal_check, record_draft
 from .journal import Journal, JournalReadError
 from .lifecycle import ManagedAction
-from .outcome import BackendTerminal, check_navigation_outcome
+from .outcome import BackendTerminal, OutcomeVerdict, check_navigation_outcome
 from .ports import EvidenceRecorder, NavigationPort, PlannerPort, PlannerRequest, RobotIO, SnapshotPort, VerifierPort
 from .preconditions import check_preconditions
 from .records import (
@@ -839,6 +839,8 @@ class MissionRunner:
                     why_none = "mission timeout while the action was running"
                 break
             for ev in self.navigation.poll(min(0.1, deadline - now)):
+                if not self.config.eval_ablations.evidence_binding and ev.status in _TERMINAL_STATUS:
+                    ev = ev.model_copy(update={"goal_id": action.backend_goal_id})  # ablation: any report is "ours"
                 if ev.goal_id != action.backend_goal_id and ev.goal_id in earlier_goals:
                     continue  # a late report about an action that is already judged
                 if ev.goal_id != action.backend_goal_id:
@@ -894,6 +896,9 @@ class MissionRunner:
             target=action.target, backend=terminal, post=post, dispatch=action.dispatch_snapshot, tol=nav_cfg.outcome,
             not_before=action.terminal_reported_at,
         )
+        if not self.config.eval_ablations.evidence_binding and terminal is BackendTerminal.SUCCEEDED:
+            verdict = OutcomeVerdict(state=ActionStatus.SUCCEEDED, reason="backend succeeded (ablation: not bound "
+                                     "to a fresh observation)", evidence={"backend_terminal": "succeeded"})
         reason = verdict.reason if terminal is not BackendTerminal.NONE else f"{why_none}; {verdict.reason}"
         action.outcome_snapshot_id = post.snapshot_id
         final = self._transition(action, verdict.state, reason, defer=True)

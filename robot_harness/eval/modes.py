@@ -49,6 +49,11 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "gated-no-bounded-recovery": {"recovery": {"re_perceive": _UNBOUNDED, "adjust_view": _UNBOUNDED,
                                                "local_replan": _UNBOUNDED, "switch_provider_or_skill": _UNBOUNDED},
                                   "limits": {"max_done_rejections": _UNBOUNDED}},
+    # an action's outcome is the backend's word, about any goal, unbound to a fresh observation
+    "gated-no-evidence-binding": {"eval_ablations": {"evidence_binding": False}},
+    # the verifier's context is not isolated from the planner's: it reads the planner's claim
+    # (here: what the planner said when it proposed done settles what no sensor can)
+    "gated-no-role-isolation": {},
 }
 
 
@@ -104,8 +109,32 @@ def scenario_harness_config(scenario: Scenario) -> dict[str, Any]:
 
 
 class _CountingPlanner(ScriptedPlanner):
+    """The scenario's turns; remembers the last thing it claimed (for the role-isolation ablation)."""
+
     def __init__(self, scenario: Scenario) -> None:
         super().__init__(scenario.planner.turns)
+        self.last_claim = ""
+
+    def next_turn(self, request: PlannerRequest) -> Any:
+        response = super().next_turn(request)
+        claims = [response.done or "", response.text] + [
+            str(c.arguments.get("summary", "")) for c in response.tool_calls if c.name == PROPOSE_DONE]
+        self.last_claim = " ".join(c for c in claims if c) or self.last_claim
+        return response
+
+
+class _ClaimReadingChecker:
+    """A semantic judge whose context holds the planner's words: it believes a confident claim."""
+
+    def __init__(self, planner: _CountingPlanner) -> None:
+        self.planner = planner
+
+    def judge(self, ob: Any, *, goal: str, receipts: Any, artifacts: Any) -> tuple[Any, str]:
+        from ..core.completion import StepVerdict
+
+        if self.planner.last_claim:
+            return StepVerdict.SATISFIED, f"the planner says so: {self.planner.last_claim[:120]!r}"
+        return StepVerdict.AMBIGUOUS, "nothing claimed"
 
 
 def run_one(scenario: Scenario, mode: str, *, workdir: Path | None = None, journal: str = "memory") -> RunResult:
@@ -135,9 +164,16 @@ def _gated(scenario: Scenario, mode: str, harness: dict[str, Any], ports: SimPor
     journal = (SqliteJournal(workdir / "journal.sqlite3", clock=ports.clock, ids=ids) if journal_kind == "sqlite"
                else MemoryJournal(clock=ports.clock, ids=ids))
     journal.setup()
+    verifier = None
+    if mode == "gated-no-role-isolation":
+        from ..core.authority import InProcessVerifier
+
+        verifier = InProcessVerifier(config=config, snapshots=ports, ids=ids, clock=ports.clock,
+                                     semantic=_ClaimReadingChecker(planner))
     runner = MissionRunner(config=config, journal=journal, clock=ports.clock, ids=ids,
                            skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
-                           snapshots=ports, planner=planner, navigation=ports, robot_io=ports, sleep=ports.sleep)
+                           snapshots=ports, planner=planner, navigation=ports, robot_io=ports, sleep=ports.sleep,
+                           verifier=verifier)
     out = runner.run(scenario.goal)
     from ..core.records import EventType
 

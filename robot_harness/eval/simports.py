@@ -7,7 +7,7 @@ suite fits in a CI budget. What the harness sees goes through the same core
 ``SnapshotBuilder`` the aggregator feeds; what really happened stays in the
 world (true pose, goal history), which only the adjudicator reads.
 
-Time: ``VirtualClock`` advances only when the harness waits (a backend poll, a
+Time: a ``ManualClock`` that advances only when the harness waits (a backend poll, a
 bounded sleep). Each advance steps the world and publishes what the robot's
 topics would have carried in that interval (pose at 20 Hz, odometry, battery,
 navigator status, feedback).
@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.clock import IdGenerator
+from ..core.clock import IdGenerator, ManualClock
 from ..core.errors import BackendUnavailable, HarnessTimeout, ToolExecutionError
 from ..core.ports import BackendEvent, GoalAck
 from ..core.records import ArtifactRef, Pose2D, WorldSnapshot
 from ..core.snapshot import FreshnessConfig, SnapshotBuilder
 from ..sim.world import GoalEventType, GoalStatus, SimConfig, SimWorld
 
-__all__ = ["VirtualClock", "SimPorts", "Capture"]
+__all__ = ["SimPorts", "Capture"]
 
 _EPOCH = 1_800_000_000.0
 _POSE_PERIOD_S = 0.05
@@ -40,23 +40,6 @@ _STATUS_NAMES = {
     GoalEventType.ABORTED: "aborted",
     GoalEventType.CANCELED: "canceled",
 }
-
-
-class VirtualClock:
-    """Wall and monotonic time that move only when the simulation is stepped."""
-
-    def __init__(self, start: float = _EPOCH) -> None:
-        self._t = start
-        self._start = start
-
-    def now(self) -> float:
-        return self._t
-
-    def monotonic(self) -> float:
-        return self._t - self._start
-
-    def _advance_to(self, t: float) -> None:
-        self._t = max(self._t, t)
 
 
 @dataclass
@@ -94,7 +77,8 @@ class SimPorts:
     name: str = "sim/navigate_to_pose"
 
     def __post_init__(self) -> None:
-        self.clock = VirtualClock()
+        self.clock = ManualClock(_EPOCH)
+        """Virtual time: it moves only when the harness waits (``advance``)."""
         self.world = SimWorld(self.config)
         self.builder = SnapshotBuilder(self.freshness)
         self.ids = IdGenerator(self.config.seed)
@@ -128,7 +112,7 @@ class SimPorts:
         while self.clock.now() < end - 1e-9:
             h = min(0.02, end - self.clock.now())
             self.world.step(h)
-            self.clock._advance_to(self.clock.now() + h)  # noqa: SLF001
+            self.clock.advance(h)
             if self.clock.now() - self.trajectory[-1][0] >= 0.1 - 1e-9:
                 self.trajectory.append((self.clock.now(), self.world.true_pose))
             self._publish()

@@ -137,3 +137,20 @@ def test_the_quick_benchmark_gates_every_false_completion_and_duplicate(tmp_path
     assert summary["gated"]["false_completions"] == 0 and summary["gated"]["duplicate_dispatches"] == 0
     assert summary["direct"]["false_completions"] > 0 and summary["direct"]["duplicate_dispatches"] > 0, \
         "the baseline must show the failures the gate prevents, or the suite tests nothing"
+
+
+@pytest.mark.parametrize("ablation, scenario_name", [
+    ("gated-no-evidence-binding", "inspection-localization_jump"),
+    ("gated-no-role-isolation", "navigation-verifier_uncertainty"),
+])
+def test_each_safeguard_taken_out_lets_a_false_completion_through(tmp_path: Path, ablation, scenario_name):
+    from robot_harness.eval.run import SUITE_DIR
+
+    from robot_harness.core.scenario import load_scenario
+
+    sc = load_scenario(SUITE_DIR / f"{scenario_name}.yaml")
+    gated = run_one(sc, "gated", workdir=tmp_path / "g")
+    ablated = run_one(sc, ablation, workdir=tmp_path / "a")
+    assert not gated.truth.done and not ablated.truth.done
+    assert gated.status != "SUCCEEDED", gated.summary
+    assert ablated.status == "SUCCEEDED", f"{ablation} should be fooled here: {ablated.summary}"
