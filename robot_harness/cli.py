@@ -107,6 +107,19 @@ def build_parser() -> argparse.ArgumentParser:
     ver.add_argument("--mission", default="last", help="mission id, or 'last' (default)")
     ver.add_argument("--bags", type=Path, help="bag directory (default: bags/ beside the journal)")
     ver.add_argument("--json", action="store_true")
+
+    rp = sub.add_parser("replay", help="re-run verification and the commit gate over a recorded mission; report diffs",
+                        epilog="examples:\n  robot-harness replay runs/x/bags/mission-1a2b/   # the bag's journal is beside bags/\n"
+                               "  robot-harness replay --journal j.sqlite3 --mission last "
+                               "--set verification.xy_tolerance_m=0.1\n"
+                               "exit 0: every verdict replays the same; 1: a verdict or a commit differs",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    rp.add_argument("bag", nargs="?", type=Path, help="a mission bag (folder or .mcap) written by the harness")
+    rp.add_argument("--journal", type=Path, help="the journal (default: beside the bag's bags/ folder)")
+    rp.add_argument("--mission", default="", help="mission id, or 'last' (default: the bag's mission)")
+    rp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="change the harness config for the replay (e.g. a verifier tolerance)")
+    rp.add_argument("--json", action="store_true")
     cli_operator.add_parsers(sub)
 
     ev = sub.add_parser("eval", help="the fault-injection benchmark: every suite scenario under every harness mode",
@@ -175,6 +188,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _mission(args)
     if args.command == "eval":
         return _eval(args)
+    if args.command == "replay":
+        return _replay(args)
     if args.command in cli_operator.COMMANDS:
         return cli_operator.dispatch(args, journal_path=_journal_path, open_journal=_open_journal)
     raise UsageError(f"unknown command {args.command}")
@@ -210,8 +225,52 @@ def _eval(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _replay(args: argparse.Namespace) -> int:
+    from .core.config import dotted_overrides
+    from .evidence.replay import replay_mission
+
+    mission = args.mission
+    journal_path = args.journal
+    if args.bag is not None:
+        bag = args.bag.resolve()
+        bag_dir = bag if bag.is_dir() else bag.parent
+        if not bag_dir.is_dir():
+            raise UsageError(f"no bag at {args.bag}")
+        mission = mission or bag_dir.name  # <journal dir>/bags/<mission>/<mission>.mcap
+        journal_path = journal_path or bag_dir.parent.parent / "journal.sqlite3"
+    pairs = []
+    for item in args.set:
+        if "=" not in item:
+            raise UsageError(f"--set expects KEY=VALUE, got {item!r}")
+        pairs.append(tuple(item.split("=", 1)))
+    j = _open_journal(_journal_path(journal_path))
+    try:
+        j.setup()
+        if not mission or mission == "last":
+            missions = j.missions()
+            if not missions:
+                raise UsageError("the journal holds no mission")
+            mission = missions[-1]["mission_id"]
+        report = replay_mission(j, mission, overrides=dotted_overrides(pairs))
+    finally:
+        j.close()
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+    else:
+        for v in report.verdicts:
+            state = "same" if not v.diffs else "DIFFERS: " + "; ".join(v.diffs)
+            print(f"seq {v.seq} {v.recorded_id}: recorded {v.recorded}"
+                  f"{' (committed)' if v.recorded_committed else ''}, replayed {v.replayed}"
+                  f"{' (committed)' if v.replayed_committed else ''} - {state}")
+        if not report.verdicts:
+            print(f"mission {mission}: no replayable verdict" + (f" ({report.skipped} recorded before requests were "
+                                                                  "journaled)" if report.skipped else ""))
+        print(f"mission {mission}: " + ("every verdict replays the same" if report.identical else "verdicts differ"))
+    return EXIT_OK if report.identical else 1
+
+
 def _journal_path(p: Path | None) -> Path:
-    from .nodes.supervisor import default_journal_path
+    from .core.journal import default_journal_path
 
     path = p or default_journal_path()
     if not path.is_file():

@@ -1210,8 +1210,11 @@ class MissionRunner:
         fresh_draft = self._draft(EventType.WORLD_SNAPSHOT_CAPTURED, snapshot_id=fresh.snapshot_id,
                                   payload={"reason": "verification", "snapshot": fresh.model_dump(mode="json"),
                                            **({"bag_ref": fresh_ref.model_dump(mode="json")} if fresh_ref else {})})
+        # The exact request beside the verdict: with the fresh snapshot (journaled too) a replay can
+        # re-run the verifier on precisely what it saw.
         verdict_draft = self._draft(EventType.VERDICT_RECORDED, model_turn_id=turn_id, tool_call_id=invocation_id,
-                                    snapshot_id=fresh.snapshot_id, payload={"verdict": verdict.model_dump(mode="json")})
+                                    snapshot_id=fresh.snapshot_id, payload={"verdict": verdict.model_dump(mode="json"),
+                                                                            "request": request.model_dump(mode="json")})
         if verdict.goal_verdict is GoalVerdict.VERIFIED_DONE:
             return self._commit(turn_id, invocation_id, verdict, [fresh_draft, verdict_draft])
         self._append_many([fresh_draft, verdict_draft])
@@ -1246,10 +1249,11 @@ class MissionRunner:
             self._done_rejections += 1
             return None, RuntimeEvent(type="done_rejected", tool_call_id=invocation_id, state="gate_rejected",
                                       detail={"reason": exc.message})
-        # commit_drafts starts with the verdict itself; the fresh snapshot goes first.
-        drafts = [verdict_drafts[0], *(
+        # commit_drafts starts with the verdict itself: ours (with its request) goes in its place,
+        # after the fresh snapshot.
+        drafts = [*verdict_drafts, *(
             self._draft(EventType(type_), model_turn_id=turn_id, tool_call_id=invocation_id, payload=payload)
-            for type_, payload in commit_drafts(commit, verdict))]
+            for type_, payload in commit_drafts(commit, verdict)[1:])]
         self._state_version = commit.state_version_after
         self._append_many(drafts)
         self._verdict_evidence.append(commit.commit_id)

@@ -96,6 +96,7 @@ __all__ = [
     "Redactor",
     "SqliteJournal",
     "UnknownSnapshot",
+    "default_journal_path",
     "default_redactor",
     "open_journal",
 ]
@@ -1163,6 +1164,14 @@ class SqliteJournal(Journal):
 # --------------------------------------------------------------------------- factory
 
 _SQLITE_ONLY = ("busy_timeout_ms", "max_pages")
+
+
+def default_journal_path() -> Path:
+    """Where the supervisor keeps its journal unless told otherwise: ``$ROS_HOME/robot_harness/journal.sqlite3``."""
+    import os
+
+    home = Path(os.environ.get("ROS_HOME", Path.home() / ".ros"))
+    return home / "robot_harness" / "journal.sqlite3"
 
 
 def open_journal(path: str | Path | None, **kw: Any) -> Journal:

@@ -140,6 +140,7 @@ class _ClaimReadingChecker:
 def run_one(scenario: Scenario, mode: str, *, workdir: Path | None = None, journal: str = "memory") -> RunResult:
     """One mission of ``scenario`` under ``mode`` (a MODES entry or an ABLATIONS key)."""
     workdir = workdir or Path(tempfile.mkdtemp(prefix="robot_harness-eval-"))
+    workdir.mkdir(parents=True, exist_ok=True)
     ports = SimPorts(config=sim_config(scenario), artifacts_dir=workdir / "artifacts")
     planner = _CountingPlanner(scenario)
     harness = scenario_harness_config(scenario)

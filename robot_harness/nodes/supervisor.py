@@ -26,7 +26,7 @@ from ..core.config import HarnessConfig, deep_merge, dotted_overrides, load_harn
 from ..core.authority import default_contract_compiler
 from ..core.engine import MAX_GOAL_CHARS, MissionRunner
 from ..core.errors import HarnessError, HarnessTimeout, UsageError
-from ..core.journal import Journal, SqliteJournal
+from ..core.journal import Journal, SqliteJournal, default_journal_path
 from ..core.preconditions import check_preconditions
 from ..core.interactions import interactions, resolve, token_sha256
 from ..core.reconcile import Reconciler, clear_resource
@@ -42,9 +42,6 @@ __all__ = ["SupervisorNode", "main", "default_journal_path"]
 ACTIVE_STATE_ID = 3  # lifecycle_msgs/State.PRIMARY_STATE_ACTIVE
 
 
-def default_journal_path() -> Path:
-    home = Path(os.environ.get("ROS_HOME", Path.home() / ".ros"))
-    return home / "robot_harness" / "journal.sqlite3"
 
 
 class SupervisorNode(LifecycleNode):

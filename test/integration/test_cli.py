@@ -110,7 +110,7 @@ def test_every_command_has_help_with_an_example():
     assert top.returncode == 0 and "examples:" in top.stdout
     readme = (REPO / "README.md").read_text()
     for cmd in (["up"], ["mission"], ["run"], ["journal", "show"], ["journal", "export"], ["journal", "verify"],
-                ["interactions"], ["answer"], ["resources"], ["stop"], ["eval"]):
+                ["interactions"], ["answer"], ["resources"], ["stop"], ["eval"], ["replay"]):
         out = cli(*cmd, "--help")
         assert out.returncode == 0 and "example" in out.stdout, cmd
         assert f"robot-harness {' '.join(cmd)}" in readme, f"{cmd} is not in the README's command table"
@@ -217,3 +217,16 @@ def test_eval_quick_writes_the_table_json_and_plots(tmp_path):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bad = cli("eval", "--modes", "nonsense", "--out", str(out))
     assert bad.returncode == 2 and "unknown mode" in bad.stderr
+
+
+def test_replay_a_mission_bag_and_see_a_changed_tolerance(tmp_path):
+    journal = tmp_path / "journal.sqlite3"
+    run = cli("run", "--scenario", str(small_scenario(tmp_path)), "--journal", str(journal), "--json")
+    assert run.returncode == 0, run.stderr
+    bag = Path(json.loads(run.stdout)["bag"]["path"])
+    same = cli("replay", str(bag))
+    assert same.returncode == 0 and "every verdict replays the same" in same.stdout, same.stdout + same.stderr
+    tight = cli("replay", str(bag), "--set", "verification.xy_tolerance_m=0.0001", "--json")
+    assert tight.returncode == 1, tight.stderr
+    report = json.loads(tight.stdout)
+    assert not report["identical"] and report["verdicts"][-1]["diffs"]
