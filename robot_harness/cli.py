@@ -119,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--mission", default="", help="mission id, or 'last' (default: the bag's mission)")
     rp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="change the harness config for the replay (e.g. a verifier tolerance)")
+    rp.add_argument("--scenario", type=Path,
+                    help="a recording of a robot the harness did not drive: judge this scenario's contract "
+                         "against the bag's pose topic")
+    rp.add_argument("--pose-topic", default="/amcl_pose", help="with --scenario (default /amcl_pose)")
+    rp.add_argument("--artifacts", type=Path, help="look cited images up by file name here (a recording moved)")
     rp.add_argument("--json", action="store_true")
     cli_operator.add_parsers(sub)
 
@@ -227,7 +232,22 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     from .core.config import dotted_overrides
-    from .evidence.replay import replay_mission
+    from .evidence.replay import replay_bag, replay_mission
+
+    if args.scenario is not None:
+        if args.bag is None:
+            raise UsageError("--scenario needs the BAG to judge")
+        from .core.scenario import load_scenario
+
+        result = replay_bag(args.bag, load_scenario(args.scenario), pose_topic=args.pose_topic)
+        out = result.as_dict()
+        if args.json:
+            print(json.dumps(out, indent=2))
+        else:
+            print(f"{out['poses']} poses on {out['pose_topic']} over {out['span_s']} s: {out['goal_verdict']}")
+            for st in out["steps"]:
+                print(f"  {st['obligation']} {st['verdict']}: {st['reason']}")
+        return EXIT_OK
 
     mission = args.mission
     journal_path = args.journal
@@ -251,7 +271,7 @@ def _replay(args: argparse.Namespace) -> int:
             if not missions:
                 raise UsageError("the journal holds no mission")
             mission = missions[-1]["mission_id"]
-        report = replay_mission(j, mission, overrides=dotted_overrides(pairs))
+        report = replay_mission(j, mission, overrides=dotted_overrides(pairs), artifacts_dir=args.artifacts)
     finally:
         j.close()
     if args.json:

@@ -170,6 +170,12 @@ def check_file_artifact(uri: str, sha256: str) -> None:
 # --------------------------------------------------------------------------- internals
 
 
+def _observation_only(ob: Obligation) -> bool:
+    """An obligation whose contract accepts pose observations and no execution receipt."""
+    return ob.kind is ObligationKind.AT_PLACE and EvidenceKind.POSE_OBSERVATION in ob.evidence \
+        and EvidenceKind.NAVIGATION_RECEIPT not in ob.evidence
+
+
 class _Unresolved(Exception):
     """A place or parameter the predicate cannot interpret (the obligation is ambiguous)."""
 
@@ -338,7 +344,9 @@ class Verifier:
         cited_receipts = seen.intersection(evidence_ids)
         if any(s.verdict is StepVerdict.UNSAFE for s in steps):
             goal = GoalVerdict.BLOCKED
-        elif steps and not missing and cited_receipts:
+        elif steps and not missing and (cited_receipts or all(_observation_only(ob) for ob in contract.obligations)):
+            # Execution evidence is required, unless the contract itself says observations suffice
+            # (a recording of a robot the harness did not drive).
             goal = GoalVerdict.VERIFIED_DONE
         else:
             goal = GoalVerdict.CONTINUE
@@ -444,6 +452,8 @@ class Verifier:
             ObligationKind.SPOKEN: SPEAK_SKILL,
             ObligationKind.ROUTE_CLOSED: NAVIGATE_SKILL,
         }.get(ob.kind)
+        if _observation_only(ob):
+            return self._observed_at_place(ob, request, not_before)
         if skill is None:  # SEMANTIC: any current receipt may be what the judge looks at
             if not eligible:
                 return _Outcome(StepVerdict.AMBIGUOUS, "floor", self._no_evidence("any skill", request, excluded, None))
@@ -583,6 +593,23 @@ class Verifier:
                    _Sev.VIOLATED: StepVerdict.VIOLATED}[sev]
         return _Outcome(verdict, "predicate", "; ".join(v[1] for v in violations),
                         [i for v in violations for i in v[2]])
+
+    def _observed_at_place(self, ob: Obligation, request: VerifyRequest, not_before: float | None) -> _Outcome:
+        """AT_PLACE when the contract accepts pose observations alone (e.g. a recording from a robot the
+        harness did not drive): a recorded pose within tolerance of the place, after any dependency."""
+        place = self._resolve(ob.params.get("place", ob.params.get("pose")), request.places)
+        samples = sorted((p for p in request.trajectory if not_before is None or p.t >= not_before), key=lambda p: p.t)
+        if not samples:
+            return _Outcome(StepVerdict.AMBIGUOUS, "predicate", f"no pose observation to judge {place.label} on")
+        for p in samples:
+            if not self._pose_error(p.pose, place):
+                return _Outcome(StepVerdict.SATISFIED, "predicate",
+                                f"observed within tolerance of {place.label} at t={p.t:.3f} ({p.source_id})",
+                                [p.source_id], p.t)
+        closest = min(samples, key=lambda p: p.pose.distance_to(place.pose))
+        return _Outcome(StepVerdict.VIOLATED, "predicate",
+                        f"{len(samples)} pose observations, none within tolerance of {place.label}; closest "
+                        f"{self._pose_error(closest.pose, place)} ({closest.source_id})", [closest.source_id])
 
     def _at_place(self, ob: Obligation, request: VerifyRequest, fresh: WorldSnapshot, navs: list[Receipt]) -> _Outcome:
         place = self._resolve(ob.params.get("place", ob.params.get("pose")), request.places)

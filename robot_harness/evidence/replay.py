@@ -14,6 +14,7 @@ the goal verdict, and for the gate's decision.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..core.authority import verifier_config
@@ -24,9 +25,10 @@ from ..core.errors import UsageError
 from ..core.gate import CommitGate, GateRejection, TaskState
 from ..core.journal import Journal
 from ..core.records import EventType
+from ..core.scenario import Scenario
 from ..core.verifier import Verifier, VerifyRequest, check_file_artifact
 
-__all__ = ["ReplayedVerdict", "ReplayReport", "replay_mission"]
+__all__ = ["BagReplay", "ReplayedVerdict", "ReplayReport", "journal_from_jsonl", "replay_bag", "replay_mission"]
 
 
 @dataclass
@@ -62,13 +64,29 @@ class ReplayReport:
                 "skipped": self.skipped, "verdicts": [v.as_dict() for v in self.verdicts]}
 
 
+def _artifact_check(artifacts_dir: str | Path | None) -> Any:
+    if artifacts_dir is None:
+        return check_file_artifact
+
+    def moved(uri: str, sha256: str) -> None:
+        from urllib.parse import unquote, urlparse
+
+        check_file_artifact(str(Path(artifacts_dir) / Path(unquote(urlparse(uri).path)).name), sha256)
+
+    return moved
+
+
 def _steps(v: Verdict) -> dict[str, str]:
     return {s.obligation_id: s.verdict.value for s in v.steps}
 
 
 def replay_mission(journal: Journal, mission_id: str, *, overrides: dict[str, Any] | None = None,
-                   semantic: Any = None) -> ReplayReport:
-    """Re-verify every recorded done proposal of ``mission_id``; ``overrides`` change the harness config."""
+                   semantic: Any = None, artifacts_dir: str | Path | None = None) -> ReplayReport:
+    """Re-verify every recorded done proposal of ``mission_id``; ``overrides`` change the harness config.
+
+    Artifacts are re-hashed where their URIs point, or, with ``artifacts_dir``, by file name in that
+    folder (a recording moved to another machine); a missing or changed one is a difference.
+    """
     events = journal.events(mission_id=mission_id)
     started = next((e for e in events if e.type is EventType.MISSION_STARTED), None)
     if started is None:
@@ -87,7 +105,7 @@ def replay_mission(journal: Journal, mission_id: str, *, overrides: dict[str, An
         request = VerifyRequest.model_validate(ev.payload["request"])
         fresh = journal.get_snapshot(ev.snapshot_id)
         clock = ManualClock(recorded.created_at or fresh.captured_at)  # the verdict's own time
-        verifier = Verifier(verifier_config(config), semantic=semantic, artifact_check=check_file_artifact,
+        verifier = Verifier(verifier_config(config), semantic=semantic, artifact_check=_artifact_check(artifacts_dir),
                             ids=IdGenerator(0), clock=clock, name="replay")
         replayed = verifier.verify(request, fresh)
         # the gate, against the task state the journal held just before this verdict
@@ -111,3 +129,108 @@ def replay_mission(journal: Journal, mission_id: str, *, overrides: dict[str, An
                                    replayed=replayed.goal_verdict.value, recorded_committed=was_committed,
                                    replayed_committed=replay_commit, diffs=diffs))
     return ReplayReport(mission_id=mission_id, overrides=dict(overrides or {}), verdicts=out, skipped=skipped)
+
+
+# --------------------------------------------------------------------------- recordings from elsewhere
+
+
+@dataclass
+class BagReplay:
+    bag: str
+    pose_topic: str
+    poses: int
+    span_s: float
+    verdict: Verdict
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"bag": self.bag, "pose_topic": self.pose_topic, "poses": self.poses, "span_s": round(self.span_s, 3),
+                "goal_verdict": self.verdict.goal_verdict.value,
+                "steps": [{"obligation": s.obligation_id, "verdict": s.verdict.value, "reason": s.reason}
+                          for s in self.verdict.steps]}
+
+
+_POSE_TYPES = ("geometry_msgs/msg/PoseWithCovarianceStamped", "geometry_msgs/msg/PoseStamped")
+
+
+def replay_bag(bag: str | Path, scenario: Scenario, *, pose_topic: str = "/amcl_pose") -> BagReplay:
+    """Judge a scenario's contract against a rosbag2 recording's pose topic alone.
+
+    For recordings of robots the harness did not drive (no receipts): the
+    contract's obligations must accept pose observations (``evidence:
+    [pose_observation]``); the recorded poses are the trajectory, and the last
+    one stands in for the fresh observation (judged offline: no live robot).
+    Header stamps are used as they are (sim time stays sim time).
+    """
+    from rclpy.serialization import deserialize_message
+
+    from geometry_msgs.msg import PoseStamped, PoseWithCovarianceStamped
+
+    from ..core.completion import CompletionContract
+    from ..core.config import HarnessConfig
+    from ..core.contracts import RuleCoverageReviewer, ScenarioContractCompiler, compile_contract
+    from ..core.records import Availability, FieldMeta, Pose2D, WorldSnapshot
+    from ..nodes.conversions import yaw_from_quaternion
+    from ..core.verifier import PoseSample
+    from .bag import BagFormatError, read_bag_messages
+
+    if not scenario.contract:
+        raise UsageError("replaying a foreign recording needs a scenario-provided contract (contract: [...])")
+    samples: list[PoseSample] = []
+    for m in read_bag_messages(bag, topics=[pose_topic]):
+        if m.type_name not in _POSE_TYPES:
+            raise BagFormatError(f"{pose_topic} carries {m.type_name}, not one of {list(_POSE_TYPES)}",
+                                 topic=pose_topic, type_name=m.type_name)
+        cls = PoseWithCovarianceStamped if m.type_name.endswith("WithCovarianceStamped") else PoseStamped
+        msg = deserialize_message(m.data, cls)
+        pose = msg.pose.pose if cls is PoseWithCovarianceStamped else msg.pose
+        t = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+        samples.append(PoseSample(t=t, pose=Pose2D(x=pose.position.x, y=pose.position.y,
+                                                   yaw=yaw_from_quaternion(pose.orientation)),
+                                  source_id=f"{Path(bag).name}:{pose_topic}@{m.log_time_ns}"))
+    if not samples:
+        raise UsageError(f"no messages on {pose_topic} in {bag}", topic=pose_topic)
+    places = {k: Pose2D(x=v.x, y=v.y, yaw=v.yaw) for k, v in scenario.world.places.items()}
+    mission_id = f"replay-{Path(bag).stem}"
+    contract: CompletionContract = compile_contract(
+        scenario.goal, compiler=ScenarioContractCompiler(scenario.contract), reviewer=RuleCoverageReviewer(),
+        mission_id=mission_id, contract_id="contract-replay", places=places)
+    last = max(samples, key=lambda p: p.t)
+    fresh = WorldSnapshot(snapshot_id="bag-last-pose", mission_id=mission_id, reason="replay", captured_at=last.t,
+                          pose=last.pose, pose_meta=FieldMeta(availability=Availability.AVAILABLE, source_stamp=last.t,
+                                                              age_s=0.0, max_age_s=1e9, source=pose_topic))
+    config = HarnessConfig(places={k: v.model_dump() for k, v in places.items()}, **(
+        {"verification": scenario.harness["verification"]} if "verification" in scenario.harness else {}))
+    vcfg = verifier_config(config).model_copy(update={"require_fresh_pose": False})
+    verifier = Verifier(vcfg, semantic=None, artifact_check=check_file_artifact, ids=IdGenerator(0),
+                        clock=ManualClock(last.t), name="replay")
+    request = VerifyRequest(mission_id=mission_id, goal=scenario.goal, contract=contract, receipts=(), state_version=1,
+                            plan_node_id="replay", invocation_id="replay", places=places, trajectory=tuple(samples))
+    verdict = verifier.verify(request, fresh)
+    return BagReplay(bag=str(bag), pose_topic=pose_topic, poses=len(samples), span_s=last.t - min(p.t for p in samples),
+                     verdict=verdict)
+
+
+def journal_from_jsonl(path: str | Path) -> Any:
+    """A journal rebuilt from ``robot-harness journal export --format jsonl`` (for regression sets kept as text).
+
+    Events are re-appended in their order with their payloads, mission, turn,
+    call, action and snapshot ids; only their seqs, event ids and stamps are new.
+    """
+    import json as _json
+
+    from ..core.journal import MemoryJournal
+    from ..core.records import EventDraft, JournalEvent
+
+    journal = MemoryJournal(clock=ManualClock(), ids=IdGenerator(0))
+    journal.setup()
+    drafts = []
+    for line in Path(path).read_text().splitlines():
+        if not line.strip():
+            continue
+        ev = JournalEvent.model_validate(_json.loads(line))
+        drafts.append(EventDraft(type=ev.type, mission_id=ev.mission_id, model_turn_id=ev.model_turn_id,
+                                 tool_call_id=ev.tool_call_id, robot_action_id=ev.robot_action_id,
+                                 snapshot_id=ev.snapshot_id, payload=ev.payload))
+    for d in drafts:
+        journal.append([d])
+    return journal
