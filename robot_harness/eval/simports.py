@@ -26,6 +26,7 @@ from ..core.errors import BackendUnavailable, HarnessTimeout, ToolExecutionError
 from ..core.ports import BackendEvent, GoalAck
 from ..core.records import ArtifactRef, Pose2D, WorldSnapshot
 from ..core.snapshot import FreshnessConfig, SnapshotBuilder
+from ..evidence.png import encode_png
 from ..sim.world import GoalEventType, GoalStatus, SimConfig, SimWorld
 
 __all__ = ["SimPorts", "Capture"]
@@ -180,13 +181,13 @@ class SimPorts:
     def capture_image(self, *, label: str) -> ArtifactRef:
         if self.world.dead:
             raise ToolExecutionError("no camera frame has been received")
-        data = self.world.camera_image()
+        data = encode_png(self.world.camera_image(64, 48), 64, 48, 64 * 3, bgr=False)
         digest = hashlib.sha256(data).hexdigest()
         self.artifacts_dir.mkdir(parents=True, exist_ok=True)
-        path = self.artifacts_dir / f"{self.ids.new('img')}.ppm"
+        path = self.artifacts_dir / f"{self.ids.new('img')}.png"
         path.write_bytes(data)
         self.captures.append(Capture(label=label, true_pose=self.world.true_pose, t=self.clock.now(), sha256=digest))
-        return ArtifactRef(uri=path.resolve().as_uri(), sha256=digest, media_type="image/x-portable-pixmap",
+        return ArtifactRef(uri=path.resolve().as_uri(), sha256=digest, media_type="image/png",
                            size_bytes=len(data))
 
     def speak(self, *, text: str) -> dict[str, Any]:

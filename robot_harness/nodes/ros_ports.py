@@ -9,10 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import queue
-import struct
 import threading
 import time
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +29,7 @@ from ..core.errors import BackendUnavailable, HarnessTimeout, ToolExecutionError
 from ..core.ports import BackendEvent, GoalAck, PlannerRequest
 from ..core.records import ArtifactRef, ModelResponse, Pose2D, WorldSnapshot
 from . import conversions as cv
+from ..evidence.png import encode_png
 from ._util import LatchedSource, wait_future
 
 try:  # Nav2 on a robot; the test-only stand-in here. Same interface either way.
@@ -440,7 +439,7 @@ class RosRobotIO:
             raise ToolExecutionError(f"the latest camera frame is {age:.1f} s old (max {self._max_age} s)")
         if msg.encoding not in ("rgb8", "bgr8") or msg.width == 0 or msg.height == 0:
             raise ToolExecutionError(f"unsupported image encoding {msg.encoding!r}")
-        png = _encode_png(bytes(msg.data), msg.width, msg.height, msg.step, bgr=msg.encoding == "bgr8")
+        png = encode_png(bytes(msg.data), msg.width, msg.height, msg.step, bgr=msg.encoding == "bgr8")
         self._dir.mkdir(parents=True, exist_ok=True)
         path = self._dir / f"{self._ids.new('img')}.png"
         path.write_bytes(png)
@@ -470,19 +469,3 @@ class RosRobotIO:
         self._node.destroy_subscription(self._sub)
         self._node.destroy_publisher(self._speech)
         self._node.destroy_publisher(self._messages)
-
-
-def _encode_png(data: bytes, width: int, height: int, step: int, *, bgr: bool) -> bytes:
-    """A minimal RGB PNG encoder (no imaging dependency on the robot)."""
-    rows = []
-    for r in range(height):
-        row = data[r * step: r * step + width * 3]
-        if bgr:
-            row = bytes(b for i in range(0, len(row), 3) for b in (row[i + 2], row[i + 1], row[i]))
-        rows.append(b"\x00" + row)
-
-    def chunk(tag: bytes, payload: bytes) -> bytes:
-        return struct.pack(">I", len(payload)) + tag + payload + struct.pack(">I", zlib.crc32(tag + payload) & 0xFFFFFFFF)
-
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"".join(rows), 6)) + chunk(b"IEND", b"")
