@@ -127,6 +127,16 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--json", action="store_true")
     cli_operator.add_parsers(sub)
 
+    rep = sub.add_parser("report", help="a self-contained HTML report of a mission for a person",
+                         epilog="example: robot-harness report --journal runs/x/journal.sqlite3 --out mission.html\n"
+                                "goal, contract and verdicts with their evidence, a trajectory plot over the places, "
+                                "the action timeline, the model's turns, and the evidence images with their sha256",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    rep.add_argument("--journal", type=Path)
+    rep.add_argument("--mission", default="last", help="mission id, or 'last' (default)")
+    rep.add_argument("--out", type=Path, help="the HTML file (default: report-<mission>.html here)")
+    rep.add_argument("--artifacts", type=Path, help="look cited images up by file name here (a recording moved)")
+
     ev = sub.add_parser("eval", help="the fault-injection benchmark: every suite scenario under every harness mode",
                         epilog="examples:\n  robot-harness eval --quick\n  robot-harness eval --out runs/eval\n"
                                "writes table.md, results.json, runs.json and PNG plots to --out; "
@@ -195,6 +205,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _eval(args)
     if args.command == "replay":
         return _replay(args)
+    if args.command == "report":
+        return _report(args)
     if args.command in cli_operator.COMMANDS:
         return cli_operator.dispatch(args, journal_path=_journal_path, open_journal=_open_journal)
     raise UsageError(f"unknown command {args.command}")
@@ -227,6 +239,28 @@ def _eval(args: argparse.Namespace) -> int:
         print(table(report["modes"]))
         print(f"{report['scenarios']} scenarios, {report['runs']} runs in {report['wall_s']} s; "
               f"results in {args.out} (table.md, results.json, runs.json, modes.png, false_completion_by_fault.png)")
+    return EXIT_OK
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .evidence.report import render_report
+
+    j = _open_journal(_journal_path(args.journal))
+    try:
+        j.setup()
+        mission = args.mission
+        if mission == "last":
+            missions = j.missions()
+            if not missions:
+                raise UsageError("the journal holds no mission")
+            mission = missions[-1]["mission_id"]
+        page = render_report(j, mission, artifacts_dir=args.artifacts)
+    finally:
+        j.close()
+    out = args.out or Path(f"report-{mission}.html")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page)
+    print(f"report: {out} ({len(page) // 1024} KiB, self-contained)")
     return EXIT_OK
 
 

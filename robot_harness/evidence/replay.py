@@ -213,24 +213,22 @@ def replay_bag(bag: str | Path, scenario: Scenario, *, pose_topic: str = "/amcl_
 def journal_from_jsonl(path: str | Path) -> Any:
     """A journal rebuilt from ``robot-harness journal export --format jsonl`` (for regression sets kept as text).
 
-    Events are re-appended in their order with their payloads, mission, turn,
-    call, action and snapshot ids; only their seqs, event ids and stamps are new.
+    Events are re-appended in their order with their stamps, payloads, mission,
+    turn, call, action and snapshot ids; only their seqs and event ids are new.
     """
     import json as _json
 
     from ..core.journal import MemoryJournal
     from ..core.records import EventDraft, JournalEvent
 
-    journal = MemoryJournal(clock=ManualClock(), ids=IdGenerator(0))
+    recorded = [JournalEvent.model_validate(_json.loads(line))
+                for line in Path(path).read_text().splitlines() if line.strip()]
+    clock = ManualClock(recorded[0].stamp if recorded else 0.0)
+    journal = MemoryJournal(clock=clock, ids=IdGenerator(0))
     journal.setup()
-    drafts = []
-    for line in Path(path).read_text().splitlines():
-        if not line.strip():
-            continue
-        ev = JournalEvent.model_validate(_json.loads(line))
-        drafts.append(EventDraft(type=ev.type, mission_id=ev.mission_id, model_turn_id=ev.model_turn_id,
-                                 tool_call_id=ev.tool_call_id, robot_action_id=ev.robot_action_id,
-                                 snapshot_id=ev.snapshot_id, payload=ev.payload))
-    for d in drafts:
-        journal.append([d])
+    for ev in recorded:
+        clock.advance(max(0.0, ev.stamp - clock.now()))  # the recorded stamps, so timelines keep their times
+        journal.append([EventDraft(type=ev.type, mission_id=ev.mission_id, model_turn_id=ev.model_turn_id,
+                                   tool_call_id=ev.tool_call_id, robot_action_id=ev.robot_action_id,
+                                   snapshot_id=ev.snapshot_id, payload=ev.payload)])
     return journal

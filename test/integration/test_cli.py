@@ -110,7 +110,7 @@ def test_every_command_has_help_with_an_example():
     assert top.returncode == 0 and "examples:" in top.stdout
     readme = (REPO / "README.md").read_text()
     for cmd in (["up"], ["mission"], ["run"], ["journal", "show"], ["journal", "export"], ["journal", "verify"],
-                ["interactions"], ["answer"], ["resources"], ["stop"], ["eval"], ["replay"]):
+                ["interactions"], ["answer"], ["resources"], ["stop"], ["eval"], ["replay"], ["report"]):
         out = cli(*cmd, "--help")
         assert out.returncode == 0 and "example" in out.stdout, cmd
         assert f"robot-harness {' '.join(cmd)}" in readme, f"{cmd} is not in the README's command table"
@@ -230,3 +230,16 @@ def test_replay_a_mission_bag_and_see_a_changed_tolerance(tmp_path):
     assert tight.returncode == 1, tight.stderr
     report = json.loads(tight.stdout)
     assert not report["identical"] and report["verdicts"][-1]["diffs"]
+
+
+def test_report_writes_a_self_contained_html(tmp_path):
+    journal = tmp_path / "journal.sqlite3"
+    run = cli("run", "--scenario", str(small_scenario(tmp_path)), "--journal", str(journal), "--json")
+    assert run.returncode == 0, run.stderr
+    out = tmp_path / "mission.html"
+    proc = cli("report", "--journal", str(journal), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    page = out.read_text()
+    assert "Go to the spot and come back." in page and 'alt="trajectory"' in page and "navigate_to(" in page
+    missing = cli("report", "--journal", str(journal), "--mission", "mission-nope", "--out", str(out))
+    assert missing.returncode == 2 and "no mission" in missing.stderr
