@@ -14,11 +14,10 @@ inputs stay identical across modes).
 """
 from __future__ import annotations
 
-import json
 import math
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +71,8 @@ class RunResult:
     sim_s: float
     recovery: str = ""
     summary: str = ""
-    step_ms: list[float] = field(default_factory=list)
+    tokens: int = 0
+    """Model tokens the mission used (0 for scripted turns; a recorded model's replay reports its own)."""
 
     @property
     def claimed(self) -> bool:
@@ -82,7 +82,8 @@ class RunResult:
         return {"scenario": self.scenario, "category": self.category, "fault": self.fault, "mode": self.mode,
                 "status": self.status, "truth_done": self.truth.done, "truth_unmet": self.truth.unmet,
                 "duplicates": self.duplicates, "wall_ms": round(self.wall_ms, 2), "steps": self.steps,
-                "planner_calls": self.planner_calls, "sim_s": round(self.sim_s, 2), "recovery": self.recovery,
+                "planner_calls": self.planner_calls, "tokens": self.tokens, "sim_s": round(self.sim_s, 2),
+                "recovery": self.recovery,
                 "summary": self.summary[:300]}
 
 
@@ -145,8 +146,9 @@ def run_one(scenario: Scenario, mode: str, *, workdir: Path | None = None, journ
     planner = _CountingPlanner(scenario)
     harness = scenario_harness_config(scenario)
     started = time.perf_counter()
+    tokens = 0
     if mode == "gated" or mode in ABLATIONS:
-        status, summary, steps, recovery = _gated(scenario, mode, harness, ports, planner, workdir, journal)
+        status, summary, steps, recovery, tokens = _gated(scenario, mode, harness, ports, planner, workdir, journal)
     elif mode in ("direct", "monitored"):
         status, summary, steps, recovery = _baseline(scenario, mode, harness, ports, planner)
     else:
@@ -155,11 +157,12 @@ def run_one(scenario: Scenario, mode: str, *, workdir: Path | None = None, journ
     return RunResult(scenario=scenario.name, category=scenario.category, fault=scenario.fault, mode=mode,
                      status=status, truth=adjudicate(scenario, ports),
                      duplicates=duplicate_dispatches(ports.world.events), wall_ms=wall_ms, steps=steps,
-                     planner_calls=planner.calls, sim_s=ports.clock.monotonic(), recovery=recovery, summary=summary)
+                     planner_calls=planner.calls, sim_s=ports.clock.monotonic(), recovery=recovery, summary=summary,
+                     tokens=tokens)
 
 
 def _gated(scenario: Scenario, mode: str, harness: dict[str, Any], ports: SimPorts, planner: Any, workdir: Path,
-           journal_kind: str) -> tuple[str, str, int, str]:
+           journal_kind: str) -> tuple[str, str, int, str, int]:
     config = load_harness_config(overrides=deep_merge(harness, ABLATIONS.get(mode, {})))
     ids = IdGenerator(7)
     journal = (SqliteJournal(workdir / "journal.sqlite3", clock=ports.clock, ids=ids) if journal_kind == "sqlite"
@@ -183,7 +186,7 @@ def _gated(scenario: Scenario, mode: str, harness: dict[str, Any], ports: SimPor
     rungs = [e.payload["decision"]["rung"] for e in events if e.type is EventType.RECOVERY_DECIDED]
     recovery = _recovery_outcome(out.status.value, rungs)
     journal.close()
-    return out.status.value, out.summary, steps, recovery
+    return out.status.value, out.summary, steps, recovery, int(out.model_usage.get("total_tokens") or 0)
 
 
 def _recovery_outcome(status: str, rungs: list[str]) -> str:
@@ -295,6 +298,3 @@ def _device_call(ports: SimPorts, name: str, args: Any, places: dict[str, Pose2D
         return ports.world.localized_pose.model_dump()
     return {"note": f"{name} is not simulated in the baseline"}
 
-
-def _json(x: Any) -> str:
-    return json.dumps(x, default=str)

@@ -13,7 +13,7 @@ Rates (per mode, over the suite's runs):
   time), median and 95th percentile over runs. The journal is in memory here;
   SQLite's fsync per commit comes on top on a robot (see bench/overhead.py).
 * ``llm_calls_per_mission``: planner turns per mission (scripted here; a model
-  would be called that often).
+  would be called that often); ``tokens_per_mission`` (0 for scripted turns).
 """
 from __future__ import annotations
 
@@ -86,6 +86,8 @@ def summarize(results: Sequence[RunResult]) -> dict[str, dict[str, Any]]:
             "overhead_ms_p95": round(_pct(per_step, 0.95), 3),
             "mission_ms_p50": round(_pct([r.wall_ms for r in rs], 0.5), 2),
             "llm_calls_per_mission": round(statistics.fmean(r.planner_calls for r in rs), 2),
+            "tokens_per_mission": round(statistics.fmean(r.tokens for r in rs), 1),
+            "wall_ms_per_mission": round(statistics.fmean(r.wall_ms for r in rs), 2),
             "recovery": dict(Counter(r.recovery for r in rs if r.recovery)),
             "status": dict(Counter(r.status for r in rs)),
             "sim_s_per_mission": round(statistics.fmean(r.sim_s for r in rs), 2),
