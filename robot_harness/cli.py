@@ -242,18 +242,23 @@ def _eval(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _mission_id(journal: Any, spec: str, missions: list[dict[str, Any]] | None = None) -> str:
+    """A mission id as given, or the journal's newest for ``last``."""
+    if spec != "last":
+        return spec
+    missions = journal.missions() if missions is None else missions
+    if not missions:
+        raise UsageError("the journal has no missions")
+    return missions[-1]["mission_id"]
+
+
 def _report(args: argparse.Namespace) -> int:
     from .evidence.report import render_report
 
     j = _open_journal(_journal_path(args.journal))
     try:
         j.setup()
-        mission = args.mission
-        if mission == "last":
-            missions = j.missions()
-            if not missions:
-                raise UsageError("the journal holds no mission")
-            mission = missions[-1]["mission_id"]
+        mission = _mission_id(j, args.mission)
         page = render_report(j, mission, artifacts_dir=args.artifacts)
     finally:
         j.close()
@@ -300,11 +305,7 @@ def _replay(args: argparse.Namespace) -> int:
     j = _open_journal(_journal_path(journal_path))
     try:
         j.setup()
-        if not mission or mission == "last":
-            missions = j.missions()
-            if not missions:
-                raise UsageError("the journal holds no mission")
-            mission = missions[-1]["mission_id"]
+        mission = _mission_id(j, mission or "last")
         report = replay_mission(j, mission, overrides=dotted_overrides(pairs), artifacts_dir=args.artifacts)
     finally:
         j.close()
@@ -350,9 +351,7 @@ def _journal(args: argparse.Namespace) -> int:
                 print(json.dumps(missions, indent=2) if args.json else
                       "\n".join(f"{m['mission_id']}  {m.get('status') or '-':<10} {m.get('goal') or ''}" for m in missions))
                 return EXIT_OK
-            if not missions:
-                raise UsageError("the journal has no missions")
-            mid = missions[-1]["mission_id"] if args.mission == "last" else args.mission
+            mid = _mission_id(journal, args.mission, missions)
             events = journal.events(mission_id=mid)
             if not events:
                 raise UsageError(f"no events for mission {mid}")
@@ -377,10 +376,7 @@ def _journal(args: argparse.Namespace) -> int:
 def _verify_evidence(journal: Any, args: argparse.Namespace) -> int:
     from .evidence.audit import audit_mission
 
-    missions = journal.missions()
-    if not missions:
-        raise UsageError("the journal has no missions")
-    mid = missions[-1]["mission_id"] if args.mission == "last" else args.mission
+    mid = _mission_id(journal, args.mission)
     events = journal.events(mission_id=mid)
     if not events:
         raise UsageError(f"no events for mission {mid}")

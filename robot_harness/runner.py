@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .core.clock import IdGenerator, SystemClock
-from .core.config import deep_merge
 from .core.journal import SqliteJournal
 from .core.records import EventType, JournalEvent
 from .core.scenario import Scenario
@@ -24,14 +23,7 @@ def scenario_overrides(scenario: Scenario, *, journal_path: Path, artifacts_dir:
     """Node parameter overrides that make the graph run this scenario."""
     start = scenario.world.start_pose()
     robot = scenario.robot
-    harness: dict[str, Any] = {
-        "frame_id": scenario.world.frame,
-        "places": {k: v.model_dump() for k, v in scenario.world.places.items()},
-        "limits": {"mission_timeout_s": scenario.limits.mission_timeout_s, "max_turns": scenario.limits.max_turns},
-    }
-    if scenario.contract:
-        harness["contract"] = {"compiler": "scenario", "obligations": [o.model_dump(mode="json") for o in scenario.contract]}
-    harness = deep_merge(harness, scenario.harness)
+    harness = scenario.harness_config()
     return {
         "sim_robot": {
             "start.x": start.x, "start.y": start.y, "start.yaw": start.yaw,

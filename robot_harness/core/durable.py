@@ -110,6 +110,12 @@ class LeaseConflict(RefusalError):
         super().__init__(message, lease=lease.model_dump(mode="json"))
         self.lease = lease
 
+    @classmethod
+    def of(cls, lease: "Lease", detail: str = "") -> "LeaseConflict":
+        state = "blocked by an action of unknown outcome" if lease.state is LeaseState.BLOCKED else "held"
+        return cls(f"resource {lease.resource!r} is {state} ({lease.owner}, mission {lease.mission_id})"
+                   + (f": {detail}" if detail else ""), lease)
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -272,9 +278,7 @@ class DurableIndex:
                 resource, owner = p["resource"], p["owner"]
                 held = leases[resource] if resource in leases else self.leases.get(resource)
                 if held is not None and held.owner != owner:
-                    state = "blocked by an action of unknown outcome" if held.state is LeaseState.BLOCKED else "held"
-                    raise LeaseConflict(f"resource {resource!r} is {state} ({held.owner}, mission {held.mission_id})",
-                                        held)
+                    raise LeaseConflict.of(held)
                 leases[resource] = self._lease(d, 0)
             elif d.type in (EventType.LEASE_RELEASED, EventType.LEASE_BLOCKED):
                 resource, owner = p["resource"], p["owner"]

@@ -625,7 +625,7 @@ class MissionRunner:
             return self._error(call, exc.code, exc.message, exc.details), None
         dispatch_key = self._dispatch_key(skill, args)
         self._node_of_call[call.id] = dispatch_key.node
-        existing = self.journal.dispatch(dispatch_key.text) or self._just_done(dispatch_key)
+        existing = self._just_done(dispatch_key)  # a repeated key is refused by the intent's commit
         if existing is not None:
             return self._duplicate_result(call, DuplicateDispatch("already dispatched", existing)), None
         self._update("checking")
@@ -797,9 +797,7 @@ class MissionRunner:
             if settled is None or resource not in settled.released:
                 held = self.journal.leases().get(resource)
                 if held is not None:
-                    state = "blocked by an action of unknown outcome" if held.state.value == "blocked" else "held"
-                    return LeaseConflict(f"resource {resource!r} is {state} ({held.owner}, mission {held.mission_id})"
-                                         + (f": {settled.detail}" if settled else ""), held)
+                    return LeaseConflict.of(held, settled.detail if settled else "")
         return None
 
     @staticmethod

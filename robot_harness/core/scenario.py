@@ -136,6 +136,20 @@ class Scenario(_Spec):
     fault: str = ""
     """The benchmark fault this scenario injects (robot or planner side), for the per-fault breakdown."""
 
+    def harness_config(self) -> dict[str, Any]:
+        """The harness section the scenario runs with: its world and limits, its contract, then its overrides."""
+        from .config import deep_merge
+
+        harness: dict[str, Any] = {
+            "frame_id": self.world.frame,
+            "places": {k: v.model_dump() for k, v in self.world.places.items()},
+            "limits": {"mission_timeout_s": self.limits.mission_timeout_s, "max_turns": self.limits.max_turns},
+        }
+        if self.contract:
+            harness["contract"] = {"compiler": "scenario",
+                                   "obligations": [o.model_dump(mode="json") for o in self.contract]}
+        return deep_merge(harness, self.harness)
+
 
 def load_scenario(path: str | Path) -> Scenario:
     p = Path(path)

@@ -35,7 +35,7 @@ from ..sim.world import SimConfig, parse_faults
 from .adjudicate import Truth, adjudicate, duplicate_dispatches
 from .simports import SimPorts
 
-__all__ = ["MODES", "ABLATIONS", "RunResult", "run_one", "scenario_harness_config", "sim_config"]
+__all__ = ["MODES", "ABLATIONS", "RunResult", "run_one", "sim_config"]
 
 MODES = ("direct", "monitored", "gated")
 _UNBOUNDED = 10_000
@@ -96,20 +96,7 @@ def sim_config(scenario: Scenario) -> SimConfig:
                      faults=tuple(parse_faults([f.model_dump(exclude_none=True) for f in r.faults])))
 
 
-def scenario_harness_config(scenario: Scenario) -> dict[str, Any]:
-    """The harness section a scenario runs with (the same the ROS runner passes to the supervisor)."""
-    harness: dict[str, Any] = {
-        "frame_id": scenario.world.frame,
-        "places": {k: v.model_dump() for k, v in scenario.world.places.items()},
-        "limits": {"mission_timeout_s": scenario.limits.mission_timeout_s, "max_turns": scenario.limits.max_turns},
-    }
-    if scenario.contract:
-        harness["contract"] = {"compiler": "scenario",
-                               "obligations": [o.model_dump(mode="json") for o in scenario.contract]}
-    return deep_merge(harness, scenario.harness)
-
-
-class _CountingPlanner(ScriptedPlanner):
+class _ClaimTrackingPlanner(ScriptedPlanner):
     """The scenario's turns; remembers the last thing it claimed (for the role-isolation ablation)."""
 
     def __init__(self, scenario: Scenario) -> None:
@@ -127,7 +114,7 @@ class _CountingPlanner(ScriptedPlanner):
 class _ClaimReadingChecker:
     """A semantic judge whose context holds the planner's words: it believes a confident claim."""
 
-    def __init__(self, planner: _CountingPlanner) -> None:
+    def __init__(self, planner: _ClaimTrackingPlanner) -> None:
         self.planner = planner
 
     def judge(self, ob: Any, *, goal: str, receipts: Any, artifacts: Any) -> tuple[Any, str]:
@@ -143,8 +130,8 @@ def run_one(scenario: Scenario, mode: str, *, workdir: Path | None = None, journ
     workdir = workdir or Path(tempfile.mkdtemp(prefix="robot_harness-eval-"))
     workdir.mkdir(parents=True, exist_ok=True)
     ports = SimPorts(config=sim_config(scenario), artifacts_dir=workdir / "artifacts")
-    planner = _CountingPlanner(scenario)
-    harness = scenario_harness_config(scenario)
+    planner = _ClaimTrackingPlanner(scenario)
+    harness = scenario.harness_config()  # the same the ROS runner hands the supervisor
     started = time.perf_counter()
     tokens = 0
     if mode == "gated" or mode in ABLATIONS:
