@@ -207,6 +207,15 @@ class MissionRecorder:
         with self._lock:
             return dict(self._counts)
 
+    def matched_publishers(self) -> dict[str, int]:
+        """Publishers each raw subscription has matched (reader side; 0 before discovery completes).
+
+        A publisher seeing the recorder does not mean the recorder sees the
+        publisher: a best-effort or depth-1 message sent in between is lost.
+        """
+        with self._lock:
+            return {spec.topic: sub.get_publisher_count() for spec, sub in zip(self._topics, self._subscriptions)}
+
     @property
     def skipped(self) -> int:
         """Raw messages not written: no clock yet, or the store refused (logged)."""

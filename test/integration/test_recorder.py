@@ -200,6 +200,11 @@ def test_recorder_writes_a_bag_an_independent_decoder_reads(ros, tmp_path):
     ros.run(lambda: recorder.start("mission-7", metadata={"goal": "go to the kitchen"}))
     assert recorder.recording and recorder.bag_name == "mission-7.mcap"
     wait_for(lambda: all(p.get_subscription_count() > 0 for p in robot.publishers()), what="recorder matched")
+    # Both ends must have matched: /odom is recorded best-effort and /amcl_pose and the
+    # status are depth-1 latched, so a message the reader has not matched yet is lost.
+    raw_topics = ("/amcl_pose", "/odom", STATUS, FEEDBACK)
+    wait_for(lambda: all(recorder.matched_publishers().get(t, 0) > 0 for t in raw_topics),
+             what="recorder matched the robot's publishers")
 
     sent: dict[str, list[Any]] = defaultdict(list)
     for i in range(N):
@@ -213,7 +218,10 @@ def test_recorder_writes_a_bag_an_independent_decoder_reads(ros, tmp_path):
             pub.publish(msg)
             sent[topic].append(msg)
         time.sleep(0.01)
-    wait_for(lambda: all(recorder.counts().get(t, 0) >= N for t in sent), what="all raw messages recorded")
+    try:
+        wait_for(lambda: all(recorder.counts().get(t, 0) >= N for t in sent), what="all raw messages recorded")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; recorded {recorder.counts()}") from None
 
     snap = snapshot()
     snap_ref = recorder.record(SNAPSHOT_TOPIC, SNAPSHOT_TYPE, snap)
