@@ -73,4 +73,17 @@ if [ "$(cat "$WS/.rh_build" 2>/dev/null)" != "$build_hash" ] || [ ! -f "$WS/inst
         tail -50 "$WS/build.log" >&2; log "colcon build failed (full log: $WS/build.log)"; exit 1; }
   echo "$build_hash" > "$WS/.rh_build"
 fi
+# 4. A browser for the dashboard's end-to-end test: Debian's Chromium, installed
+# once when missing and this is root with apt (best effort; without it those
+# tests skip and say why). RH_NO_BROWSER=1 skips this step.
+if [ -z "${RH_NO_BROWSER:-}" ] && ! command -v chromium >/dev/null 2>&1 && [ ! -f "$VENV/.rh_browser_tried" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "installing Debian's chromium for the dashboard test (apt-get)"
+    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium; } \
+      >"$VENV/.rh_browser.log" 2>&1 || log "chromium not installed (see $VENV/.rh_browser.log); the dashboard browser test will skip"
+  else
+    log "no chromium and no root apt: the dashboard browser test will skip"
+  fi
+  touch "$VENV/.rh_browser_tried"
+fi
 log "ready: source scripts/env.sh"

@@ -5,7 +5,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Preconditions", "OutcomeTolerance", "NavigationConfig", "LimitsConfig", "ContractConfig", "VerificationConfig", "RecoveryConfig", "InteractionsConfig", "HarnessConfig",
+__all__ = ["Preconditions", "OutcomeTolerance", "NavigationConfig", "LimitsConfig", "ContractConfig", "VerificationConfig", "RecoveryConfig", "InteractionsConfig", "McpConfig", "HarnessConfig",
            "load_harness_config", "dotted_overrides", "deep_merge"]
 
 
@@ -133,6 +133,26 @@ class InteractionsConfig(_Cfg):
     """Where the owner credential comes from for a mission sent without an owner token."""
 
 
+class McpConfig(_Cfg):
+    """The supervisor's MCP server (an operator surface; off unless enabled)."""
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    """Loopback by default; any other address needs a bearer token."""
+    port: int = Field(default=8770, ge=0, le=65535)
+    """0 picks a free port (tests); the supervisor logs the URL."""
+    token_env: str = "ROBOT_HARNESS_MCP_TOKEN"
+    """Environment variable holding the bearer token; when set, every request needs it."""
+    max_calls: int = Field(default=200, ge=1)
+    """Calls per session mission (its turn budget)."""
+    session_timeout_s: float = Field(default=3600.0, gt=0)
+    """A session mission's deadline."""
+    idle_close_s: float = Field(default=300.0, gt=0)
+    """A session with no call in flight for this long ends (freeing the robot for missions)."""
+    decision_timeout_s: float = Field(default=30.0, gt=0)
+    """How long a call waits for its immediate answer (approvals add interactions.timeout_s)."""
+
+
 class EvalAblations(_Cfg):
     """Benchmark-only switches that take one safeguard out (``robot-harness eval``'s ablations).
 
@@ -157,6 +177,7 @@ class HarnessConfig(_Cfg):
     verification: VerificationConfig = VerificationConfig()
     recovery: RecoveryConfig = RecoveryConfig()
     interactions: InteractionsConfig = InteractionsConfig()
+    mcp: McpConfig = McpConfig()
     eval_ablations: EvalAblations = EvalAblations()
     artifacts_dir: str = ""
     """Where capture_image writes artifacts; empty: beside the journal."""

@@ -43,7 +43,7 @@ from .gate import CommitGate, GateRejection, TaskState, commit_drafts, original_
 from .journal import Journal, JournalReadError
 from .lifecycle import ManagedAction
 from .outcome import BackendTerminal, OutcomeVerdict, check_navigation_outcome
-from .ports import EvidenceRecorder, NavigationPort, PlannerPort, PlannerRequest, RobotIO, SnapshotPort, VerifierPort
+from .ports import EvidenceRecorder, InteractivePlanner, NavigationPort, PlannerPort, PlannerRequest, RobotIO, SnapshotPort, VerifierPort
 from .preconditions import check_preconditions
 from .records import (
     ActionStatus,
@@ -324,6 +324,10 @@ class MissionRunner:
         last_results: list[ToolResult] = []
         silent = text_only = 0
         for turn_index in range(limits.max_turns):
+            if isinstance(self.planner, InteractivePlanner):
+                # An operator session idles here until its next call, a Stop or the deadline.
+                self.planner.wait_for_call(lambda: bool(self._stop_requested)
+                                           or self.clock.monotonic() >= self._deadline)
             self._check_budget()
             self._update("planning")
             snap, snap_draft = self._capture("before_model_turn", defer=True)

@@ -5,7 +5,8 @@ services and actions; unit tests implement them with scripted fakes.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
     from .completion import EvidenceRef, Verdict
     from .verifier import VerifyRequest
 
-__all__ = ["SnapshotPort", "PlannerRequest", "PlannerPort", "GoalAck", "BackendEvent", "NavigationPort", "RobotIO",
+__all__ = ["SnapshotPort", "PlannerRequest", "PlannerPort", "InteractivePlanner", "GoalAck", "BackendEvent", "NavigationPort", "RobotIO",
            "VerifierPort", "EvidenceRecorder"]
 
 
@@ -36,6 +37,14 @@ class PlannerRequest(BaseModel):
 class PlannerPort(Protocol):
     def next_turn(self, request: PlannerRequest) -> ModelResponse:
         """One model turn. The planner proposes; it never approves."""
+
+
+@runtime_checkable
+class InteractivePlanner(Protocol):
+    """A planner whose turns arrive from outside (an operator's MCP session): the runner waits
+    for the next call before it captures the snapshot the call is decided on."""
+
+    def wait_for_call(self, stop: Callable[[], bool], *, poll_s: float = 0.1) -> None: ...
 
 
 class GoalAck(BaseModel):

@@ -25,13 +25,15 @@ from ..core.clock import IdGenerator, SystemClock
 from ..core.config import HarnessConfig, deep_merge, dotted_overrides, load_harness_config
 from ..core.authority import default_contract_compiler
 from ..core.engine import MAX_GOAL_CHARS, MissionRunner
-from ..core.errors import HarnessError, HarnessTimeout, UsageError
+from ..core.errors import HarnessError, HarnessTimeout, RefusalError, UsageError
+from ..core.external import ExternalPlanner, SessionContractCompiler, SessionHost
 from ..core.journal import Journal, SqliteJournal, default_journal_path
 from ..core.preconditions import check_preconditions
 from ..core.interactions import interactions, resolve, token_sha256
 from ..core.reconcile import Reconciler, clear_resource
 from ..core.records import ActionView, EventDraft, EventType, JournalEvent, MissionStatus
 from ..core.skills import default_skills, resolve_target
+from .. import __version__
 from . import conversions as cv
 from ._util import declare_params, run_node, wait_future
 from .executors import BackgroundSpinner
@@ -81,6 +83,7 @@ class SupervisorNode(LifecycleNode):
         self._active = False
         self._busy = threading.Lock()
         self._runner: MissionRunner | None = None
+        self._mcp: Any = None
         self._entities: list[Any] = []
         self._ports: list[Any] = []
         self.journal_path = ""
@@ -194,6 +197,7 @@ class SupervisorNode(LifecycleNode):
         self._warm_up()
         self._reconcile_interrupted()
         self._active = True
+        self._start_mcp()
         return super().on_activate(state)
 
     def _warm_up(self) -> None:
@@ -226,6 +230,7 @@ class SupervisorNode(LifecycleNode):
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._active = False
+        self._stop_mcp("supervisor deactivated")
         if self._runner is not None:
             self._runner.request_stop("supervisor deactivated")
         return super().on_deactivate(state)
@@ -250,6 +255,7 @@ class SupervisorNode(LifecycleNode):
     def _teardown(self) -> None:
         if self._journal is None:
             return
+        self._stop_mcp("supervisor shutting down")
         self._unsubscribe()
         self._mission_server.destroy()
         if not self._spinner.stop():
@@ -388,12 +394,7 @@ class SupervisorNode(LifecycleNode):
 
             assert self._journal is not None
             try:
-                self._runner = MissionRunner(
-                    config=config, journal=self._journal, clock=self._wall, ids=self._ids,
-                    skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator), snapshots=self._snapshots, planner=self._planner,
-                    navigation=self._nav, robot_io=self._io, on_update=on_update, verifier=self._verifier,
-                    recorder=self._recorder, recovery=self._recovery_port,
-                )
+                self._runner = self._new_runner(config, self._planner, on_update)
                 outcome = self._runner.run(req.goal, mission_id=req.mission_id, owner=req.owner,
                                            owner_token_sha256=token_sha256(req.owner_token) or self._operator_token_sha)
             except UsageError as exc:
@@ -425,6 +426,100 @@ class SupervisorNode(LifecycleNode):
             return result
         finally:
             self._busy.release()
+
+    def _new_runner(self, config: HarnessConfig, planner: Any, on_update: Any, **kw: Any) -> MissionRunner:
+        assert self._journal is not None
+        return MissionRunner(
+            config=config, journal=self._journal, clock=self._wall, ids=self._ids,
+            skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
+            snapshots=self._snapshots, planner=planner, navigation=self._nav, robot_io=self._io,
+            on_update=on_update, verifier=self._verifier, recorder=self._recorder, recovery=self._recovery_port, **kw,
+        )
+
+    # -- MCP: an operator session mission ---------------------------------------------
+
+    def _start_mcp(self) -> None:
+        """Serve MCP (``mcp.enabled``): skills as tools, every call a turn of an operator session mission."""
+        assert self._config is not None and self._journal is not None
+        cfg = self._config.mcp
+        if not cfg.enabled or self._mcp is not None:
+            return
+        from ..operator.mcp_server import serve
+
+        self._session_host = SessionHost(start=self._start_session, stop=self._end_session,
+                                         new_id=lambda: self._ids.new("mcp"), idle_close_s=cfg.idle_close_s)
+        self._unsubscribe_session = self._journal.subscribe(
+            lambda events: [self._session_host.observe(e) for e in events])
+        decision_s = cfg.decision_timeout_s + self._config.interactions.timeout_s
+        try:
+            self._mcp = serve(self._session_host, list(default_skills(self._config.navigation,
+                                                                      ask_operator=self._config.interactions.ask_operator)),
+                              bind=cfg.host, port=cfg.port, token=os.environ.get(cfg.token_env, ""),
+                              decision_timeout_s=decision_s, version=__version__)
+        except HarnessError as exc:
+            self.get_logger().error(f"MCP server not started: {exc}")
+            self._unsubscribe_session()
+            return
+        self._session_timer = self.create_timer(1.0, self._session_host.tick, callback_group=self._group)
+        self.get_logger().info(f"MCP server at {self._mcp.url}")
+
+    def _stop_mcp(self, reason: str) -> None:
+        if self._mcp is None:
+            return
+        self._session_host.end(reason)
+        self.destroy_timer(self._session_timer)
+        self._mcp.stop()
+        self._unsubscribe_session()
+        self._mcp = None
+
+    @property
+    def mcp_url(self) -> str:
+        return self._mcp.url if self._mcp is not None else ""
+
+    def _start_session(self, planner: ExternalPlanner, caller: str) -> str:
+        """Run a session mission for ``planner`` in its own thread; refused while anything else runs."""
+        if not self._active or self._journal is None or self._config is None:
+            raise RefusalError("the supervisor is not active")
+        ok, why = self.backend_active()
+        if not ok:
+            raise RefusalError(f"backend not active ({why})")
+        if not self._busy.acquire(blocking=False):
+            raise RefusalError(f"the robot is busy with mission {self._runner_mission_id()}; an MCP session can "
+                               "start when it ends")
+        cfg = self._config.mcp
+        config = load_harness_config(file_text=None, overrides=deep_merge(self._config.model_dump(mode="json"), {
+            "limits": {"max_turns": cfg.max_calls, "mission_timeout_s": cfg.session_timeout_s}}))
+        mission_id = self._ids.new("mcp-session")
+        started = threading.Event()
+
+        def run() -> None:
+            try:
+                self._runner = self._new_runner(config, planner, self._publish_action_state,
+                                                 contract_compiler=SessionContractCompiler(),
+                                                 coverage_reviewer=SessionContractCompiler())
+                started.set()
+                outcome = self._runner.run(f"MCP operator session ({caller or 'mcp'}): operator-directed tool "
+                                           "calls; an MCP session never declares completion",
+                                           mission_id=mission_id, owner=caller, owner_token_sha256=self._operator_token_sha)
+                self.get_logger().info(f"MCP session {mission_id} ended {outcome.status.value}: {outcome.summary}")
+            except Exception as exc:  # one answer for the clients, never success
+                self.get_logger().error(f"MCP session {mission_id} aborted: {type(exc).__name__}: {exc}")
+            finally:
+                planner.close(f"session mission {mission_id} ended")
+                self._busy.release()
+                started.set()
+
+        threading.Thread(target=run, name=f"mcp-session-{mission_id}", daemon=True).start()
+        started.wait(5.0)
+        return mission_id
+
+    def _end_session(self, mission_id: str, reason: str) -> None:
+        if self._runner_mission_id() == mission_id and self._busy.locked():
+            self._stop_mission(mission_id, reason, source="mcp")
+
+    def _publish_action_state(self, stage: str, action: ActionView | None, event: JournalEvent | None) -> None:
+        if action is not None:
+            self._state_pub.publish(cv.action_view_to_msg(action, self._runner_mission_id()))
 
     def _runner_mission_id(self) -> str:
         return self._runner.mission_id if self._runner is not None else ""

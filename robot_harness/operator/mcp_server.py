@@ -1,0 +1,410 @@
+"""The MCP server: the harness's skills as MCP tools, over streamable HTTP, through the recorded dispatcher.
+
+An MCP client is treated like the planner: untrusted, proposing only. Its tool
+calls become the turns of an operator *session mission*
+(``core/external.py``), so they are journaled with the snapshot they were
+decided on, validated, re-checked on a fresh snapshot before motion, leased,
+approved when policy says so, and their physical outcome is verified. Tool
+names, descriptions and argument schemas are the planner's own; annotations
+say which tools move the robot.
+
+What a call returns is the *immediate* answer: ``accepted`` (a managed action
+started; not completion), ``ok`` (an ordinary tool's result), or a refusal
+with the reason. The physical outcome arrives later, three ways:
+
+* the resource ``robot-harness://actions/{action_id}`` (read it; listeners
+  get ``resources/updated`` when it changes);
+* ``harness_await_action``: progress notifications per lifecycle state until
+  the verified outcome, then the outcome;
+* the progress notifications of the call itself, up to its answer.
+
+``propose_done`` is not offered and is refused: an MCP call never declares a
+mission complete. Binding anything but loopback needs a bearer token.
+"""
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import json
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.errors import HarnessError, UsageError
+from ..core.external import CallTicket, SessionHost
+from ..core.skills import PROPOSE_DONE, Skill
+
+__all__ = ["ACTION_URI", "SESSION_URI", "HARNESS_TOOLS", "McpServerHandle", "build_server", "mcp_tools", "serve"]
+
+ACTION_URI = "robot-harness://actions/{action_id}"
+SESSION_URI = "robot-harness://session"
+_ACTION_PREFIX = "robot-harness://actions/"
+_POLL_S = 0.05
+_MAX_AWAIT_S = 600.0
+
+HARNESS_TOOLS: dict[str, dict[str, Any]] = {
+    "harness_action_status": {
+        "description": "The current record of a managed action (lifecycle states, verified outcome). Read-only.",
+        "schema": {"type": "object", "properties": {"action_id": {"type": "string"}},
+                   "required": ["action_id"], "additionalProperties": False},
+        "read_only": True,
+    },
+    "harness_await_action": {
+        "description": ("Wait for a managed action's verified outcome, reporting each lifecycle state as a "
+                        "progress notification. The outcome is the independent verifier's, not the robot's "
+                        "acknowledgement. Read-only: waiting never moves or stops the robot."),
+        "schema": {"type": "object", "properties": {
+            "action_id": {"type": "string"},
+            "timeout_s": {"type": "number", "minimum": 0, "maximum": _MAX_AWAIT_S, "default": 60}},
+            "required": ["action_id"], "additionalProperties": False},
+        "read_only": True,
+    },
+    "harness_session": {
+        "description": "The operator session mission this server drives: its id and every call with its state.",
+        "schema": {"type": "object", "properties": {}, "additionalProperties": False},
+        "read_only": True,
+    },
+    "harness_stop": {
+        "description": ("Stop: cancel queued calls, ask the robot to stop the running action, and end the "
+                        "session mission (journaled; the actual outcome of a running motion is recorded)."),
+        "schema": {"type": "object", "properties": {"reason": {"type": "string", "maxLength": 500}},
+                   "additionalProperties": False},
+        "read_only": False,
+    },
+}
+
+
+def _annotations(skill: Skill) -> Any:
+    from mcp.types import ToolAnnotations
+
+    read_only = not skill.physical and not skill.resources
+    return ToolAnnotations(
+        title=skill.name.replace("_", " "),
+        read_only_hint=read_only,
+        destructive_hint=skill.physical,
+        idempotent_hint=read_only,
+        open_world_hint=not read_only,
+    )
+
+
+def mcp_tools(skills: Sequence[Skill]) -> list[Any]:
+    """The skills as MCP tools (the planner's names, descriptions and schemas), then the harness's own."""
+    from mcp.types import Tool, ToolAnnotations
+
+    tools = []
+    for skill in skills:
+        if skill.name == PROPOSE_DONE:
+            continue
+        fn = skill.tool_spec()["function"]
+        tools.append(Tool(name=fn["name"], description=fn["description"], input_schema=fn["parameters"],
+                          annotations=_annotations(skill),
+                          meta={"robot_harness": {"physical": skill.physical, "resources": list(skill.resources),
+                                                  "tags": sorted(skill.tags)}}))
+    for name, spec in HARNESS_TOOLS.items():
+        tools.append(Tool(name=name, description=spec["description"], input_schema=spec["schema"],
+                          annotations=ToolAnnotations(read_only_hint=spec["read_only"], destructive_hint=False,
+                                                      idempotent_hint=True, open_world_hint=not spec["read_only"])))
+    return tools
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _result(body: dict[str, Any], *, error: bool) -> Any:
+    from mcp.types import CallToolResult, TextContent
+
+    return CallToolResult(content=[TextContent(type="text", text=_json(body))], structured_content=body,
+                          is_error=error)
+
+
+def _refusal(code: str, message: str, **details: Any) -> Any:
+    return _result({"status": "error", "error": {"code": code, "message": message, **details}}, error=True)
+
+
+def _answer(ticket: CallTicket) -> Any:
+    """The standard tool result as the client sees it, with where the outcome will be."""
+    view = ticket.view()
+    result = view["result"]
+    if result is None:
+        return _result({"status": "cancelled", "tool_call_id": ticket.call_id, "mission_id": ticket.mission_id,
+                        "reason": ticket.ended or "no result"}, error=True)
+    body: dict[str, Any] = {"tool_call_id": ticket.call_id, "mission_id": ticket.mission_id, **result}
+    if ticket.action_id:
+        body["outcome_uri"] = ACTION_URI.format(action_id=ticket.action_id)
+        body["note"] = ("accepted is not completion: the verified outcome arrives at outcome_uri "
+                        "(read it, listen for resources/updated, or call harness_await_action)")
+    return _result(body, error=result["status"] not in ("ok", "accepted"))
+
+
+def _action_record(ticket: CallTicket) -> dict[str, Any]:
+    view = ticket.view()
+    state = ticket.outcome["state"] if ticket.outcome else (ticket.states[-1]["state"] if ticket.states else "")
+    return {"action_id": ticket.action_id, "state": state, "final": ticket.finished, **view}
+
+
+class _Server:
+    def __init__(self, host: SessionHost, skills: Sequence[Skill], *, decision_timeout_s: float) -> None:
+        from mcp.server.subscriptions import InMemorySubscriptionBus
+
+        self.host = host
+        self.skills = list(skills)
+        self.decision_timeout_s = decision_timeout_s
+        self.bus = InMemorySubscriptionBus()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        host.add_listener(self._ticket_changed)
+
+    # -- notifications from the mission's thread --------------------------------
+
+    def _ticket_changed(self, ticket: CallTicket) -> None:
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+        from mcp.shared.subscriptions import ResourceUpdated
+
+        uris = [SESSION_URI] + ([ACTION_URI.format(action_id=ticket.action_id)] if ticket.action_id else [])
+        for uri in uris:
+            try:
+                asyncio.run_coroutine_threadsafe(self.bus.publish(ResourceUpdated(uri=uri)), loop)
+            except RuntimeError:  # the loop is shutting down
+                return
+
+    # -- handlers ------------------------------------------------------------------
+
+    async def list_tools(self, ctx: Any, params: Any) -> Any:
+        from mcp.types import ListToolsResult
+
+        self.loop = asyncio.get_running_loop()
+        return ListToolsResult(tools=mcp_tools(self.skills))
+
+    async def call_tool(self, ctx: Any, params: Any) -> Any:
+        self.loop = asyncio.get_running_loop()
+        name = params.name
+        args = params.arguments if params.arguments is not None else {}
+        if name in HARNESS_TOOLS:
+            return await self._harness_tool(ctx, name, args)
+        if name == PROPOSE_DONE:
+            return _refusal("not_allowed", f"{PROPOSE_DONE}: an MCP call can never declare a mission complete; the "
+                            "independent verifier rules on missions sent with a goal (Mission action)")
+        try:
+            ticket = await asyncio.to_thread(self.host.call, name, args, caller=_caller(ctx))
+        except HarnessError as exc:
+            return _refusal(exc.code, exc.message)
+        report = _Reporter(ctx)
+        await report.stage(f"queued as {ticket.call_id}")
+        try:
+            await _follow(ticket, lambda t: t.decided, self.decision_timeout_s, report.ticket)
+        except TimeoutError:
+            return _refusal("timeout", f"no decision on {ticket.call_id} within {self.decision_timeout_s:.0f} s; "
+                            f"it stays queued in the session (see {SESSION_URI})", tool_call_id=ticket.call_id)
+        return _answer(ticket)
+
+    async def _harness_tool(self, ctx: Any, name: str, args: dict[str, Any]) -> Any:
+        if not isinstance(args, dict):
+            return _refusal("invalid_arguments", f"{name}: arguments must be a JSON object")
+        allowed = set(HARNESS_TOOLS[name]["schema"]["properties"])
+        unknown = sorted(set(args) - allowed)
+        if unknown:
+            return _refusal("invalid_arguments", f"{name}: unknown argument(s) {unknown}")
+        if name == "harness_session":
+            return _result(self.host.status(), error=False)
+        if name == "harness_stop":
+            reason = str(args.get("reason") or "MCP client stop")
+            mission = await asyncio.to_thread(self.host.end, f"stop from an MCP client: {reason}")
+            return _result({"status": "ok", "stopped_mission_id": mission,
+                            "note": "the running action (if any) was asked to stop; its actual outcome is recorded"
+                            if mission else "no session was running"}, error=False)
+        action_id = args.get("action_id")
+        if not isinstance(action_id, str) or not action_id:
+            return _refusal("invalid_arguments", f"{name}: action_id must be a non-empty string")
+        ticket = self.host.find(action_id)
+        if ticket is None or not ticket.action_id:
+            return _refusal("unknown_action", f"no managed action {action_id!r} in this server's sessions")
+        if name == "harness_await_action":
+            timeout = args.get("timeout_s", 60)
+            if not isinstance(timeout, (int, float)) or not 0 <= timeout <= _MAX_AWAIT_S:
+                return _refusal("invalid_arguments", f"{name}: timeout_s must be a number in [0, {_MAX_AWAIT_S:.0f}]")
+            report = _Reporter(ctx)
+            try:
+                await _follow(ticket, lambda t: t.finished, float(timeout), report.ticket)
+            except TimeoutError:
+                record = _action_record(ticket)
+                return _result({**record, "status": "pending",
+                                "note": f"no verified outcome within {timeout} s; the action is still supervised"},
+                               error=False)
+        return _result(_action_record(ticket), error=False)
+
+    async def list_resources(self, ctx: Any, params: Any) -> Any:
+        from mcp.types import ListResourcesResult, Resource
+
+        resources = [Resource(name="session", uri=SESSION_URI, mime_type="application/json",
+                               description="The operator session mission and its calls")]
+        for call in self.host.status()["calls"]:
+            if call["action_id"]:
+                resources.append(Resource(name=call["action_id"], mime_type="application/json",
+                                          uri=ACTION_URI.format(action_id=call["action_id"]),
+                                          description=f"{call['name']} {_json(call['arguments'])}"))
+        return ListResourcesResult(resources=resources)
+
+    async def list_templates(self, ctx: Any, params: Any) -> Any:
+        from mcp.types import ListResourceTemplatesResult, ResourceTemplate
+
+        return ListResourceTemplatesResult(resource_templates=[ResourceTemplate(
+            name="action", uri_template=ACTION_URI, mime_type="application/json",
+            description="A managed action: lifecycle states and the verifier's outcome")])
+
+    async def read_resource(self, ctx: Any, params: Any) -> Any:
+        from mcp.shared.exceptions import MCPError
+        from mcp.types import ReadResourceResult, TextResourceContents
+
+        self.loop = asyncio.get_running_loop()
+        uri = str(params.uri)
+        if uri == SESSION_URI:
+            body = self.host.status()
+        elif uri.startswith(_ACTION_PREFIX):
+            ticket = self.host.find(uri[len(_ACTION_PREFIX):])
+            if ticket is None or not ticket.action_id:
+                raise MCPError(code=-32002, message=f"no managed action at {uri}")
+            body = _action_record(ticket)
+        else:
+            raise MCPError(code=-32002, message=f"unknown resource {uri}")
+        return ReadResourceResult(contents=[TextResourceContents(uri=uri, mime_type="application/json",
+                                                                 text=_json(body))])
+
+
+def _caller(ctx: Any) -> str:
+    """Who called, for the record: the MCP client's declared name (not an identity; the token is)."""
+    try:
+        info = ctx.session.client_params.client_info
+        return f"mcp:{info.name}"
+    except AttributeError:
+        return "mcp"
+
+
+class _Reporter:
+    """Progress notifications for one request (a no-op when the client gave no progress token)."""
+
+    def __init__(self, ctx: Any) -> None:
+        self._ctx = ctx
+        self._sent = 0
+        self._seen: tuple[int, int, bool] = (0, 0, False)
+
+    async def stage(self, message: str) -> None:
+        self._sent += 1
+        try:
+            await self._ctx.session.report_progress(float(self._sent), None, message)
+        except Exception:  # a client gone mid-call must not fail the harness's side
+            pass
+
+    async def ticket(self, ticket: CallTicket) -> None:
+        seen = (len(ticket.stages), len(ticket.states), ticket.outcome is not None)
+        if seen == self._seen:
+            return
+        old = self._seen
+        self._seen = seen
+        for stage in ticket.stages[old[0]:]:
+            await self.stage(stage)
+        for st in ticket.states[old[1]:]:
+            await self.stage(f"{ticket.action_id}: {st['state']}" + (f" ({st['reason']})" if st["reason"] else ""))
+        if seen[2] and not old[2] and ticket.outcome is not None:
+            await self.stage(f"{ticket.action_id}: verified outcome {ticket.outcome['state']}: {ticket.outcome['reason']}")
+
+
+async def _follow(ticket: CallTicket, until: Callable[[CallTicket], bool], timeout_s: float,
+                  report: Callable[[CallTicket], Awaitable[None]]) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        await report(ticket)
+        if until(ticket):
+            return
+        if time.monotonic() >= deadline:
+            raise TimeoutError
+        await asyncio.sleep(_POLL_S)
+
+
+class _BearerToken:
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    async def verify_token(self, token: str) -> Any:
+        from mcp.server.auth.provider import AccessToken
+
+        if token and hmac.compare_digest(token.encode(), self._token.encode()):
+            return AccessToken(token=token, client_id="operator", scopes=[])
+        return None
+
+
+def build_server(host: SessionHost, skills: Sequence[Skill], *, decision_timeout_s: float,
+                 version: str = "") -> tuple[Any, _Server]:
+    """The low-level MCP server over ``host``."""
+    from mcp.server.lowlevel import Server
+    from mcp.server.subscriptions import ListenHandler
+
+    impl = _Server(host, skills, decision_timeout_s=decision_timeout_s)
+    server = Server(
+        "robot_harness", version=version,
+        instructions=("Tools move a real robot through an evidence-gated harness. A tool's answer is immediate: "
+                      "'accepted' means a motion started, not that it succeeded. Read the outcome_uri resource or "
+                      "call harness_await_action for the verified outcome. You cannot declare a mission complete."),
+        on_list_tools=impl.list_tools, on_call_tool=impl.call_tool,
+        on_list_resources=impl.list_resources, on_list_resource_templates=impl.list_templates,
+        on_read_resource=impl.read_resource, on_subscriptions_listen=ListenHandler(impl.bus),
+    )
+    return server, impl
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class McpServerHandle:
+    url: str
+    port: int
+    _server: Any
+    _thread: threading.Thread
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout_s)
+
+
+def serve(host: SessionHost, skills: Sequence[Skill], *, bind: str = "127.0.0.1", port: int = 0, token: str = "",
+          decision_timeout_s: float = 30.0, version: str = "", start_timeout_s: float = 10.0) -> McpServerHandle:
+    """Serve MCP over streamable HTTP at ``http://bind:port/mcp`` in a background thread.
+
+    A non-loopback ``bind`` without a ``token`` is refused; with a token every
+    request needs ``Authorization: Bearer <token>`` (401 otherwise).
+    """
+    import uvicorn
+
+    if not _loopback(bind) and not token:
+        raise UsageError(f"MCP on {bind} (not loopback) needs a bearer token (mcp.token_env)", host=bind)
+    server, _ = build_server(host, skills, decision_timeout_s=decision_timeout_s, version=version)
+    kwargs: dict[str, Any] = {"streamable_http_path": "/mcp", "host": bind}
+    if token:
+        from mcp.server.auth.settings import AuthSettings
+
+        kwargs["auth"] = AuthSettings(issuer_url="http://127.0.0.1", resource_server_url=None)
+        kwargs["token_verifier"] = _BearerToken(token)
+    app = server.streamable_http_app(**kwargs)
+    uv = uvicorn.Server(uvicorn.Config(app, host=bind, port=port, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=uv.run, name="mcp-server", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_timeout_s
+    while not uv.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            uv.should_exit = True
+            raise UsageError(f"the MCP server did not start on {bind}:{port}", host=bind, port=port)
+        time.sleep(0.02)
+    bound = uv.servers[0].sockets[0].getsockname()[1]
+    shown = f"[{bind}]" if ":" in bind else bind
+    return McpServerHandle(url=f"http://{shown}:{bound}/mcp", port=bound, _server=uv, _thread=thread)

@@ -1,0 +1,209 @@
+"""The MCP server on the real graph, driven by the official SDK's own client over streamable HTTP.
+
+An MCP client's calls are turns of an operator session mission on the
+supervisor: the same journal, fresh-state preconditions, leases, approvals and
+verifier as the planner's. The immediate answer says accepted or why not; the
+verified outcome arrives as progress notifications and a resource; nothing an
+MCP client says can complete a mission.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import threading
+import time
+from typing import Any
+
+import pytest
+
+pytest.importorskip("rclpy")
+mcp = pytest.importorskip("mcp")
+httpx = pytest.importorskip("httpx2")
+
+from mcp.client.session import ClientSession  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+from robot_harness.bringup import BringUp  # noqa: E402
+from robot_harness.client import MissionClient  # noqa: E402
+from robot_harness.core.config import load_harness_config  # noqa: E402
+from robot_harness.core.skills import PROPOSE_DONE, default_skills  # noqa: E402
+
+PLACES = {"dock": {"x": 0.0, "y": 0.0, "yaw": 0.0}, "spot": {"x": 1.5, "y": 0.5, "yaw": 0.0}}
+TOKEN = "mcp-t0ken-for-tests"
+
+
+def _graph(tmp_path, monkeypatch, *, token: str = "", interactions: dict | None = None) -> BringUp:
+    if token:
+        monkeypatch.setenv("ROBOT_HARNESS_MCP_TOKEN", token)
+    else:
+        monkeypatch.delenv("ROBOT_HARNESS_MCP_TOKEN", raising=False)
+    harness: dict[str, Any] = {"places": PLACES, "mcp": {"enabled": True, "port": 0, "idle_close_s": 60.0}}
+    if interactions:
+        harness["interactions"] = interactions
+    return BringUp(overrides={
+        "sim_robot": {"speed": 3.0},
+        "supervisor": {"journal_path": str(tmp_path / "j.sqlite3"), "harness_config_json": json.dumps(harness)},
+    })
+
+
+async def _session(url: str, body, *, token: str = "") -> Any:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(60.0)) as http:
+        async with streamable_http_client(url, http_client=http) as (read, write, *_):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await body(session)
+
+
+def _run(url: str, body, **kw: Any) -> Any:
+    return asyncio.run(asyncio.wait_for(_session(url, body, **kw), 90.0))
+
+
+def _events(path, type_: str) -> list[tuple[str, dict]]:
+    db = sqlite3.connect(path)
+    try:
+        return [(m, json.loads(p)) for m, p in db.execute(
+            "select mission_id, payload from events where type=? order by seq", (type_,))]
+    finally:
+        db.close()
+
+
+def test_skills_are_tools_with_the_planners_schemas_and_a_motion_is_verified_not_assumed(tmp_path, monkeypatch):
+    with _graph(tmp_path, monkeypatch) as g:
+        url = g.supervisor.mcp_url
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
+        progress: list[str] = []
+
+        async def body(s: ClientSession) -> dict[str, Any]:
+            tools = {t.name: t for t in (await s.list_tools()).tools}
+            accepted = await s.call_tool("navigate_to", {"place": "spot"})
+            action_id = accepted.structured_content["action_id"]
+
+            async def on_progress(p: float, total: float | None, message: str | None) -> None:
+                progress.append(message or "")
+            waited = await s.call_tool("harness_await_action", {"action_id": action_id, "timeout_s": 60},
+                                       progress_callback=on_progress)
+            resource = await s.read_resource(accepted.structured_content["outcome_uri"])
+            done = await s.call_tool(PROPOSE_DONE, {"summary": "I am at the spot, trust me"})
+            bad = await s.call_tool("navigate_to", {"place": "the moon"})
+            unknown = await s.call_tool("teleport", {"place": "spot"})
+            session = await s.call_tool("harness_session", {})
+            stop = await s.call_tool("harness_stop", {"reason": "test over"})
+            return {"tools": tools, "accepted": accepted, "waited": waited, "resource": resource, "done": done,
+                    "bad": bad, "unknown": unknown, "session": session, "stop": stop}
+
+        r = _run(url, body)
+        journal = tmp_path / "j.sqlite3"
+
+    # The planner's tools, byte for byte (minus propose_done), with honest annotations.
+    config = load_harness_config(overrides={"places": PLACES})
+    planner_tools = {t["function"]["name"]: t["function"] for t in default_skills(config.navigation).tool_specs()}
+    tools = r["tools"]
+    assert PROPOSE_DONE not in tools
+    for name, fn in planner_tools.items():
+        if name == PROPOSE_DONE:
+            continue
+        assert tools[name].description == fn["description"] and tools[name].input_schema == fn["parameters"], name
+    assert tools["navigate_to"].annotations.destructive_hint and not tools["navigate_to"].annotations.read_only_hint
+    assert tools["get_pose"].annotations.read_only_hint and not tools["get_pose"].annotations.destructive_hint
+    assert tools["harness_await_action"].annotations.read_only_hint
+
+    # Immediate answer: accepted, not success; the outcome comes from the verifier.
+    acc = r["accepted"].structured_content
+    assert not r["accepted"].is_error and acc["status"] == "accepted" and acc["action_id"]
+    assert "not completion" in acc["note"]
+    out = r["waited"].structured_content
+    assert out["outcome"]["state"] == "SUCCEEDED" and out["final"], out
+    assert [s["state"] for s in out["states"]][-2:] == ["VERIFYING", "SUCCEEDED"]
+    assert any("RUNNING" in m for m in progress) and any("verified outcome SUCCEEDED" in m for m in progress), progress
+    assert json.loads(r["resource"].contents[0].text)["state"] == "SUCCEEDED"
+
+    # Refusals are clear and journaled; nothing an MCP client says completes a mission.
+    assert r["done"].is_error and "never declare" in r["done"].structured_content["error"]["message"]
+    assert r["bad"].is_error and "moon" in json.dumps(r["bad"].structured_content)
+    assert r["unknown"].is_error and r["unknown"].structured_content["error"]["code"] == "unknown_tool"
+    mission_id = r["session"].structured_content["session_mission_id"]
+    assert [c["name"] for c in r["session"].structured_content["calls"]] == ["navigate_to", "navigate_to", "teleport"]
+    assert r["stop"].structured_content["stopped_mission_id"] == mission_id
+
+    calls = [(m, p["name"]) for m, p in _events(journal, "TOOL_CALL_RECORDED")]
+    assert calls == [(mission_id, "navigate_to"), (mission_id, "navigate_to"), (mission_id, "teleport")]
+    assert [p["status"] for _, p in _events(journal, "TOOL_RESULT_RECORDED")] == ["accepted", "error", "error"]
+    assert [p["passed"] if "passed" in p else p["ok"] for _, p in _events(journal, "ACTION_PRECONDITION_CHECKED")] == [True]
+    (finished,) = _events(journal, "MISSION_FINISHED")
+    assert finished[0] == mission_id and finished[1]["status"] == "CANCELLED"
+    assert not _events(journal, "COMMIT_RECORDED"), "no completion is ever committed for an MCP session"
+
+
+def test_a_token_is_required_when_configured_and_a_running_session_holds_the_robot(tmp_path, monkeypatch):
+    with _graph(tmp_path, monkeypatch, token=TOKEN) as g:
+        url = g.supervisor.mcp_url
+        denied = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+        assert denied.status_code == 401
+        wrong = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
+                           headers={"Authorization": "Bearer guess"})
+        assert wrong.status_code == 401
+
+        async def pose(s: ClientSession) -> Any:
+            return await s.call_tool("get_pose", {})
+        got = _run(url, pose, token=TOKEN)
+        assert not got.is_error and got.structured_content["status"] == "ok"
+
+        # The session mission holds the robot: a planner mission is refused until it ends.
+        client = MissionClient(g.context)
+        g.add_node(client.node, client.destroy)
+        accepted, _ = client.send("Go to the spot.", timeout_s=10.0)
+        assert not accepted
+
+        async def stop(s: ClientSession) -> Any:
+            return await s.call_tool("harness_stop", {})
+        assert _run(url, stop, token=TOKEN).structured_content["stopped_mission_id"]
+
+
+def test_an_approval_gates_an_mcp_motion_like_a_planners(tmp_path, monkeypatch):
+    from rclpy.node import Node
+
+    from robot_harness.srv import ListInteractions, ResolveInteraction
+
+    from .test_interactions_graph import _call
+
+    approval = {"skill_tags": {"navigate_to": ["requires_approval"]}, "timeout_s": 60.0}
+    # The operator's token answers approvals; the MCP client has no tool to approve its own calls.
+    monkeypatch.setenv("ROBOT_HARNESS_OPERATOR_TOKEN", "operator-only")
+    with _graph(tmp_path, monkeypatch, interactions=approval) as g:
+        url = g.supervisor.mcp_url
+        probe = Node("test_mcp_operator", context=g.context)
+        g.add_node(probe)
+        box: dict[str, Any] = {}
+        progress: list[str] = []
+
+        async def go(s: ClientSession) -> Any:
+            async def on_progress(p: float, total: float | None, message: str | None) -> None:
+                progress.append(message or "")
+            return await s.call_tool("navigate_to", {"place": "spot"}, progress_callback=on_progress)
+        t = threading.Thread(target=lambda: box.update(result=_run(url, go)))
+        t.start()
+        pending: list[dict] = []
+        deadline = time.monotonic() + 20
+        while not pending and time.monotonic() < deadline:
+            resp = _call(probe, g, ListInteractions, "/supervisor/interactions", ListInteractions.Request(pending_only=True))
+            pending = json.loads(resp.interactions_json)
+            time.sleep(0.1)
+        (ask,) = pending
+        assert g.sim.goal_log == [], "nothing moves before the approval"
+        assert "result" not in box, "the call waits for the operator"
+        assert not _call(probe, g, ResolveInteraction, "/supervisor/resolve_interaction", ResolveInteraction.Request(
+            interaction_id=ask["interaction_id"], resolution="approve", token=TOKEN, operator_name="mcp")).ok
+        ok = _call(probe, g, ResolveInteraction, "/supervisor/resolve_interaction", ResolveInteraction.Request(
+            interaction_id=ask["interaction_id"], resolution="approve", token="operator-only", operator_name="alice"))
+        assert ok.ok, ok.error
+        t.join(60)
+        result = box["result"]
+        assert result.structured_content["status"] == "accepted", result.structured_content
+        assert any("waiting for an operator" in m for m in progress), progress
+        assert not any(name in {t.name for t in _run(url, _list)} for name in ("answer", "resolve_interaction"))
+
+
+async def _list(s: ClientSession) -> Any:
+    return (await s.list_tools()).tools
