@@ -154,6 +154,9 @@ class _Server:
         self.skills = list(skills)
         self.decision_timeout_s = decision_timeout_s
         self.bus = InMemorySubscriptionBus()
+        """2026-07-28 clients: ``subscriptions/listen`` streams."""
+        self.subscribed: dict[str, set[Any]] = {}
+        """Handshake-era (2025) clients: ``resources/subscribe`` by URI -> their sessions."""
         self.loop: asyncio.AbstractEventLoop | None = None
         host.add_listener(self._ticket_changed)
 
@@ -166,11 +169,19 @@ class _Server:
         from mcp.shared.subscriptions import ResourceUpdated
 
         uris = [SESSION_URI] + ([ACTION_URI.format(action_id=ticket.action_id)] if ticket.action_id else [])
-        for uri in uris:
-            try:
+        try:
+            for uri in uris:
                 asyncio.run_coroutine_threadsafe(self.bus.publish(ResourceUpdated(uri=uri)), loop)
-            except RuntimeError:  # the loop is shutting down
-                return
+                for session in list(self.subscribed.get(uri, ())):
+                    asyncio.run_coroutine_threadsafe(self._notify(session, uri), loop)
+        except RuntimeError:  # the loop is shutting down
+            return
+
+    async def _notify(self, session: Any, uri: str) -> None:
+        try:
+            await session.send_resource_updated(uri)
+        except Exception:  # a client gone: forget it
+            self.subscribed.get(uri, set()).discard(session)
 
     # -- handlers ------------------------------------------------------------------
 
@@ -236,6 +247,19 @@ class _Server:
                                 "note": f"no verified outcome within {timeout} s; the action is still supervised"},
                                error=False)
         return _result(_action_record(ticket), error=False)
+
+    async def subscribe(self, ctx: Any, params: Any) -> Any:
+        from mcp.types import EmptyResult
+
+        self.loop = asyncio.get_running_loop()
+        self.subscribed.setdefault(str(params.uri), set()).add(ctx.session)
+        return EmptyResult()
+
+    async def unsubscribe(self, ctx: Any, params: Any) -> Any:
+        from mcp.types import EmptyResult
+
+        self.subscribed.get(str(params.uri), set()).discard(ctx.session)
+        return EmptyResult()
 
     async def list_resources(self, ctx: Any, params: Any) -> Any:
         from mcp.types import ListResourcesResult, Resource
@@ -352,6 +376,7 @@ def build_server(host: SessionHost, skills: Sequence[Skill], *, decision_timeout
         on_list_tools=impl.list_tools, on_call_tool=impl.call_tool,
         on_list_resources=impl.list_resources, on_list_resource_templates=impl.list_templates,
         on_read_resource=impl.read_resource, on_subscriptions_listen=ListenHandler(impl.bus),
+        on_subscribe_resource=impl.subscribe, on_unsubscribe_resource=impl.unsubscribe,
     )
     return server, impl
 

@@ -51,9 +51,17 @@ async def _session(url: str, body, *, token: str = "") -> Any:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(60.0)) as http:
         async with streamable_http_client(url, http_client=http) as (read, write, *_):
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, message_handler=_collect_updates) as session:
                 await session.initialize()
                 return await body(session)
+
+
+UPDATES: list[str] = []
+
+
+async def _collect_updates(message: Any) -> None:
+    if isinstance(message, mcp.types.ResourceUpdatedNotification):
+        UPDATES.append(str(message.params.uri))
 
 
 def _run(url: str, body, **kw: Any) -> Any:
@@ -69,14 +77,18 @@ def _events(path, type_: str) -> list[tuple[str, dict]]:
         db.close()
 
 
+# The handshake-era resources/subscribe is what most clients still speak; it is exercised on purpose.
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 def test_skills_are_tools_with_the_planners_schemas_and_a_motion_is_verified_not_assumed(tmp_path, monkeypatch):
     with _graph(tmp_path, monkeypatch) as g:
         url = g.supervisor.mcp_url
         assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
         progress: list[str] = []
 
+
         async def body(s: ClientSession) -> dict[str, Any]:
             tools = {t.name: t for t in (await s.list_tools()).tools}
+            await s.subscribe_resource("robot-harness://session")  # a handshake-era (2025) client
             accepted = await s.call_tool("navigate_to", {"place": "spot"})
             action_id = accepted.structured_content["action_id"]
 
@@ -93,7 +105,28 @@ def test_skills_are_tools_with_the_planners_schemas_and_a_motion_is_verified_not
             return {"tools": tools, "accepted": accepted, "waited": waited, "resource": resource, "done": done,
                     "bad": bad, "unknown": unknown, "session": session, "stop": stop}
 
+        UPDATES.clear()
         r = _run(url, body)
+        updates = list(UPDATES)
+
+        # A 2026-07-28 client (the SDK's Client) listens on a subscriptions/listen stream instead.
+        async def modern() -> list[str]:
+            heard: list[str] = []
+            async with mcp.Client(url) as client:
+                async with client.listen(resource_subscriptions=["robot-harness://session"]) as sub:
+                    async def collect() -> None:
+                        async for event in sub:
+                            heard.append(str(event.uri))
+                    task = asyncio.create_task(collect())
+                    pose = await client.call_tool("get_pose", {})
+                    assert pose.structured_content["status"] == "ok"
+                    deadline = time.monotonic() + 5
+                    while not heard and time.monotonic() < deadline:
+                        await asyncio.sleep(0.05)
+                    task.cancel()
+            return heard
+        heard = asyncio.run(asyncio.wait_for(modern(), 30))
+        assert heard and set(heard) == {"robot-harness://session"}
         journal = tmp_path / "j.sqlite3"
 
     # The planner's tools, byte for byte (minus propose_done), with honest annotations.
@@ -118,6 +151,7 @@ def test_skills_are_tools_with_the_planners_schemas_and_a_motion_is_verified_not
     assert [s["state"] for s in out["states"]][-2:] == ["VERIFYING", "SUCCEEDED"]
     assert any("RUNNING" in m for m in progress) and any("verified outcome SUCCEEDED" in m for m in progress), progress
     assert json.loads(r["resource"].contents[0].text)["state"] == "SUCCEEDED"
+    assert updates and set(updates) == {"robot-harness://session"}, updates  # listeners hear of every change
 
     # Refusals are clear and journaled; nothing an MCP client says completes a mission.
     assert r["done"].is_error and "never declare" in r["done"].structured_content["error"]["message"]
@@ -128,11 +162,13 @@ def test_skills_are_tools_with_the_planners_schemas_and_a_motion_is_verified_not
     assert r["stop"].structured_content["stopped_mission_id"] == mission_id
 
     calls = [(m, p["name"]) for m, p in _events(journal, "TOOL_CALL_RECORDED")]
-    assert calls == [(mission_id, "navigate_to"), (mission_id, "navigate_to"), (mission_id, "teleport")]
-    assert [p["status"] for _, p in _events(journal, "TOOL_RESULT_RECORDED")] == ["accepted", "error", "error"]
-    assert [p["passed"] if "passed" in p else p["ok"] for _, p in _events(journal, "ACTION_PRECONDITION_CHECKED")] == [True]
-    (finished,) = _events(journal, "MISSION_FINISHED")
-    assert finished[0] == mission_id and finished[1]["status"] == "CANCELLED"
+    # After harness_stop, the next call (the modern client's) opened a new session mission.
+    assert calls[:3] == [(mission_id, "navigate_to"), (mission_id, "navigate_to"), (mission_id, "teleport")]
+    assert calls[3][1] == "get_pose" and calls[3][0] not in ("", mission_id) and len(calls) == 4
+    assert [p["status"] for _, p in _events(journal, "TOOL_RESULT_RECORDED")] == ["accepted", "error", "error", "ok"]
+    assert [p["ok"] for _, p in _events(journal, "ACTION_PRECONDITION_CHECKED")] == [True]
+    finished = dict(_events(journal, "MISSION_FINISHED"))
+    assert finished[mission_id]["status"] == "CANCELLED" and "stop from an MCP client" in finished[mission_id]["summary"]
     assert not _events(journal, "COMMIT_RECORDED"), "no completion is ever committed for an MCP session"
 
 
