@@ -243,3 +243,68 @@ def test_an_approval_gates_an_mcp_motion_like_a_planners(tmp_path, monkeypatch):
 
 async def _list(s: ClientSession) -> Any:
     return (await s.list_tools()).tools
+
+
+def test_a_stale_pose_refuses_an_mcp_motion_with_precondition_changed_and_nothing_moves(tmp_path, monkeypatch):
+    monkeypatch.delenv("ROBOT_HARNESS_MCP_TOKEN", raising=False)
+    harness = {"places": PLACES, "mcp": {"enabled": True, "port": 0}}
+    with BringUp(overrides={
+        # From 2 s on, localization repeats its last pose and stamp: the pose goes stale.
+        "sim_robot": {"speed": 3.0, "faults_json": json.dumps([{"kind": "frozen_pose", "at_s": 2.0}])},
+        "supervisor": {"journal_path": str(tmp_path / "j.sqlite3"), "harness_config_json": json.dumps(harness)},
+    }) as g:
+        time.sleep(3.0)  # past the fault, and past the pose's freshness limit
+
+        async def go(s: ClientSession) -> Any:
+            return await s.call_tool("navigate_to", {"place": "spot"})
+        result = _run(g.supervisor.mcp_url, go)
+        assert result.is_error and result.structured_content["status"] == "precondition_changed", result.structured_content
+        assert g.sim.goal_log == [], "nothing moved"
+    checks = _events(tmp_path / "j.sqlite3", "ACTION_PRECONDITION_CHECKED")
+    assert [p["ok"] for _, p in checks] == [False]
+    assert not _events(tmp_path / "j.sqlite3", "ROBOT_ACTION_STARTED")
+
+
+def _non_loopback_ipv4() -> str | None:
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))  # UDP connect sends nothing; it picks the outgoing address
+            addr = s.getsockname()[0]
+        except OSError:
+            return None
+    return None if addr.startswith("127.") else addr
+
+
+def test_off_loopback_the_server_needs_a_token_and_refuses_requests_without_it():
+    from robot_harness.core.errors import RefusalError, UsageError
+    from robot_harness.core.external import SessionHost
+    from robot_harness.operator.mcp_server import serve
+
+    def no_robot(planner, caller):
+        raise RefusalError("no robot in this test")
+    host = SessionHost(start=no_robot, stop=lambda m, r: None, new_id=lambda: "c", idle_close_s=60.0)
+    skills = list(default_skills(load_harness_config().navigation))
+    with pytest.raises(UsageError, match="needs a bearer token"):
+        serve(host, skills, bind="0.0.0.0", port=0)  # refused before any socket is opened
+    addr = _non_loopback_ipv4()
+    if addr is None:
+        pytest.skip("this machine has no non-loopback IPv4 address")
+    handle = serve(host, skills, bind=addr, port=0, token=TOKEN)
+    try:
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+        headers = {"Accept": "application/json, text/event-stream"}
+        assert handle.url.startswith(f"http://{addr}:")
+        assert httpx.post(handle.url, json=init, headers=headers).status_code == 401
+        assert httpx.post(handle.url, json=init, headers={**headers, "Authorization": "Bearer nope"}).status_code == 401
+        ok = httpx.post(handle.url, json=init, headers={**headers, "Authorization": f"Bearer {TOKEN}"})
+        assert ok.status_code == 200, ok.text
+
+        async def refused(s: ClientSession) -> Any:
+            return await s.call_tool("get_pose", {})
+        answer = _run(handle.url, refused, token=TOKEN)
+        assert answer.is_error and "no robot in this test" in answer.structured_content["error"]["message"]
+    finally:
+        handle.stop()
