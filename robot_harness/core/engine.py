@@ -285,7 +285,7 @@ class MissionRunner:
                              mission_id=self._mission_id) from None
         except JournalWriteError as exc:
             self._physical_blocked = str(exc)
-            self._bag = self._stop_recorder()
+            self._bag = self._stop_recorder(MissionStatus.BLOCKED, f"journal unavailable: {exc}")
             return self._outcome(MissionStatus.BLOCKED, f"journal unavailable, mission not started: {exc}")
         try:
             self._freeze_contract(goal)
@@ -299,10 +299,10 @@ class MissionRunner:
             # The source of truth cannot be written (or read back): no new physical work until it can.
             self._physical_blocked = str(exc)
             self._abandon_active()
-            self._bag = self._stop_recorder()
+            self._bag = self._stop_recorder(MissionStatus.BLOCKED, f"journal failed: {exc}")
             what = "write" if isinstance(exc, JournalWriteError) else "read"
             return self._outcome(MissionStatus.BLOCKED, f"journal {what} failed; no new physical work: {exc}")
-        bag = self._bag = self._stop_recorder()
+        bag = self._bag = self._stop_recorder(status, summary)
         try:
             ev = self._append(EventType.MISSION_FINISHED, payload={
                 "status": status.value, "summary": summary, "evidence_seqs": list(self._evidence),
@@ -1346,11 +1346,13 @@ class MissionRunner:
         except Exception as exc:  # noqa: BLE001 - recording is evidence, never a reason to stop
             self._recorder_error = f"{type(exc).__name__}: {exc}"
 
-    def _stop_recorder(self) -> dict[str, Any]:
+    def _stop_recorder(self, status: MissionStatus | None = None, summary_text: str = "") -> dict[str, Any]:
+        """Close the bag; with the mission's end it also records that last line (MISSION_FINISHED
+        itself is written after the bag closes, since it cites the bag)."""
         if self.recorder is None:
             return {}
         try:
-            summary = self.recorder.stop()
+            summary = self.recorder.stop(status=status.value if status else "", summary=summary_text)
         except Exception as exc:  # noqa: BLE001
             summary = {"error": f"{type(exc).__name__}: {exc}"}
         return {**summary, "start_error": self._recorder_error} if self._recorder_error else summary

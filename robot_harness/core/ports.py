@@ -124,5 +124,5 @@ class EvidenceRecorder(Protocol):
     def record_record(self, topic: str, record: BaseModel) -> "EvidenceRef | None":
         """Write a harness record (snapshot, receipt, verdict) and return its evidence ref, or None if dropped."""
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self, *, status: str = "", summary: str = "") -> dict[str, Any]:
         """Close the bag; returns its summary (path, message counts, dropped)."""

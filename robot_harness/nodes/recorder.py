@@ -7,6 +7,18 @@ re-serialization. The harness writes its own records (journal events,
 snapshots, verdicts) through :meth:`MissionRecorder.record` into the same bag.
 Camera frames are not recorded raw; images are cited as artifacts.
 
+So that a bag opens in Foxglove with something to look at,
+:class:`HarnessEvidenceRecorder` also writes topics derived from the journal
+(:mod:`robot_harness.evidence.foxglove` folds the events; the ROS messages are
+built here): ``/robot_harness/log`` (``rcl_interfaces/msg/Log``, one line per
+verdict, commit, refusal, action step, stop, interaction...),
+``/robot_harness/pose`` (``geometry_msgs/msg/PoseStamped``),
+``/robot_harness/path`` (``nav_msgs/msg/Path``), ``/robot_harness/places``
+(``geometry_msgs/msg/PoseArray``) and ``/robot_harness/action_state``
+(``robot_harness/msg/ActionState``). Header stamps are the record's own time
+(the event's stamp, or the pose's observation stamp); log times are the node
+clock's, like the journal topic's. See ``docs/foxglove.md``.
+
 Raw callbacks arrive on an executor thread while the harness writes from
 another, so every store call goes through one lock. A callback never raises:
 a bag bound drops and counts (the store's contract), a message arriving
@@ -32,6 +44,7 @@ from rclpy.qos import (
 from rclpy.serialization import serialize_message
 
 from robot_harness.core.completion import EvidenceRef
+from robot_harness.evidence import foxglove as fx
 from robot_harness.evidence.bag import (
     BagSummary,
     EvidenceStore,
@@ -49,8 +62,10 @@ __all__ = [
     "SNAPSHOT_TYPE",
     "VERDICT_TOPIC",
     "VERDICT_TYPE",
+    "DERIVED_TYPES",
     "MissionRecorder",
     "HarnessEvidenceRecorder",
+    "derived_messages",
     "import_message_type",
     "qos_to_dict",
 ]
@@ -62,6 +77,15 @@ SNAPSHOT_TYPE = "robot_harness/msg/WorldSnapshot"
 VERDICT_TOPIC = "/robot_harness/verdicts"
 VERDICT_TYPE = "std_msgs/msg/String"
 """Verdicts are recorded as their canonical JSON in a std_msgs/String."""
+
+DERIVED_TYPES: dict[str, str] = {
+    fx.LOG_TOPIC: "rcl_interfaces/msg/Log",
+    fx.POSE_TOPIC: "geometry_msgs/msg/PoseStamped",
+    fx.PATH_TOPIC: "nav_msgs/msg/Path",
+    fx.PLACES_TOPIC: "geometry_msgs/msg/PoseArray",
+    fx.ACTION_STATE_TOPIC: "robot_harness/msg/ActionState",
+}
+"""The Foxglove-facing topics every mission bag gets, derived from the journal (``evidence/foxglove.py``)."""
 
 _DEPTH = 100
 """Recording queues are deeper than the aggregator's: a burst must not be dropped locally."""
@@ -75,10 +99,12 @@ _SENSOR = QoSProfile(
     reliability=ReliabilityPolicy.BEST_EFFORT, durability=DurabilityPolicy.VOLATILE,
 )
 _ACTION_STATUS = QoSProfile(
-    history=HistoryPolicy.KEEP_LAST, depth=1,
+    history=HistoryPolicy.KEEP_LAST, depth=_DEPTH,
     reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL,
 )
-"""Like ``qos_profile_action_status_default``: the latched current status arrives on join."""
+"""Transient local like ``qos_profile_action_status_default`` (the latched current status arrives on
+join), but a deep reader queue: with depth 1 a burst of status changes taken late by a loaded executor
+overwrote each other before they were recorded."""
 
 
 @dataclass(frozen=True)
@@ -201,6 +227,10 @@ class MissionRecorder:
     @property
     def bag_name(self) -> str:
         return self._store.bag_name
+
+    def now(self) -> float:
+        """The node clock, epoch seconds (the clock log times come from)."""
+        return self._node.get_clock().now().nanoseconds * 1e-9
 
     def counts(self) -> dict[str, int]:
         """Messages accepted per topic so far in this mission (raw and :meth:`record`)."""
@@ -371,6 +401,46 @@ class MissionRecorder:
         self._subscriptions.clear()
 
 
+def derived_messages(item: Any) -> list[tuple[str, str, Any]]:
+    """The ROS messages (topic, type, message) a bag gets for one derived value
+    (:mod:`robot_harness.evidence.foxglove`); none for values the bag already
+    holds in another form (snapshots, verdicts, progress)."""
+    from builtin_interfaces.msg import Time
+    from geometry_msgs.msg import PoseArray, PoseStamped
+    from nav_msgs.msg import Path
+    from rcl_interfaces.msg import Log
+    from std_msgs.msg import Header
+
+    from . import conversions as cv
+
+    def time(stamp: float) -> Time:
+        sec, nanosec = fx.split_stamp(stamp)
+        return Time(sec=sec, nanosec=nanosec)
+
+    def header(stamp: float, frame_id: str) -> Header:
+        return Header(stamp=time(stamp), frame_id=frame_id)
+
+    def stamped(p: fx.StampedPose) -> PoseStamped:
+        return PoseStamped(header=header(p.stamp, p.frame_id), pose=cv.pose2d_to_pose_msg(p.pose))
+
+    if isinstance(item, fx.LogLine):
+        return [(fx.LOG_TOPIC, DERIVED_TYPES[fx.LOG_TOPIC], Log(
+            stamp=time(item.stamp), level=int(item.level), name=item.name, msg=item.msg,
+            file="journal", function=item.event_type, line=min(max(item.seq, 0), 0xFFFFFFFF)))]
+    if isinstance(item, fx.StampedPose):
+        return [(fx.POSE_TOPIC, DERIVED_TYPES[fx.POSE_TOPIC], stamped(item))]
+    if isinstance(item, fx.PathUpdate):
+        return [(fx.PATH_TOPIC, DERIVED_TYPES[fx.PATH_TOPIC],
+                 Path(header=header(item.stamp, item.frame_id), poses=[stamped(p) for p in item.poses]))]
+    if isinstance(item, fx.PlacesUpdate):
+        return [(fx.PLACES_TOPIC, DERIVED_TYPES[fx.PLACES_TOPIC], PoseArray(
+            header=header(item.stamp, item.frame_id), poses=[cv.pose2d_to_pose_msg(p) for _, p in item.places]))]
+    if isinstance(item, fx.ActionStateUpdate):
+        return [(fx.ACTION_STATE_TOPIC, DERIVED_TYPES[fx.ACTION_STATE_TOPIC],
+                 cv.action_view_to_msg(item.action, item.mission_id, backend=item.backend))]
+    return []
+
+
 class HarnessEvidenceRecorder:
     """The core's ``EvidenceRecorder`` port over a :class:`MissionRecorder`.
 
@@ -378,18 +448,24 @@ class HarnessEvidenceRecorder:
     on ``/robot_harness/journal`` (so the bag alone replays the mission), and
     the engine's own records go to their topics: snapshots as
     ``robot_harness/msg/WorldSnapshot``, verdicts (and any other record) as
-    JSON in ``std_msgs/msg/String``. Recording never stops a mission: a
-    failure is logged and counted, and the record simply has no bag ref.
+    JSON in ``std_msgs/msg/String``. The mission's own events are also folded
+    into the Foxglove-facing topics of :data:`DERIVED_TYPES` (``derive=False``
+    turns that off). Recording never stops a mission: a failure is logged and
+    counted, and the record simply has no bag ref.
     """
 
-    def __init__(self, recorder: MissionRecorder, journal: Any, *, logger: Any = None) -> None:
+    def __init__(self, recorder: MissionRecorder, journal: Any, *, logger: Any = None, derive: bool = True) -> None:
         self._recorder = recorder
         self._journal = journal
         self._logger = logger
         self._unsubscribe: Any = None
+        self._derive = derive
+        self._derived: Any = None
+        self._derive_lock = threading.Lock()
         self.failures = 0
 
     def start(self, mission_id: str) -> None:
+        self._derived = fx.DerivedTopics() if self._derive else None
         self._recorder.start(mission_id)
         self._unsubscribe = self._journal.subscribe(self._on_events)
 
@@ -403,6 +479,22 @@ class HarnessEvidenceRecorder:
                 self._recorder.record(JOURNAL_TOPIC, JOURNAL_TYPE, cv.journal_event_to_msg(event))
             except Exception as exc:  # noqa: BLE001 - see the class docstring
                 self._failed(f"journal event {event.seq}: {exc}")
+            if self._derived is not None and event.mission_id == self._recorder.mission_id:
+                self._record_derived(event)
+
+    def _record_derived(self, event: Any) -> None:
+        try:
+            with self._derive_lock:
+                items = self._derived.feed(event)
+            messages = [m for item in items for m in derived_messages(item)]
+        except Exception as exc:  # noqa: BLE001
+            self._failed(f"derived topics of journal event {event.seq}: {exc}")
+            return
+        for topic, type_name, msg in messages:
+            try:
+                self._recorder.record(topic, type_name, msg)
+            except Exception as exc:  # noqa: BLE001
+                self._failed(f"{topic} from journal event {event.seq}: {exc}")
 
     def record_record(self, topic: str, record: Any) -> EvidenceRef | None:
         from std_msgs.msg import String
@@ -422,13 +514,24 @@ class HarnessEvidenceRecorder:
             return None
         return ref if ref.sequence else None  # sequence 0: dropped by a bound
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self, *, status: str = "", summary: str = "") -> dict[str, Any]:
+        """Close the bag. With ``status`` (a MissionStatus value) a last log line records how the
+        mission ended: the journal's MISSION_FINISHED is written after the bag closes (it cites
+        the bag), so without it the bag's log ends at the last event before that."""
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        summary = self._recorder.stop()
-        return {"bag": summary.bag, "path": summary.path, "messages": summary.message_count,
-                "dropped": summary.dropped, "truncated": summary.truncated, "record_failures": self.failures}
+        if status and self._derived is not None and self._recorder.recording:
+            line = fx.finish_line(mission_id=self._recorder.mission_id, status=status, summary=summary,
+                               stamp=self._recorder.now())
+            for topic, type_name, msg in derived_messages(line):
+                try:
+                    self._recorder.record(topic, type_name, msg)
+                except Exception as exc:  # noqa: BLE001
+                    self._failed(f"{topic}: {exc}")
+        summary_ = self._recorder.stop()
+        return {"bag": summary_.bag, "path": summary_.path, "messages": summary_.message_count,
+                "dropped": summary_.dropped, "truncated": summary_.truncated, "record_failures": self.failures}
 
     def _failed(self, what: str) -> None:
         self.failures += 1

@@ -8,6 +8,7 @@ in the file, and every field must survive the trip.
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections import Counter, defaultdict
@@ -359,3 +360,118 @@ def test_import_message_type_resolves_msg_action_and_service_parts():
     for bad in ("no_pkg/msg/X", "std_msgs/msg/Nope", "nav2_msgs/action/NavigateToPose_Bogus"):
         with pytest.raises(EvidenceStoreMisuse):
             import_message_type(bad)
+
+
+# --------------------------------------------------------------------------- Foxglove topics
+
+
+def _decode_all(path: Any) -> tuple[dict[str, list[Any]], dict[str, Any], dict[str, list[int]]]:
+    """Every message of a bag decoded by mcap-ros2-support (feedback under a name it accepts)."""
+    decoded: dict[str, list[Any]] = defaultdict(list)
+    log_times: dict[str, list[int]] = defaultdict(list)
+    with open(path, "rb") as f:
+        reader = make_reader(f, decoder_factories=[DecoderFactory()])
+        s = reader.get_summary()
+        channels = {c.topic: c for c in s.channels.values()}
+        types = {t: s.schemas[c.schema_id].name for t, c in channels.items()}
+        plain = [t for t, name in types.items() if "_FeedbackMessage" not in name]
+        for _schema, channel, message, msg in reader.iter_decoded_messages(topics=plain):
+            decoded[channel.topic].append(msg)
+            log_times[channel.topic].append(message.log_time)
+    return decoded, types, log_times
+
+
+def _stamp(msg_stamp: Any) -> float:
+    return msg_stamp.sec + msg_stamp.nanosec * 1e-9
+
+
+def test_a_mission_bag_carries_the_foxglove_topics(tmp_path):
+    """A real mission on the graph: the derived topics decode and agree with the journal."""
+    from robot_harness.core.records import WorldSnapshot as SnapshotRecord
+    from robot_harness.evidence import foxglove as fx
+    from robot_harness.nodes.recorder import DERIVED_TYPES
+
+    from ._graph import DONE, GO_SPOT, of_type, run, scenario
+
+    report, events = run(tmp_path, scenario([GO_SPOT, DONE]))
+    assert report["status"] == "SUCCEEDED", report["summary"]
+    decoded, types, log_times = _decode_all(report["bag"]["path"])
+    for topic, type_name in DERIVED_TYPES.items():
+        assert types[topic] == type_name and decoded[topic], topic
+        assert log_times[topic] == sorted(log_times[topic]), topic
+
+    # The log: one line per event of the mission, the verdict's at INFO from the verifier.
+    lines = decoded[fx.LOG_TOPIC]
+    (verdict_event,) = of_type(events, "VERDICT_RECORDED")
+    (verdict,) = [m for m in lines if m.function == "VERDICT_RECORDED"]
+    assert verdict.level == 20 and verdict.name == "robot_harness.verifier" and verdict.line == verdict_event.seq
+    assert "VERIFIED_DONE" in verdict.msg and verdict.file == "journal"
+    assert _stamp(verdict.stamp) == pytest.approx(verdict_event.stamp, abs=1e-6)
+    assert any(m.function == "COMMIT_RECORDED" and m.name == "robot_harness.gate" for m in lines)
+    logged = {m.line for m in lines}
+    expected = {e.seq for e in events if e.type.value not in ("WORLD_SNAPSHOT_CAPTURED", "ROBOT_ACTION_PROGRESS",
+                                                               "MISSION_FINISHED")}
+    # MISSION_FINISHED is journaled after the bag closes (it cites the bag): the engine hands the
+    # recorder the ending, which becomes the bag's last log line (line 0: no journal seq yet).
+    assert logged == expected | {0}
+    assert lines[-1].line == 0 and lines[-1].function == "MISSION_FINISHED" and "SUCCEEDED" in lines[-1].msg
+
+    # The path ends at the final fresh snapshot's pose; the pose topic agrees.
+    fresh = [SnapshotRecord.model_validate(e.payload["snapshot"]) for e in of_type(events, "WORLD_SNAPSHOT_CAPTURED")]
+    fresh = [s for s in fresh if s.pose is not None and s.pose_meta.availability.value == "AVAILABLE"]
+    final = fresh[-1]
+    path = decoded[fx.PATH_TOPIC][-1]
+    end = path.poses[-1]
+    assert path.header.frame_id == end.header.frame_id == final.frame_id == "map"
+    assert (end.pose.position.x, end.pose.position.y) == pytest.approx((final.pose.x, final.pose.y), abs=1e-9)
+    assert 2.0 * math.atan2(end.pose.orientation.z, end.pose.orientation.w) == pytest.approx(final.pose.yaw, abs=1e-9)
+    assert _stamp(end.header.stamp) == pytest.approx(final.pose_meta.source_stamp, abs=1e-6)
+    assert abs(end.pose.position.x - 2.0) < 0.1 and abs(end.pose.position.y - 1.0) < 0.1
+    assert abs(path.poses[0].pose.position.x) < 0.1, "the path starts at the dock"
+    last_pose = decoded[fx.POSE_TOPIC][-1]
+    assert (last_pose.pose.position.x, last_pose.pose.position.y, last_pose.pose.orientation.z) == \
+        (end.pose.position.x, end.pose.position.y, end.pose.orientation.z)
+    assert (last_pose.header.stamp.sec, last_pose.header.stamp.nanosec) == (end.header.stamp.sec, end.header.stamp.nanosec)
+
+    (places,) = decoded[fx.PLACES_TOPIC]
+    assert places.header.frame_id == "map"
+    assert [(p.position.x, p.position.y) for p in places.poses] == [(0.0, 0.0), (2.0, 1.0)]
+    states = [m.state for m in decoded[fx.ACTION_STATE_TOPIC]]
+    assert states == ["REQUESTED", "ACCEPTED", "RUNNING", "VERIFYING", "SUCCEEDED"]
+    assert decoded[fx.ACTION_STATE_TOPIC][-1].skill == "navigate_to"
+
+
+def test_refusals_are_warnings_and_the_end_is_recorded_when_told(ros, tmp_path):
+    """The recorder port on its own: levels in the bag, other missions' events left out, the last line."""
+    from robot_harness.core.clock import IdGenerator, SystemClock
+    from robot_harness.core.journal import MemoryJournal
+    from robot_harness.core.records import EventDraft, EventType
+    from robot_harness.evidence import foxglove as fx
+    from robot_harness.nodes.recorder import HarnessEvidenceRecorder
+
+    host = ros.add(Node("harness_host", context=ros.context))
+    journal = MemoryJournal(clock=SystemClock(), ids=IdGenerator(None))
+    journal.setup()
+    port = HarnessEvidenceRecorder(MissionRecorder(host, McapEvidenceStore(tmp_path)), journal)
+    ros.run(lambda: port.start("m-1"))
+    places = {"frame_id": "map", "places": {"dock": {"x": 0.0, "y": 0.0}}}
+    journal.append([EventDraft(type=EventType.MISSION_STARTED, mission_id="m-1", payload={"goal": "g", "config": places})])
+    journal.append([EventDraft(type=EventType.GATE_REJECTED, mission_id="m-1",
+                               payload={"verdict_id": "v-1", "message": "stale state version"})])
+    journal.append([EventDraft(type=EventType.STOP_REQUESTED, mission_id="m-2", payload={"reason": "not this one"})])
+    journal.append([EventDraft(type=EventType.STOP_REQUESTED, mission_id="m-1",
+                               payload={"reason": "person in the aisle", "source": "cli"})])
+    summary = ros.run(lambda: port.stop(status="CANCELLED", summary="mission cancelled: person in the aisle"))
+    assert summary["record_failures"] == 0
+    decoded, _types, _ = _decode_all(summary["path"])
+    lines = [(m.function, m.level, m.name) for m in decoded[fx.LOG_TOPIC]]
+    assert lines == [
+        ("MISSION_STARTED", 20, "robot_harness.supervisor"),
+        ("MISSION_STARTED", 20, "robot_harness.supervisor"),  # the places
+        ("GATE_REJECTED", 30, "robot_harness.gate"),
+        ("STOP_REQUESTED", 30, "robot_harness.operator"),
+        ("MISSION_FINISHED", 30, "robot_harness.supervisor"),
+    ]
+    assert decoded[fx.LOG_TOPIC][-1].msg == "MISSION_FINISHED: CANCELLED: mission cancelled: person in the aisle"
+    assert len(decoded[JOURNAL_TOPIC]) == 4, "the journal topic keeps every event"
+    assert len(decoded[fx.PLACES_TOPIC]) == 1
