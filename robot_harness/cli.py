@@ -1,49 +1,327 @@
 """robot-harness: the command line over the library (a thin wrapper).
 
-Exit codes: 0 the mission reached a terminal status (whatever it was) or the
-command did its job; 2 bad usage or an invalid scenario file; 3 a runtime
-failure (no graph to talk to, the journal cannot be read, ...).
+Every command is registered with ``add_command``, which gives it the same
+shape: a one-line help, a description, copy-pasteable examples, ``--json``
+when it prints a result, ``--progress``/``--quiet`` when it runs long, and
+the exit codes it can return (``ExitCode``). A handler takes the parsed
+arguments and a ``Console`` and returns an ``ExitCode``; errors are raised, and
+``main`` turns them into one ``robot-harness: error: ...`` line on stderr and
+the matching exit code. docs/cli.md describes every command and how to add one.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import enum
+import importlib
 import json
 import os
+import shutil
 import signal
 import sys
+import textwrap
+import threading
 import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from . import cli_operator
-from .core.errors import HarnessError, ScenarioError, UsageError
+from . import __version__
+from .core.errors import HarnessError, UsageError
 
-__all__ = ["main", "build_parser"]
+TOKEN_ENV = "ROBOT_HARNESS_OPERATOR_TOKEN"
+"""The environment variable holding a mission owner's token (``mission``, ``answer``)."""
 
-EXIT_OK, EXIT_USAGE, EXIT_RUNTIME = 0, 2, 3
+__all__ = ["main", "build_parser", "add_command", "add_group", "ExitCode", "Console", "Progress", "Handler",
+           "exit_code_for", "mission_exit_code"]
 
-EPILOG = """\
+
+class ExitCode(enum.IntEnum):
+    """What the exit status of ``robot-harness`` means (one table: ``--help``, docs/cli.md)."""
+
+    def __new__(cls, value: int, meaning: str) -> ExitCode:
+        member = int.__new__(cls, value)
+        member._value_ = value
+        member.meaning = meaning  # type: ignore[attr-defined]
+        return member
+
+    OK = 0, "done: the mission SUCCEEDED, the replay matched, the evidence is intact"
+    NOT_SUCCEEDED = 1, ("the mission ended FAILED, UNKNOWN, BLOCKED, CANCELLED or WAITING_USER; "
+                        "a replay found differences")
+    USAGE = 2, "bad usage: unknown option, invalid scenario, no such journal, mission or interaction"
+    REFUSED = 3, "the harness refused: mission not admitted, wrong owner token, a conflicting answer"
+    UNAVAILABLE = 4, "nothing answered in time: no running graph or service, a timeout, the model endpoint"
+    EVIDENCE = 5, "the journal or the evidence cannot be trusted: unreadable journal, evidence missing or changed"
+    BUG = 70, "an unexpected error inside robot_harness (traceback printed; please report it)"
+    INTERRUPTED = 130, "interrupted (Ctrl-C)"
+    PIPE = 141, "stdout was closed early (e.g. | head)"
+
+
+def exit_code_table() -> str:
+    return "exit codes:\n" + "\n".join(f"  {c.value:>3}  {c.meaning}" for c in ExitCode)  # type: ignore[attr-defined]
+
+
+# Error codes (``HarnessError.code`` anywhere in an exception's class tree) by exit code; the
+# codes are the structured attribute every error carries, so no error class has to be imported here.
+_UNAVAILABLE = frozenset({"timeout", "backend_unavailable", "llm_unavailable"})
+_EVIDENCE = frozenset({"journal_read_failed", "journal_write_failed", "evidence_error", "nondeterminism"})
+
+
+def exit_code_for(exc: HarnessError) -> ExitCode:
+    """The exit code of an error the harness raised on purpose."""
+    if isinstance(exc, UsageError):
+        return ExitCode.USAGE
+    codes = {getattr(c, "code", None) for c in type(exc).__mro__}
+    if codes & _UNAVAILABLE:
+        return ExitCode.UNAVAILABLE
+    if codes & _EVIDENCE:
+        return ExitCode.EVIDENCE
+    return ExitCode.REFUSED
+
+
+def mission_exit_code(status: str) -> ExitCode:
+    """0 for a mission that SUCCEEDED, 1 for any other terminal status."""
+    return ExitCode.OK if status == "SUCCEEDED" else ExitCode.NOT_SUCCEEDED
+
+
+# --------------------------------------------------------------------------- output
+
+
+class Progress:
+    """A live status line on stderr for long runs, and a closing summary.
+
+    Live when stderr is a terminal (rewritten in place) or with ``--progress``
+    (one plain line per change when stderr is not a terminal); never under
+    ``--json`` or ``--quiet`` unless ``--progress`` asks. The summary goes to
+    stderr unless ``--json``/``--quiet``. Safe to call from an executor thread
+    (mission feedback) while the main thread writes.
+    """
+
+    def __init__(self, stream: TextIO, *, live: bool, summary: bool) -> None:
+        self._lock = threading.Lock()
+        self.stream = stream
+        self.live = live
+        self.summary = summary
+        self.tty = _isatty(stream)
+        self.t0 = time.monotonic()
+        self._key: str | None = None
+        self._drawn = 0.0
+        self._dirty = False
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def update(self, text: str, *, key: str | None = None) -> None:
+        """Show ``text``. On a terminal it is redrawn at most ten times a second (always when
+        ``key`` changes); elsewhere it is written only when ``key`` (default: the text) changes."""
+        if not self.live:
+            return
+        with self._lock:
+            self._draw(text, text if key is None else key)
+
+    def _draw(self, text: str, key: str) -> None:
+        now = time.monotonic()
+        if self.tty:
+            if key == self._key and now - self._drawn < 0.1:
+                return
+            width = max(20, shutil.get_terminal_size((100, 24)).columns - 1)
+            self.stream.write("\r\033[K" + text[:width])
+            self._dirty = True
+        elif key != self._key:
+            self.stream.write(text + "\n")
+        else:
+            return
+        self.stream.flush()
+        self._key, self._drawn = key, now
+
+    def mission(self, fb: Any) -> None:
+        """``MissionClient`` feedback (``Mission.action``): stage, the active action, the latest event."""
+        act, kind = fb.active_action, fb.latest_event.kind
+        key = f"{fb.mission_id} {fb.stage}"
+        if act.action_id:
+            key += f" {act.skill} {act.state}"
+        if kind:
+            key += f" {kind}"
+        self.update(f"[{self.elapsed():6.1f}s] {key}", key=key)
+
+    def clear(self) -> None:
+        with self._lock:
+            if self._dirty:
+                self.stream.write("\r\033[K")
+                self.stream.flush()
+                self._dirty = False
+
+    def done(self, summary: str = "") -> None:
+        """Clear the live line; write ``summary`` (one line) unless quiet."""
+        self.clear()
+        if summary and self.summary:
+            self.stream.write(summary + "\n")
+            self.stream.flush()
+
+
+class Console:
+    """Where a command's output goes: its result on stdout, everything else on stderr.
+
+    ``result`` writes the one result a command prints: a JSON document under
+    ``--json``, text otherwise. While a handler runs, ``print()`` goes to
+    stderr, so a stray print can never corrupt a JSON result.
+    """
+
+    def __init__(self, *, json_output: bool = False, quiet: bool = False, progress: bool = False,
+                 stdout: TextIO | None = None, stderr: TextIO | None = None) -> None:
+        self.json = json_output
+        self.quiet = quiet
+        self.stdout = stdout or sys.stdout
+        self.stderr = stderr or sys.stderr
+        silent = json_output or quiet
+        self.progress = Progress(self.stderr, live=progress or (not silent and _isatty(self.stderr)),
+                                 summary=not silent)
+
+    @classmethod
+    def for_args(cls, args: argparse.Namespace) -> Console:
+        return cls(json_output=getattr(args, "json", False), quiet=getattr(args, "quiet", False),
+                   progress=getattr(args, "progress", False))
+
+    def result(self, doc: Any, text: str | Callable[[], str] | None = None) -> None:
+        """The command's result: ``doc`` as JSON under ``--json``, else ``text`` (or ``doc`` as JSON)."""
+        self.progress.clear()
+        if self.json or text is None:
+            out = json.dumps(doc, indent=2, default=str)
+        else:
+            out = text() if callable(text) else text
+        self.write(out if out.endswith("\n") or not out else out + "\n")
+
+    def write(self, text: str) -> None:
+        """Raw text on stdout (an export); under ``--json`` use ``result`` instead."""
+        self.stdout.write(text)
+        self.stdout.flush()
+
+    def info(self, message: str) -> None:
+        """A note for the person at the terminal (stderr; silent under ``--json``/``--quiet``)."""
+        if not (self.json or self.quiet):
+            self.progress.clear()
+            print(message, file=self.stderr)
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+# --------------------------------------------------------------------------- registration
+
+Handler = Callable[[argparse.Namespace, Console], int]
+"""A command: parsed arguments and a console in, an ``ExitCode`` out; errors are raised."""
+
+_ALWAYS = (ExitCode.OK, ExitCode.USAGE, ExitCode.INTERRUPTED)
+
+
+def add_command(
+    sub: Any,
+    name: str,
+    *,
+    help: str,  # noqa: A002 - argparse's own name
+    description: str,
+    examples: Sequence[str],
+    run: Handler,
+    json_output: bool = True,
+    progress: bool = False,
+    exit_codes: Sequence[ExitCode] = (),
+    notes: str = "",
+) -> argparse.ArgumentParser:
+    """Register one command on ``sub`` (a subparsers action) and return its parser for its own options.
+
+    ``examples`` are complete command lines (a trailing ``# comment`` is
+    fine); ``json_output`` adds ``--json``; ``progress`` adds ``--progress``
+    and ``--quiet``; ``exit_codes`` are the codes beyond 0, 2 and 130 that
+    the command can return; ``notes`` is free text printed after the examples.
+    """
+    if not examples:
+        raise ValueError(f"command {name!r} needs at least one example")
+    codes = sorted(set(_ALWAYS) | set(exit_codes))
+    epilog = "examples:\n" + "\n".join(f"  {e}" for e in examples)
+    if notes:
+        epilog += "\n\n" + notes.strip("\n")
+    epilog += "\n\nexit codes:\n" + "\n".join(f"  {c.value:>3}  {c.meaning}" for c in codes)  # type: ignore[attr-defined]
+    p = sub.add_parser(name, help=help, description=_wrap(description), epilog=epilog,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.set_defaults(handler=run, exit_codes=codes)
+    out = p.add_argument_group("output")
+    if json_output:
+        out.add_argument("--json", action="store_true",
+                         help="print the result as one JSON document on stdout (errors too); nothing else on stdout")
+    if progress:
+        out.add_argument("--progress", action="store_true",
+                         help="show progress on stderr even when it is not a terminal (or under --json)")
+        out.add_argument("-q", "--quiet", action="store_true", help="no progress and no notes on stderr")
+    return p
+
+
+def add_group(sub: Any, name: str, *, help: str, description: str, examples: Sequence[str]) -> Any:  # noqa: A002
+    """A command with subcommands (``journal show``); returns the subparsers action for ``add_command``."""
+    g = sub.add_parser(name, help=help, description=_wrap(description),
+                       epilog="examples:\n" + "\n".join(f"  {e}" for e in examples)
+                              + f"\n\nrobot-harness {name} SUBCOMMAND --help for each one's options and exit codes",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    return g.add_subparsers(dest=f"{name}_command", required=True, metavar="SUBCOMMAND", title="subcommands")
+
+
+def _wrap(text: str) -> str:
+    return "\n\n".join(textwrap.fill(" ".join(par.split()), width=88) for par in text.split("\n\n"))
+
+
+DESCRIPTION = """\
+Evidence-gated closed-loop agent harness for ROS 2 robots.
+
+A model proposes tool calls; the harness checks fresh state before any motion,
+tracks every physical action, and declares a mission done only on verified
+evidence, all recorded in a journal (SQLite) and a bag (MCAP)."""
+
+EXAMPLES = """\
 examples:
-  robot-harness demo
-  robot-harness run --scenario scenarios/demo.yaml --report /tmp/report.json
-  robot-harness up                      # sim + harness graph, Ctrl-C to stop
+  robot-harness demo                                 # the inspection demo on the simulated robot
+  robot-harness run --scenario scenarios/demo.yaml --journal /tmp/rh/journal.sqlite3
+  robot-harness journal show --journal /tmp/rh/journal.sqlite3
+  robot-harness up &                                 # sim + harness graph; then, from another shell:
   robot-harness mission "Go to office_storage and come back to dock."
-  robot-harness journal show --journal /tmp/run/journal.sqlite3
-  robot-harness journal export --format jsonl --journal /tmp/run/journal.sqlite3
-  robot-harness interactions            # approvals and questions waiting on you
-  robot-harness answer ask-1a2b3c approve
-  robot-harness resources               # leases; --clear a resource an unknown outcome blocks
-  robot-harness stop --reason "person in the aisle"
-"""
+  robot-harness eval --quick
+
+robot-harness COMMAND --help shows a command's options, examples and exit codes (docs/cli.md)."""
+
+
+COMMAND_MODULES = ("cli_operator",)
+"""Modules of ``robot_harness`` that add commands: each has ``register(sub)``, which calls ``add_command``.
+They may import this module at their top (it is loaded by then); heavy imports belong inside handlers."""
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="robot-harness", description="Evidence-gated closed-loop agent harness for ROS 2 robots.",
-                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = argparse.ArgumentParser(prog="robot-harness", description=DESCRIPTION,
+                                epilog=EXAMPLES + "\n\n" + exit_code_table(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"robot-harness {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
+    _register_run_commands(sub)
+    _register_journal_commands(sub)
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"{__package__}.{name}").register(sub)
+    _register_eval_commands(sub)
+    return p
 
-    up = sub.add_parser("up", help="bring up the node graph in this process (Ctrl-C stops it)",
-                        epilog="example: robot-harness up --journal /tmp/j.sqlite3", formatter_class=argparse.RawDescriptionHelpFormatter)
+
+def _register_run_commands(sub: Any) -> None:
+    up = add_command(
+        sub, "up", help="bring up the node graph in this process (Ctrl-C stops it)",
+        description="Start the harness nodes (supervisor, planner, verifier, snapshot aggregator, recovery) and, "
+                    "unless --no-sim, the simulated robot, in this process. Missions are sent from another shell "
+                    "with `robot-harness mission`. Ctrl-C (or SIGTERM) stops the graph: that is how `up` ends, "
+                    "with exit 0.",
+        examples=["robot-harness up",
+                  "robot-harness up --journal /tmp/rh/journal.sqlite3 --planner-script scenarios/demo.yaml",
+                  "robot-harness up --no-sim --harness-config config/harness.yaml   # a real Nav2 robot"],
+        run=_up, json_output=False)
     up.add_argument("--no-sim", action="store_true", help="do not start the simulated robot (use a real Nav2 robot)")
     up.add_argument("--journal", type=Path, help="journal file (default $ROS_HOME/robot_harness/journal.sqlite3)")
     up.add_argument("--harness-config", type=Path, help="harness configuration YAML (default config/harness.yaml)")
@@ -51,71 +329,126 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--planner-script", type=Path,
                     help="recorded model responses for the scripted planner (a YAML file with turns:, or a scenario file)")
 
-    m = sub.add_parser("mission", help="send a mission to a running graph and follow it",
-                       epilog='example: robot-harness mission "Go to office_storage" --set limits.mission_timeout_s=60',
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    m = add_command(
+        sub, "mission", help="send a mission to a running graph and follow it",
+        description="Send a natural-language goal to the graph `robot-harness up` (or the launch file) runs, "
+                    "follow its progress, and print the result. Ctrl-C stops following, not the mission: "
+                    "stop it with `robot-harness stop`.",
+        examples=['robot-harness mission "Go to office_storage and come back to dock."',
+                  'robot-harness mission "Go to office_storage" --set limits.mission_timeout_s=60 --json',
+                  'ROBOT_HARNESS_OPERATOR_TOKEN=s3cret robot-harness mission "Inspect office_storage" --owner alice'],
+        run=_mission, progress=True,
+        exit_codes=(ExitCode.NOT_SUCCEEDED, ExitCode.REFUSED, ExitCode.UNAVAILABLE))
     m.add_argument("goal", help="the natural-language goal")
-    m.add_argument("--mission-id", default="")
+    m.add_argument("--mission-id", default="", help="the mission id (default: a new one); sending it again is safe")
     m.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override for this mission")
-    m.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the result")
-    m.add_argument("--json", action="store_true", help="print the result as JSON")
+    m.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the result (default 900)")
     m.add_argument("--owner", default=os.environ.get("USER", ""), help="who sends the mission (recorded)")
     m.add_argument("--owner-token", default=None,
                    help=f"secret that lets its holder answer this mission's approvals and questions "
-                        f"(default ${cli_operator.TOKEN_ENV})")
+                        f"(default ${TOKEN_ENV})")
 
-    r = sub.add_parser("run", help="start sim + graph in this process, run one scenario, exit",
-                       epilog="example: robot-harness run --scenario scenarios/demo.yaml --report report.json",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    r.add_argument("--scenario", type=Path, required=True)
-    r.add_argument("--journal", type=Path)
-    r.add_argument("--report", type=Path)
-    r.add_argument("--json", action="store_true", help="print the report as JSON instead of a timeline")
-    _planner_args(r)
+    r = add_command(
+        sub, "run", help="start sim + graph in this process, run one scenario, exit",
+        description="Start the simulated robot and the harness graph in this process, run the scenario's "
+                    "mission, stop everything, and print the timeline and the result (or the report as JSON).",
+        examples=["robot-harness run --scenario scenarios/demo.yaml",
+                  "robot-harness run --scenario scenarios/failed_navigation.yaml --journal /tmp/rh/journal.sqlite3 "
+                  "--report /tmp/rh/report.json",
+                  "robot-harness run --scenario scenarios/demo.yaml --json | jq .status"],
+        run=_run, progress=True, exit_codes=(ExitCode.NOT_SUCCEEDED, ExitCode.UNAVAILABLE))
+    r.add_argument("--scenario", type=Path, required=True, help="the scenario file (docs/scenario.schema.json)")
+    _run_args(r)
 
-    d = sub.add_parser("demo", help="the inspection demo on the simulated robot with recorded model responses",
-                       epilog="examples:\n  robot-harness demo\n"
-                              "  OPENAI_BASE_URL=http://127.0.0.1:11434/v1 robot-harness demo --planner llm --model qwen2.5:7b "
-                              "--record demo.replay.jsonl\n"
-                              "  robot-harness demo --planner replay --replay demo.replay.jsonl",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    d.add_argument("--journal", type=Path)
-    d.add_argument("--report", type=Path)
-    d.add_argument("--json", action="store_true")
-    _planner_args(d)
+    d = add_command(
+        sub, "demo", help="the inspection demo on the simulated robot with recorded model responses",
+        description="`robot-harness run` on the shipped scenarios/demo.yaml: the quadruped inspects a room and "
+                    "comes back, with recorded model turns (or a live model with --planner llm).",
+        examples=["robot-harness demo",
+                  "OPENAI_BASE_URL=http://127.0.0.1:11434/v1 robot-harness demo --planner llm --model qwen2.5:7b "
+                  "--record /tmp/rh/demo.replay.jsonl",
+                  "robot-harness demo --planner replay --replay /tmp/rh/demo.replay.jsonl"],
+        run=_run, progress=True, exit_codes=(ExitCode.NOT_SUCCEEDED, ExitCode.UNAVAILABLE))
+    _run_args(d)
 
-    j = sub.add_parser("journal", help="read a journal: show a mission timeline or export events")
-    jsub = j.add_subparsers(dest="journal_command", required=True, metavar="SUBCOMMAND")
-    show = jsub.add_parser("show", help="a readable timeline of a mission",
-                           epilog="example: robot-harness journal show --journal j.sqlite3 --mission last",
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-    show.add_argument("--journal", type=Path)
+
+def _run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--journal", type=Path, help="journal file (default $ROBOT_HARNESS_RUNS/<time>/journal.sqlite3, "
+                                                "$ROBOT_HARNESS_RUNS defaulting to runs/)")
+    p.add_argument("--report", type=Path, help="also write the JSON report to this file")
+    g = p.add_argument_group("planner (default: the scenario's recorded turns)")
+    g.add_argument("--planner", choices=("scripted", "llm", "replay"), default="scripted",
+                   help="llm: any OpenAI-compatible endpoint (OPENAI_BASE_URL, OPENAI_API_KEY); "
+                        "replay: a file recorded with --record")
+    g.add_argument("--model", default="", help="model name for --planner llm (default: $ROBOT_HARNESS_MODEL)")
+    g.add_argument("--record", type=Path, help="with --planner llm: append every model turn to this replay file")
+    g.add_argument("--replay", type=Path, help="with --planner replay: the recorded file")
+
+
+def _register_journal_commands(sub: Any) -> None:
+    js = add_group(
+        sub, "journal", help="read a journal: a mission's timeline, its events, its evidence",
+        description="Read the journal (SQLite) a supervisor writes: `show` a mission as a timeline, `export` "
+                    "its events, `verify` the evidence it cites. Safe beside a running supervisor.",
+        examples=["robot-harness journal show --journal /tmp/rh/journal.sqlite3",
+                  "robot-harness journal export --journal /tmp/rh/journal.sqlite3 --format csv --out events.csv",
+                  "robot-harness journal verify --journal /tmp/rh/journal.sqlite3"])
+    show = add_command(
+        js, "show", help="a readable timeline of a mission",
+        description="A mission's events as a timeline (contract, model turns, tool calls, actions, verdicts, "
+                    "commit), or the list of missions; --json gives the events themselves.",
+        examples=["robot-harness journal show                 # the last mission in the default journal",
+                  "robot-harness journal show --journal /tmp/rh/journal.sqlite3 --mission list",
+                  "robot-harness journal show --journal /tmp/rh/journal.sqlite3 --mission last --json"],
+        run=_journal_show, exit_codes=(ExitCode.EVIDENCE,))
+    _journal_arg(show)
     show.add_argument("--mission", default="last", help="mission id, or 'last' (default), or 'list'")
-    show.add_argument("--json", action="store_true")
-    ex = jsub.add_parser("export", help="export events as JSON lines or CSV",
-                         epilog="example: robot-harness journal export --format csv --out events.csv",
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    ex.add_argument("--journal", type=Path)
-    ex.add_argument("--mission", default="", help="only this mission (default: all)")
-    ex.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
+
+    ex = add_command(
+        js, "export", help="export events as JSON lines or CSV",
+        description="Every event (or one mission's) in the journal's own format: JSON lines that parse back "
+                    "into records, CSV for a spreadsheet, or with --json one JSON array.",
+        examples=["robot-harness journal export --journal /tmp/rh/journal.sqlite3 > events.jsonl",
+                  "robot-harness journal export --journal /tmp/rh/journal.sqlite3 --format csv --out events.csv",
+                  "robot-harness journal export --journal /tmp/rh/journal.sqlite3 --mission last --json"],
+        run=_journal_export, exit_codes=(ExitCode.EVIDENCE,))
+    _journal_arg(ex)
+    ex.add_argument("--mission", default="", help="only this mission id, or 'last' (default: every mission)")
+    ex.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="(default jsonl; --json: one array)")
     ex.add_argument("--out", type=Path, help="file to write (default stdout)")
-    ver = jsub.add_parser("verify", help="re-check every piece of evidence a mission cites (bag messages, artifacts)",
-                          epilog="example: robot-harness journal verify --journal runs/x/journal.sqlite3 --mission last\n"
-                                 "exit 0: all evidence present and unchanged; 3: something is missing or changed",
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    ver.add_argument("--journal", type=Path)
+
+    ver = add_command(
+        js, "verify", help="re-check every piece of evidence a mission cites (bag messages, artifacts)",
+        description="Re-read every bag message and re-hash every artifact a mission's receipts, verdicts and "
+                    "commit cite; exit 5 if anything is missing or changed.",
+        examples=["robot-harness journal verify --journal /tmp/rh/journal.sqlite3",
+                  "robot-harness journal verify --journal /tmp/rh/journal.sqlite3 --mission last "
+                  "--bags /tmp/rh/bags --json"],
+        run=_journal_verify, exit_codes=(ExitCode.EVIDENCE,))
+    _journal_arg(ver)
     ver.add_argument("--mission", default="last", help="mission id, or 'last' (default)")
     ver.add_argument("--bags", type=Path, help="bag directory (default: bags/ beside the journal)")
-    ver.add_argument("--json", action="store_true")
 
-    rp = sub.add_parser("replay", help="re-run verification and the commit gate over a recorded mission; report diffs",
-                        epilog="examples:\n  robot-harness replay runs/x/bags/mission-1a2b/   # the bag's journal is beside bags/\n"
-                               "  robot-harness replay --journal j.sqlite3 --mission last "
-                               "--set verification.xy_tolerance_m=0.1\n"
-                               "exit 0: every verdict replays the same; 1: a verdict or a commit differs",
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    rp.add_argument("bag", nargs="?", type=Path, help="a mission bag (folder or .mcap) written by the harness")
-    rp.add_argument("--journal", type=Path, help="the journal (default: beside the bag's bags/ folder)")
+
+def _journal_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--journal", type=Path, help="journal file (default $ROS_HOME/robot_harness/journal.sqlite3)")
+
+
+def _register_eval_commands(sub: Any) -> None:
+    rp = add_command(
+        sub, "replay", help="re-run verification and the commit gate over recorded missions; report diffs",
+        description="Re-run the verifier and the commit gate over a recorded mission's journaled inputs, under "
+                    "its own config or a changed one (--set), in milliseconds; report every verdict or commit "
+                    "that differs. Several bags replay one after the other. With --scenario, judge a recording "
+                    "of a robot the harness did not drive against the scenario's contract.",
+        examples=["robot-harness replay /tmp/rh/bags/mission-1a2b3c4d5e6f/   # the journal is beside bags/",
+                  "robot-harness replay --journal /tmp/rh/journal.sqlite3 --mission last "
+                  "--set verification.xy_tolerance_m=0.1",
+                  "robot-harness replay /tmp/rh/bags/*/ --json        # every mission in the folder"],
+        run=_replay, progress=True, exit_codes=(ExitCode.NOT_SUCCEEDED, ExitCode.EVIDENCE),
+        notes="--json: one bag gives its replay document; several give {\"identical\": ..., \"replays\": [...]}")
+    rp.add_argument("bag", nargs="*", type=Path, help="mission bags (folder or .mcap) written by the harness")
+    rp.add_argument("--journal", type=Path, help="the journal (default: beside each bag's bags/ folder)")
     rp.add_argument("--mission", default="", help="mission id, or 'last' (default: the bag's mission)")
     rp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="change the harness config for the replay (e.g. a verifier tolerance)")
@@ -124,40 +457,361 @@ def build_parser() -> argparse.ArgumentParser:
                          "against the bag's pose topic")
     rp.add_argument("--pose-topic", default="/amcl_pose", help="with --scenario (default /amcl_pose)")
     rp.add_argument("--artifacts", type=Path, help="look cited images up by file name here (a recording moved)")
-    rp.add_argument("--json", action="store_true")
-    cli_operator.add_parsers(sub)
 
-    rep = sub.add_parser("report", help="a self-contained HTML report of a mission for a person",
-                         epilog="example: robot-harness report --journal runs/x/journal.sqlite3 --out mission.html\n"
-                                "goal, contract and verdicts with their evidence, a trajectory plot over the places, "
-                                "the action timeline, the model's turns, and the evidence images with their sha256",
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    rep.add_argument("--journal", type=Path)
+    rep = add_command(
+        sub, "report", help="a self-contained HTML report of a mission for a person",
+        description="One HTML page: goal, contract and verdicts with their evidence, a trajectory plot over the "
+                    "places, the action timeline, the model's turns, and the evidence images with their sha256.",
+        examples=["robot-harness report --journal /tmp/rh/journal.sqlite3 --out /tmp/rh/mission.html",
+                  "robot-harness report --journal /tmp/rh/journal.sqlite3 --mission last --json"],
+        run=_report, exit_codes=(ExitCode.EVIDENCE,))
+    _journal_arg(rep)
     rep.add_argument("--mission", default="last", help="mission id, or 'last' (default)")
     rep.add_argument("--out", type=Path, help="the HTML file (default: report-<mission>.html here)")
     rep.add_argument("--artifacts", type=Path, help="look cited images up by file name here (a recording moved)")
 
-    ev = sub.add_parser("eval", help="the fault-injection benchmark: every suite scenario under every harness mode",
-                        epilog="examples:\n  robot-harness eval --quick\n  robot-harness eval --out runs/eval\n"
-                               "writes table.md, results.json, runs.json and PNG plots to --out; "
-                               "the suite is scenarios/eval (python scripts/make_eval_suite.py)",
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    ev = add_command(
+        sub, "eval", help="the fault-injection benchmark: every suite scenario under every harness mode",
+        description="Run every scenario of the suite under every harness mode (direct, monitored, gated and the "
+                    "ablations) and write table.md, results.json, runs.json and PNG plots to --out. The suite is "
+                    "scenarios/eval (python scripts/make_eval_suite.py); docs/evaluation.md explains the numbers.",
+        examples=["robot-harness eval --quick                       # the navigation and inspection tasks",
+                  "robot-harness eval --out runs/eval --modes direct,gated",
+                  "robot-harness eval --quick --json > results.json"],
+        run=_eval, progress=True)
     ev.add_argument("--quick", action="store_true", help="the navigation and inspection tasks only (for CI)")
     ev.add_argument("--out", type=Path, default=Path("runs/eval"), help="results folder (default runs/eval)")
     ev.add_argument("--modes", default="", help="comma-separated subset of: direct, monitored, gated, gated-no-...")
     ev.add_argument("--scenarios", type=Path, help="a folder of scenario files (default scenarios/eval)")
-    ev.add_argument("--json", action="store_true", help="print results.json instead of the table")
-    return p
 
 
-def _planner_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("planner (default: the scenario's recorded turns)")
-    g.add_argument("--planner", choices=("scripted", "llm", "replay"), default="scripted",
-                   help="llm: any OpenAI-compatible endpoint (OPENAI_BASE_URL, OPENAI_API_KEY); "
-                        "replay: a file recorded with --record")
-    g.add_argument("--model", default="", help="model name for --planner llm (default: $ROBOT_HARNESS_MODEL)")
-    g.add_argument("--record", type=Path, help="with --planner llm: append every model turn to this replay file")
-    g.add_argument("--replay", type=Path, help="with --planner replay: the recorded file")
+# --------------------------------------------------------------------------- entry point
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    console = Console.for_args(args)
+    try:
+        with contextlib.redirect_stdout(console.stderr), _interruptible():
+            return int(args.handler(args, console))
+    except HarnessError as exc:
+        # a refusal names its code (scripts and people grep for command_conflict, not_authorized, ...)
+        message = exc.message if isinstance(exc, UsageError) else f"{exc.code}: {exc.message}"
+        return _fail(console, exit_code_for(exc), message, {**exc.to_dict(), "message": exc.message})
+    except KeyboardInterrupt:
+        return _fail(console, ExitCode.INTERRUPTED, "interrupted", {"error": "interrupted"})
+    except BrokenPipeError:
+        # the reader went away (| head): say nothing more on a closed pipe
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return ExitCode.PIPE
+    except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return _fail(console, ExitCode.USAGE, f"{where}{exc.strerror or exc}", {"error": "os_error"})
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: a bug, reported as one
+        if _is_journal_error(exc):
+            return _fail(console, ExitCode.EVIDENCE, f"the journal cannot be read: {exc}",
+                         {"error": "journal_read_failed"})
+        console.progress.clear()
+        traceback.print_exc(file=console.stderr)
+        return _fail(console, ExitCode.BUG,
+                     f"internal error in robot_harness {__version__}: {type(exc).__name__}: {exc}\n"
+                     "this is a bug: please report it with the command line and the traceback above",
+                     {"error": "internal_error"})
+    finally:
+        console.progress.clear()
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """SIGINT raises KeyboardInterrupt (exit 130) even in a process started in the
+    background by a script, which inherits an ignored SIGINT."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _is_journal_error(exc: BaseException) -> bool:
+    import sqlite3
+
+    return isinstance(exc, sqlite3.DatabaseError)
+
+
+def _fail(console: Console, code: ExitCode, message: str, doc: dict[str, Any]) -> int:
+    console.progress.clear()
+    print(f"robot-harness: error: {message}", file=console.stderr)
+    if console.json:
+        with contextlib.suppress(OSError):
+            console.write(json.dumps({"message": message.splitlines()[0], **doc, "exit_code": int(code)},
+                                     indent=2, default=str) + "\n")
+    return int(code)
+
+
+# --------------------------------------------------------------------------- journal helpers
+
+
+def _journal_path(p: Path | None) -> Path:
+    from .core.journal import default_journal_path
+
+    path = p or default_journal_path()
+    if not path.is_file():
+        hint = "" if p else " (pass --journal PATH, or run a mission first)"
+        raise UsageError(f"no journal at {path}{hint}", path=str(path))
+    return path
+
+
+def _open_journal(path: Path) -> Any:
+    from .core.clock import IdGenerator, SystemClock
+    from .core.journal import SqliteJournal
+
+    return SqliteJournal(path, clock=SystemClock(), ids=IdGenerator(None))
+
+
+@contextlib.contextmanager
+def open_journal(path: Path | None) -> Iterator[Any]:
+    """The journal at ``path`` (or the default one), set up and closed again; a missing file is a usage error."""
+    journal = _open_journal(_journal_path(path))
+    try:
+        journal.setup()
+        yield journal
+    finally:
+        journal.close()
+
+
+def _mission_id(journal: Any, spec: str, missions: list[dict[str, Any]] | None = None) -> str:
+    """A mission id the journal knows, or its newest for ``last``."""
+    missions = journal.missions() if missions is None else missions
+    if spec == "last":
+        if not missions:
+            raise UsageError(f"the journal {journal.path} has no missions")
+        return missions[-1]["mission_id"]
+    if not any(m["mission_id"] == spec for m in missions):
+        raise UsageError(f"no mission {spec!r} in {journal.path} (robot-harness journal show --journal "
+                         f"{journal.path} --mission list lists them)", mission_id=spec)
+    return spec
+
+
+def _pairs(items: Sequence[str]) -> list[tuple[str, str]]:
+    out = []
+    for item in items:
+        if "=" not in item:
+            raise UsageError(f"--set expects KEY=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        out.append((k, v))
+    return out
+
+
+# --------------------------------------------------------------------------- journal
+
+
+def _journal_show(args: argparse.Namespace, console: Console) -> int:
+    from .core.timeline import render_timeline
+
+    with open_journal(args.journal) as journal:
+        missions = journal.missions()
+        if args.mission == "list":
+            console.result(missions, lambda: "\n".join(
+                f"{m['mission_id']}  {m.get('status') or '-':<10} {m.get('goal') or ''}" for m in missions)
+                or "no missions")
+            return ExitCode.OK
+        mid = _mission_id(journal, args.mission, missions)
+        events = journal.events(mission_id=mid)
+    if not events:
+        raise UsageError(f"no events for mission {mid}", mission_id=mid)
+    console.result([_event_doc(e) for e in events], lambda: render_timeline(events))
+    return ExitCode.OK
+
+
+def _event_doc(event: Any) -> Any:
+    from .core.records import to_json
+
+    return json.loads(to_json(event))
+
+
+def _journal_export(args: argparse.Namespace, console: Console) -> int:
+    from .core.timeline import export_events
+
+    with open_journal(args.journal) as journal:
+        mid = _mission_id(journal, args.mission) if args.mission else None
+        events = journal.events(mission_id=mid)
+    if args.json:
+        text = json.dumps([_event_doc(e) for e in events], indent=1) + "\n"
+    else:
+        text = export_events(events, args.format)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+        console.info(f"{len(events)} event(s) written to {args.out}")
+    else:
+        console.write(text)
+    return ExitCode.OK
+
+
+def _journal_verify(args: argparse.Namespace, console: Console) -> int:
+    from .evidence.audit import audit_mission
+
+    with open_journal(args.journal) as journal:
+        mid = _mission_id(journal, args.mission)
+        events = journal.events(mission_id=mid)
+        bags = args.bags or (Path(journal.path).parent / "bags")
+    if not events:
+        raise UsageError(f"no events for mission {mid}", mission_id=mid)
+    report = audit_mission(events, bag_dir=bags)
+
+    def text() -> str:
+        lines = [f"{'ok  ' if c.ok else 'FAIL'} {c.id}" + (f"  ({c.problem})" if c.problem else "")
+                 + f"  cited by {', '.join(c.cited_by)}" for c in report.checks]
+        lines.append(f"{len(report.checks)} evidence item(s) checked for mission {mid}: "
+                     + ("all present and unchanged" if report.ok else f"{len(report.failures)} missing or changed"))
+        return "\n".join(lines)
+
+    console.result({**report.model_dump(mode="json"), "ok": report.ok}, text)
+    return ExitCode.OK if report.ok else ExitCode.EVIDENCE
+
+
+# --------------------------------------------------------------------------- replay, report, eval
+
+
+def _replay(args: argparse.Namespace, console: Console) -> int:
+    bags: list[Path] = list(args.bag)
+    if args.scenario is not None:
+        return _replay_scenario(args, console, bags)
+    if len(bags) > 1 and args.mission:
+        raise UsageError("--mission names one mission; with several bags each bag replays its own")
+    targets: list[tuple[Path | None, str]] = []  # (journal, mission)
+    for bag in bags:
+        bag = bag.resolve()
+        bag_dir = bag if bag.is_dir() else bag.parent
+        if not bag_dir.is_dir() or not bag.exists():
+            raise UsageError(f"no bag at {bag}")
+        # <journal dir>/bags/<mission>/<mission>.mcap
+        targets.append((args.journal or bag_dir.parent.parent / "journal.sqlite3", args.mission or bag_dir.name))
+    if not targets:
+        targets.append((args.journal, args.mission or "last"))
+    overrides = _overrides(args.set)
+    progress = console.progress
+    reports = []
+    for i, (journal_path, mission) in enumerate(targets, 1):
+        if len(targets) > 1:
+            progress.update(f"[{i}/{len(targets)}] replaying {mission}", key=str(i))
+        reports.append(_replay_one(journal_path, mission, overrides=overrides, artifacts=args.artifacts))
+    identical = all(r.identical for r in reports)
+    if len(reports) == 1:
+        doc: Any = reports[0].as_dict()
+    else:
+        doc = {"identical": identical, "replays": [r.as_dict() for r in reports]}
+        differ = sum(not r.identical for r in reports)
+        progress.done(f"replayed {len(reports)} missions in {progress.elapsed():.1f} s: "
+                      + ("every verdict replays the same" if identical else f"{differ} differ"))
+    console.result(doc, lambda: "\n".join(_replay_text(r) for r in reports))
+    return ExitCode.OK if identical else ExitCode.NOT_SUCCEEDED
+
+
+def _overrides(items: Sequence[str]) -> dict[str, Any]:
+    from .core.config import dotted_overrides
+
+    return dotted_overrides(_pairs(items))
+
+
+def _replay_one(journal_path: Path | None, mission: str, *, overrides: dict[str, Any], artifacts: Path | None) -> Any:
+    from .evidence.replay import replay_mission
+
+    with open_journal(journal_path) as j:
+        mid = _mission_id(j, mission)
+        return replay_mission(j, mid, overrides=overrides, artifacts_dir=artifacts)
+
+
+def _replay_text(report: Any) -> str:
+    lines = []
+    for v in report.verdicts:
+        state = "same" if not v.diffs else "DIFFERS: " + "; ".join(v.diffs)
+        lines.append(f"seq {v.seq} {v.recorded_id}: recorded {v.recorded}"
+                     f"{' (committed)' if v.recorded_committed else ''}, replayed {v.replayed}"
+                     f"{' (committed)' if v.replayed_committed else ''} - {state}")
+    mission = report.mission_id
+    if not report.verdicts:
+        lines.append(f"mission {mission}: no replayable verdict" + (
+            f" ({report.skipped} recorded before requests were journaled)" if report.skipped else ""))
+    lines.append(f"mission {mission}: " + ("every verdict replays the same" if report.identical else "verdicts differ"))
+    return "\n".join(lines)
+
+
+def _replay_scenario(args: argparse.Namespace, console: Console, bags: list[Path]) -> int:
+    from .core.scenario import load_scenario
+    from .evidence.replay import replay_bag
+
+    if not bags:
+        raise UsageError("--scenario needs the BAG to judge")
+    scenario = load_scenario(args.scenario)
+    results = []
+    for i, bag in enumerate(bags, 1):
+        if len(bags) > 1:
+            console.progress.update(f"[{i}/{len(bags)}] judging {bag}", key=str(i))
+        results.append(replay_bag(bag, scenario, pose_topic=args.pose_topic).as_dict())
+
+    def text() -> str:
+        lines = []
+        for out in results:
+            lines.append(f"{out['poses']} poses on {out['pose_topic']} over {out['span_s']} s: {out['goal_verdict']}")
+            lines += [f"  {st['obligation']} {st['verdict']}: {st['reason']}" for st in out["steps"]]
+        return "\n".join(lines)
+
+    console.result(results[0] if len(results) == 1 else {"replays": results}, text)
+    return ExitCode.OK
+
+
+def _report(args: argparse.Namespace, console: Console) -> int:
+    from .evidence.report import render_report
+
+    with open_journal(args.journal) as j:
+        mission = _mission_id(j, args.mission)
+        page = render_report(j, mission, artifacts_dir=args.artifacts)
+    out = args.out or Path(f"report-{mission}.html")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page)
+    console.result({"mission_id": mission, "report": str(out), "bytes": len(page.encode())},
+                   f"report: {out} ({len(page) // 1024} KiB, self-contained)")
+    return ExitCode.OK
+
+
+def _eval(args: argparse.Namespace, console: Console) -> int:
+    import tempfile
+
+    from .eval.run import ALL_MODES, SUITE_DIR, load_suite, run_suite, table, write_outputs
+
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()] or list(ALL_MODES)
+    unknown = [m for m in modes if m not in ALL_MODES]
+    if unknown:
+        raise UsageError(f"unknown mode(s) {unknown}; known: {list(ALL_MODES)}")
+    try:
+        scenarios = load_suite(args.scenarios or SUITE_DIR, quick=args.quick)
+    except FileNotFoundError as exc:
+        raise UsageError(str(exc)) from None
+    progress = console.progress
+    started = time.monotonic()
+
+    def step(i: int, n: int, r: Any) -> None:
+        spent = time.monotonic() - started
+        eta = spent / i * (n - i)
+        progress.update(f"[{i}/{n}] {spent:5.0f}s, ~{eta:.0f}s left  {r.mode:<26} {r.scenario}", key=str(i))
+
+    with tempfile.TemporaryDirectory(prefix="robot_harness-eval-") as work:
+        results = run_suite(scenarios, modes, workdir=Path(work), progress=step)
+    report = write_outputs(results, args.out, wall_s=time.monotonic() - started, quick=args.quick)
+    progress.done(f"eval: {report['scenarios']} scenarios x {len(modes)} modes = {report['runs']} runs in "
+                  f"{report['wall_s']} s; results in {args.out}")
+    console.result(report, lambda: table(report["modes"]) + "\n" + (
+        f"{report['scenarios']} scenarios, {report['runs']} runs in {report['wall_s']} s; results in {args.out} "
+        "(table.md, results.json, runs.json, modes.png, false_completion_by_fault.png)"))
+    return ExitCode.OK
+
+
+# --------------------------------------------------------------------------- graph commands
 
 
 def _planner_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
@@ -178,284 +832,27 @@ def _planner_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     return {"planner": out}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return _dispatch(args)
-    except (ScenarioError, UsageError) as exc:
-        print(f"robot-harness: error: {exc.message}", file=sys.stderr)
-        return EXIT_USAGE
-    except HarnessError as exc:
-        print(f"robot-harness: {exc.code}: {exc.message}", file=sys.stderr)
-        return EXIT_RUNTIME
-    except KeyboardInterrupt:
-        return 130
-
-
-def _dispatch(args: argparse.Namespace) -> int:
-    if args.command == "journal":
-        return _journal(args)
-    if args.command in ("run", "demo"):
-        return _run(args)
-    if args.command == "up":
-        return _up(args)
-    if args.command == "mission":
-        return _mission(args)
-    if args.command == "eval":
-        return _eval(args)
-    if args.command == "replay":
-        return _replay(args)
-    if args.command == "report":
-        return _report(args)
-    if args.command in cli_operator.COMMANDS:
-        return cli_operator.dispatch(args, journal_path=_journal_path, open_journal=_open_journal)
-    raise UsageError(f"unknown command {args.command}")
-
-
-def _eval(args: argparse.Namespace) -> int:
-    import tempfile
-
-    from .eval.run import ALL_MODES, SUITE_DIR, load_suite, run_suite, table, write_outputs
-
-    modes = [m.strip() for m in args.modes.split(",") if m.strip()] or list(ALL_MODES)
-    unknown = [m for m in modes if m not in ALL_MODES]
-    if unknown:
-        raise UsageError(f"unknown mode(s) {unknown}; known: {list(ALL_MODES)}")
-    try:
-        scenarios = load_suite(args.scenarios or SUITE_DIR, quick=args.quick)
-    except FileNotFoundError as exc:
-        raise UsageError(str(exc)) from None
-    progress = _Progress(enabled=not args.json)
-    started = time.monotonic()
-    total = len(scenarios) * len(modes)
-    with tempfile.TemporaryDirectory(prefix="robot_harness-eval-") as work:
-        results = run_suite(scenarios, modes, workdir=Path(work),
-                            progress=lambda i, n, r: progress.line(f"[{i}/{total}] {r.mode:<26} {r.scenario}"))
-    progress.close()
-    report = write_outputs(results, args.out, wall_s=time.monotonic() - started, quick=args.quick)
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        print(table(report["modes"]))
-        print(f"{report['scenarios']} scenarios, {report['runs']} runs in {report['wall_s']} s; "
-              f"results in {args.out} (table.md, results.json, runs.json, modes.png, false_completion_by_fault.png)")
-    return EXIT_OK
-
-
-def _mission_id(journal: Any, spec: str, missions: list[dict[str, Any]] | None = None) -> str:
-    """A mission id as given, or the journal's newest for ``last``."""
-    if spec != "last":
-        return spec
-    missions = journal.missions() if missions is None else missions
-    if not missions:
-        raise UsageError("the journal has no missions")
-    return missions[-1]["mission_id"]
-
-
-def _report(args: argparse.Namespace) -> int:
-    from .evidence.report import render_report
-
-    j = _open_journal(_journal_path(args.journal))
-    try:
-        j.setup()
-        mission = _mission_id(j, args.mission)
-        page = render_report(j, mission, artifacts_dir=args.artifacts)
-    finally:
-        j.close()
-    out = args.out or Path(f"report-{mission}.html")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page)
-    print(f"report: {out} ({len(page) // 1024} KiB, self-contained)")
-    return EXIT_OK
-
-
-def _replay(args: argparse.Namespace) -> int:
-    from .core.config import dotted_overrides
-    from .evidence.replay import replay_bag, replay_mission
-
-    if args.scenario is not None:
-        if args.bag is None:
-            raise UsageError("--scenario needs the BAG to judge")
-        from .core.scenario import load_scenario
-
-        result = replay_bag(args.bag, load_scenario(args.scenario), pose_topic=args.pose_topic)
-        out = result.as_dict()
-        if args.json:
-            print(json.dumps(out, indent=2))
-        else:
-            print(f"{out['poses']} poses on {out['pose_topic']} over {out['span_s']} s: {out['goal_verdict']}")
-            for st in out["steps"]:
-                print(f"  {st['obligation']} {st['verdict']}: {st['reason']}")
-        return EXIT_OK
-
-    mission = args.mission
-    journal_path = args.journal
-    if args.bag is not None:
-        bag = args.bag.resolve()
-        bag_dir = bag if bag.is_dir() else bag.parent
-        if not bag_dir.is_dir():
-            raise UsageError(f"no bag at {args.bag}")
-        mission = mission or bag_dir.name  # <journal dir>/bags/<mission>/<mission>.mcap
-        journal_path = journal_path or bag_dir.parent.parent / "journal.sqlite3"
-    pairs = []
-    for item in args.set:
-        if "=" not in item:
-            raise UsageError(f"--set expects KEY=VALUE, got {item!r}")
-        pairs.append(tuple(item.split("=", 1)))
-    j = _open_journal(_journal_path(journal_path))
-    try:
-        j.setup()
-        mission = _mission_id(j, mission or "last")
-        report = replay_mission(j, mission, overrides=dotted_overrides(pairs), artifacts_dir=args.artifacts)
-    finally:
-        j.close()
-    if args.json:
-        print(json.dumps(report.as_dict(), indent=2))
-    else:
-        for v in report.verdicts:
-            state = "same" if not v.diffs else "DIFFERS: " + "; ".join(v.diffs)
-            print(f"seq {v.seq} {v.recorded_id}: recorded {v.recorded}"
-                  f"{' (committed)' if v.recorded_committed else ''}, replayed {v.replayed}"
-                  f"{' (committed)' if v.replayed_committed else ''} - {state}")
-        if not report.verdicts:
-            print(f"mission {mission}: no replayable verdict" + (f" ({report.skipped} recorded before requests were "
-                                                                  "journaled)" if report.skipped else ""))
-        print(f"mission {mission}: " + ("every verdict replays the same" if report.identical else "verdicts differ"))
-    return EXIT_OK if report.identical else 1
-
-
-def _journal_path(p: Path | None) -> Path:
-    from .core.journal import default_journal_path
-
-    path = p or default_journal_path()
-    if not path.is_file():
-        raise UsageError(f"no journal at {path}")
-    return path
-
-
-def _open_journal(path: Path):
-    from .core.clock import IdGenerator, SystemClock
-    from .core.journal import SqliteJournal
-
-    return SqliteJournal(path, clock=SystemClock(), ids=IdGenerator(None))
-
-
-def _journal(args: argparse.Namespace) -> int:
-    from .core.timeline import export_events, render_timeline
-
-    journal = _open_journal(_journal_path(args.journal))
-    try:
-        if args.journal_command == "show":
-            missions = journal.missions()
-            if args.mission == "list":
-                print(json.dumps(missions, indent=2) if args.json else
-                      "\n".join(f"{m['mission_id']}  {m.get('status') or '-':<10} {m.get('goal') or ''}" for m in missions))
-                return EXIT_OK
-            mid = _mission_id(journal, args.mission, missions)
-            events = journal.events(mission_id=mid)
-            if not events:
-                raise UsageError(f"no events for mission {mid}")
-            if args.json:
-                print(json.dumps([e.model_dump(mode="json") for e in events], indent=1))
-            else:
-                print(render_timeline(events))
-            return EXIT_OK
-        if args.journal_command == "verify":
-            return _verify_evidence(journal, args)
-        events = journal.events(mission_id=args.mission or None)
-        text = export_events(events, args.format)
-        if args.out:
-            args.out.write_text(text)
-        else:
-            sys.stdout.write(text)
-        return EXIT_OK
-    finally:
-        journal.close()
-
-
-def _verify_evidence(journal: Any, args: argparse.Namespace) -> int:
-    from .evidence.audit import audit_mission
-
-    mid = _mission_id(journal, args.mission)
-    events = journal.events(mission_id=mid)
-    if not events:
-        raise UsageError(f"no events for mission {mid}")
-    bags = args.bags or (Path(journal.path).parent / "bags")
-    report = audit_mission(events, bag_dir=bags)
-    if args.json:
-        print(json.dumps({**report.model_dump(mode="json"), "ok": report.ok}, indent=2))
-    else:
-        for c in report.checks:
-            print(f"{'ok  ' if c.ok else 'FAIL'} {c.id}" + (f"  ({c.problem})" if c.problem else "")
-                  + f"  cited by {', '.join(c.cited_by)}")
-        print(f"{len(report.checks)} evidence item(s) checked for mission {mid}: "
-              + ("all present and unchanged" if report.ok else f"{len(report.failures)} missing or changed"))
-    return EXIT_OK if report.ok else EXIT_RUNTIME
-
-
-class _Progress:
-    """One status line on a terminal, plain lines otherwise."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.tty = sys.stderr.isatty()
-        self.t0 = time.monotonic()
-        self.last = ""
-
-    def __call__(self, fb: Any) -> None:
-        if not self.enabled:
-            return
-        act = fb.active_action
-        ev = fb.latest_event.kind if fb.latest_event.kind else ""
-        line = f"[{time.monotonic() - self.t0:6.1f}s] {fb.stage:<11}"
-        if act.action_id:
-            line += f" {act.skill} {act.state:<9}"
-        if ev:
-            line += f" {ev}"
-        if line == self.last:
-            return
-        self.last = line
-        if self.tty:
-            sys.stderr.write("\r\033[K" + line[:120])
-            sys.stderr.flush()
-        elif ev in ("TOOL_RESULT_RECORDED", "ROBOT_ACTION_OUTCOME", "MODEL_TURN_STARTED"):
-            print(line, file=sys.stderr)
-
-    def line(self, text: str) -> None:
-        """A progress line for long runs: rewritten in place on a terminal, silent otherwise."""
-        if self.enabled and self.tty:
-            sys.stderr.write("\r\033[K" + text[:120])
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled and self.tty:
-            sys.stderr.write("\r\033[K")
-
-
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, console: Console) -> int:
     from .core.scenario import load_scenario
     from .runner import run_scenario
 
-    if args.command == "demo":
-        scenario_path = _demo_scenario()
-    else:
-        scenario_path = args.scenario
-    scenario = load_scenario(scenario_path)
+    scenario = load_scenario(_demo_scenario() if args.command == "demo" else args.scenario)
+    planner = _planner_overrides(args)
     journal = args.journal
     if journal is None:
         out = Path(os.environ.get("ROBOT_HARNESS_RUNS", "runs")) / time.strftime("%Y%m%d-%H%M%S")
         journal = out / "journal.sqlite3"
-    progress = _Progress(enabled=not args.json)
-    if not args.json:
-        print(f"mission: {scenario.goal}", file=sys.stderr)
-    try:
-        report = run_scenario(scenario, journal_path=journal, report_path=args.report, on_feedback=progress,
-                              extra_overrides=_planner_overrides(args))
-    finally:
-        progress.close()
-    if args.json:
-        print(json.dumps(report, indent=2, sort_keys=True))
-        return EXIT_OK
+    console.info(f"mission: {scenario.goal}")
+    progress = console.progress
+    report = run_scenario(scenario, journal_path=journal, report_path=args.report, on_feedback=progress.mission,
+                          extra_overrides=planner)
+    progress.done(f"{report['mission_id']}: {report['status']} after {progress.elapsed():.1f} s; "
+                  f"journal {report['journal']}")
+    console.result(report, lambda: _run_text(report, args.report))
+    return mission_exit_code(report["status"])
+
+
+def _run_text(report: dict[str, Any], report_path: Path | None) -> str:
     from .core.timeline import render_timeline
 
     j = _open_journal(Path(report["journal"]))
@@ -463,49 +860,44 @@ def _run(args: argparse.Namespace) -> int:
         events = j.events(mission_id=report["mission_id"])
     finally:
         j.close()
-    print(render_timeline(events))
-    print()
-    print(f"status:  {report['status']}")
-    print(f"summary: {report['summary']}")
+    lines = [render_timeline(events), "", f"status:  {report['status']}", f"summary: {report['summary']}"]
     contract = report.get("contract")
     if contract:
-        print(f"contract {contract['contract_id']} (revision {contract['revision']}, {contract['compiler']} compiler):")
-        for o in contract["obligations"]:
-            print(f"  {o['id']} {o['kind']}: {o['description']}")
+        lines.append(f"contract {contract['contract_id']} (revision {contract['revision']}, "
+                     f"{contract['compiler']} compiler):")
+        lines += [f"  {o['id']} {o['kind']}: {o['description']}" for o in contract["obligations"]]
     verdict = report.get("verdict")
     if verdict:
-        print(f"verdict {verdict['verdict_id']} by {verdict['verifier']}: {verdict['goal_verdict']}"
-              f" (contract revision {verdict['contract_revision']}, state version {verdict['state_version']})")
-        for st in verdict["steps"]:
-            print(f"  {st['obligation_id']} {st['verdict']}: {st['reason']}")
+        lines.append(f"verdict {verdict['verdict_id']} by {verdict['verifier']}: {verdict['goal_verdict']}"
+                     f" (contract revision {verdict['contract_revision']}, state version {verdict['state_version']})")
+        lines += [f"  {st['obligation_id']} {st['verdict']}: {st['reason']}" for st in verdict["steps"]]
     if report.get("commit"):
-        print(f"committed by the gate: {report['commit']['commit_id']}")
-    print(f"evidence ids: {', '.join(report.get('evidence_ids') or []) or 'none'}")
-    print(f"journal: {report['journal']} (seqs {report['evidence_seqs']})")
+        lines.append(f"committed by the gate: {report['commit']['commit_id']}")
+    lines.append(f"evidence ids: {', '.join(report.get('evidence_ids') or []) or 'none'}")
+    lines.append(f"journal: {report['journal']} (seqs {report['evidence_seqs']})")
     bag = report.get("bag") or {}
     if bag.get("path"):
-        print(f"bag:     {bag['path']} ({bag.get('messages', 0)} messages"
-              + (f", {bag['dropped']} dropped" if bag.get("dropped") else "") + ")")
+        lines.append(f"bag:     {bag['path']} ({bag.get('messages', 0)} messages"
+                     + (f", {bag['dropped']} dropped" if bag.get("dropped") else "") + ")")
     for call in report["tool_calls"]:
         res = call.get("result") or {}
         state = f" -> {call['action_state']}" if call.get("action_state") else ""
-        print(f"  {call['name']}({json.dumps(call['arguments'])}): {res.get('status')}{state}")
-    if args.report:
-        print(f"report:  {args.report}")
-    return EXIT_OK
+        lines.append(f"  {call['name']}({json.dumps(call['arguments'])}): {res.get('status')}{state}")
+    if report_path:
+        lines.append(f"report:  {report_path}")
+    return "\n".join(lines)
 
 
 def _demo_scenario() -> Path:
-    here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "scenarios" / "demo.yaml",):
-        if candidate.is_file():
-            return candidate
+    candidate = Path(__file__).resolve().parent.parent / "scenarios" / "demo.yaml"
+    if candidate.is_file():
+        return candidate
     from ament_index_python.packages import get_package_share_directory
 
     return Path(get_package_share_directory("robot_harness")) / "scenarios" / "demo.yaml"
 
 
-def _up(args: argparse.Namespace) -> int:
+def _up(args: argparse.Namespace, console: Console) -> int:
     from .bringup import BringUp, config_dir
 
     overrides: dict[str, dict[str, Any]] = {"supervisor": {}}
@@ -518,8 +910,8 @@ def _up(args: argparse.Namespace) -> int:
     graph = BringUp(use_sim=not args.no_sim, params_dir=args.params_dir, overrides=overrides)
     graph.start()
     print(f"robot_harness graph up (sim={'on' if not args.no_sim else 'off'}); journal {graph.supervisor.journal_path}",
-          file=sys.stderr)
-    print("send missions with: robot-harness mission \"<goal>\"  (Ctrl-C to stop)", file=sys.stderr)
+          file=console.stderr, flush=True)
+    print("send missions with: robot-harness mission \"<goal>\"  (Ctrl-C to stop)", file=console.stderr, flush=True)
     stop = {"flag": False}
     # Explicit handlers: a process started in the background by a script
     # inherits an ignored SIGINT, and Ctrl-C/`kill -INT` must still stop it.
@@ -532,53 +924,64 @@ def _up(args: argparse.Namespace) -> int:
         pass
     finally:
         graph.stop()
-    return EXIT_OK
+    return ExitCode.OK
 
 
-def _mission(args: argparse.Namespace) -> int:
-    import threading
+def _mission(args: argparse.Namespace, console: Console) -> int:
+    import uuid
 
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
+    from rclpy.signals import SignalHandlerOptions
 
     from .client import MissionClient
 
-    overrides = {}
-    for item in args.set:
-        if "=" not in item:
-            raise UsageError(f"--set expects KEY=VALUE, got {item!r}")
-        k, v = item.split("=", 1)
-        overrides[k] = v
+    overrides = dict(_pairs(args.set))
+    mission_id = args.mission_id or f"mission-{uuid.uuid4().hex[:12]}"
+    token = args.owner_token if args.owner_token is not None else os.environ.get(TOKEN_ENV, "")
     ctx = rclpy.Context()
-    rclpy.init(context=ctx)
+    # no rclpy SIGINT handler: Ctrl-C must raise KeyboardInterrupt here (exit 130)
+    rclpy.init(context=ctx, signal_handler_options=SignalHandlerOptions.NO)
     client = MissionClient(ctx)
     ex = SingleThreadedExecutor(context=ctx)
     ex.add_node(client.node)
     t = threading.Thread(target=ex.spin, daemon=True)
     t.start()
-    progress = _Progress(enabled=not args.json)
+    progress = console.progress
+    progress.update(f"[{progress.elapsed():6.1f}s] {mission_id} waiting for the mission server", key="wait")
+    followed: list[Any] = []
+
+    def on_feedback(fb: Any) -> None:
+        followed.append(True)
+        progress.mission(fb)
+
     try:
-        token = args.owner_token if args.owner_token is not None else os.environ.get(cli_operator.TOKEN_ENV, "")
-        accepted, result = client.send(args.goal, mission_id=args.mission_id, overrides=overrides,
-                                       timeout_s=args.timeout, on_feedback=progress, owner=args.owner,
-                                       owner_token=token)
+        accepted, result = client.send(args.goal, mission_id=mission_id, overrides=overrides,
+                                       timeout_s=args.timeout, server_timeout_s=min(30.0, args.timeout),
+                                       on_feedback=on_feedback, owner=args.owner, owner_token=token)
+    except KeyboardInterrupt:
+        if followed:
+            progress.clear()
+            print(f"robot-harness: stopped following {mission_id}; the mission keeps running on the supervisor "
+                  f"(robot-harness stop --mission {mission_id})", file=console.stderr)
+        raise
     finally:
-        progress.close()
+        progress.clear()
         ex.shutdown(timeout_sec=2.0)
         t.join(timeout=5.0)
         client.destroy()
         rclpy.try_shutdown(context=ctx)
     if not accepted:
-        print("robot-harness: the supervisor refused the mission (not active, busy, backend not active, or bad goal)",
-              file=sys.stderr)
-        return EXIT_RUNTIME
+        from .core.errors import RefusalError
+
+        raise RefusalError("the supervisor refused the mission (not active, busy, backend not active, or bad goal)",
+                           mission_id=mission_id)
     out = {"mission_id": result.mission_id, "status": result.status, "summary": result.summary,
            "evidence_seqs": list(result.evidence_seqs), "evidence_ids": list(result.evidence_ids),
            "verdict_id": result.verdict_id, "contract_id": result.contract_id,
            "journal": result.journal_path, "bag": result.bag_path}
-    if args.json:
-        print(json.dumps(out, indent=2))
-    else:
-        print(f"status:  {out['status']}\nsummary: {out['summary']}\nverdict: {out['verdict_id'] or 'none'}"
-              f"\njournal: {out['journal']}\nbag:     {out['bag'] or 'not recorded'}")
-    return EXIT_OK
+    progress.done(f"{out['mission_id']}: {out['status']} after {progress.elapsed():.1f} s")
+    console.result(out, f"mission: {out['mission_id']}\nstatus:  {out['status']}\nsummary: {out['summary']}"
+                        f"\nverdict: {out['verdict_id'] or 'none'}\njournal: {out['journal']}"
+                        f"\nbag:     {out['bag'] or 'not recorded'}")
+    return mission_exit_code(out["status"])

@@ -1,160 +1,175 @@
-"""Operator commands of ``robot-harness``: interactions, resources, Stop.
+"""Operator commands of ``robot-harness``: interactions, answer, resources, stop.
 
 Interactions and resources are read and written in the journal itself (the
 same core functions the supervisor's services call, and safe beside a running
 supervisor: the journal is multi-process), so they work before, during and
 after a restart. Stop goes to the running supervisor (``~/stop``), since only
 it can cancel the robot's motion now.
+
+This module is also the pattern for a command module: ``register(sub)``
+calls ``add_command`` once per command; handlers take ``(args, console)``,
+raise the harness's errors, and return an ``ExitCode`` (docs/cli.md).
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
+from .cli import TOKEN_ENV, Console, ExitCode, add_command, open_journal
 from .core.errors import UsageError
 
-__all__ = ["add_parsers", "dispatch", "COMMANDS"]
+__all__ = ["register", "COMMANDS", "TOKEN_ENV"]
 
 COMMANDS = ("interactions", "answer", "resources", "stop")
-TOKEN_ENV = "ROBOT_HARNESS_OPERATOR_TOKEN"
 
 
-def add_parsers(sub: Any) -> None:
-    fmt = argparse.RawDescriptionHelpFormatter
-    i = sub.add_parser("interactions", help="list approvals and questions missions wait on",
-                       epilog="examples:\n  robot-harness interactions\n  robot-harness interactions --all --json",
-                       formatter_class=fmt)
-    i.add_argument("--journal", type=Path)
+def register(sub: Any) -> None:
+    i = add_command(
+        sub, "interactions", help="list approvals and questions missions wait on",
+        description="The approvals and questions missions are waiting on (read from the journal, so this works "
+                    "whether or not a supervisor runs); --all shows resolved ones too.",
+        examples=["robot-harness interactions",
+                  "robot-harness interactions --journal /tmp/rh/journal.sqlite3 --all --json"],
+        run=_interactions)
+    _journal_arg(i)
     i.add_argument("--mission", default="", help="only this mission")
     i.add_argument("--all", action="store_true", help="resolved ones too (default: pending only)")
-    i.add_argument("--json", action="store_true")
 
-    a = sub.add_parser("answer", help="approve, deny or dismiss a call, or answer a question",
-                       epilog="examples:\n  robot-harness answer ask-1a2b3c approve --operator alice\n"
-                              "  robot-harness answer ask-1a2b3c answer --choice north\n"
-                              f"the owner token comes from --token or ${TOKEN_ENV}; the first answer wins "
-                              "(a different second answer exits 3 with command_conflict)",
-                       formatter_class=fmt)
-    a.add_argument("interaction_id")
+    a = add_command(
+        sub, "answer", help="approve, deny or dismiss a call, or answer a question",
+        description="Resolve one interaction as the mission's owner. The first answer wins: the same answer "
+                    "again is accepted (and changes nothing), a different one is refused (exit 3, "
+                    "command_conflict). The decision is journaled with who made it.",
+        examples=["robot-harness answer ask-1a2b3c approve --operator alice",
+                  "robot-harness answer ask-1a2b3c answer --choice north --token s3cret",
+                  f"{TOKEN_ENV}=s3cret robot-harness answer ask-1a2b3c deny --json"],
+        run=_answer, exit_codes=(ExitCode.REFUSED,),
+        notes=f"the owner token comes from --token or ${TOKEN_ENV}")
+    a.add_argument("interaction_id", help="the id `robot-harness interactions` shows (ask-...)")
     a.add_argument("resolution", choices=("approve", "deny", "dismiss", "answer"))
     a.add_argument("--text", default="", help="free-text answer to a question")
     a.add_argument("--choice", default="", help="one of the question's choices")
     a.add_argument("--token", default=None, help=f"the mission owner's token (default ${TOKEN_ENV})")
     a.add_argument("--operator", default=os.environ.get("USER", ""), help="who answers, for the record")
-    a.add_argument("--journal", type=Path)
-    a.add_argument("--json", action="store_true")
+    _journal_arg(a)
 
-    r = sub.add_parser("resources", help="resource leases in force; clear one an unknown outcome blocks",
-                       epilog="examples:\n  robot-harness resources\n"
-                              "  robot-harness resources --clear base --reason 'robot checked: parked' --operator alice",
-                       formatter_class=fmt)
-    r.add_argument("--journal", type=Path)
+    r = add_command(
+        sub, "resources", help="resource leases in force; clear one an unknown outcome blocks",
+        description="The resource leases in force. An action whose outcome the harness could not establish "
+                    "leaves its resource blocked until a person checks the robot and clears it (journaled, "
+                    "with who and why).",
+        examples=["robot-harness resources",
+                  "robot-harness resources --clear base --reason 'robot checked: parked' --operator alice",
+                  "robot-harness resources --journal /tmp/rh/journal.sqlite3 --json"],
+        run=_resources, exit_codes=(ExitCode.REFUSED,))
+    _journal_arg(r)
     r.add_argument("--clear", metavar="RESOURCE", help="release this resource (blocked leases only; journaled)")
-    r.add_argument("--reason", default="")
-    r.add_argument("--operator", default=os.environ.get("USER", ""))
-    r.add_argument("--json", action="store_true")
+    r.add_argument("--reason", default="", help="why it is safe to clear (required with --clear)")
+    r.add_argument("--operator", default=os.environ.get("USER", ""), help="who clears, for the record")
 
-    s = sub.add_parser("stop", help="stop the running mission (cancels its calls, asks the robot to stop)",
-                       epilog="example: robot-harness stop --reason 'person in the aisle'", formatter_class=fmt)
+    s = add_command(
+        sub, "stop", help="stop the running mission (cancels its calls, asks the robot to stop)",
+        description="Ask the running supervisor (/supervisor/stop) to stop the mission: its remaining calls "
+                    "are cancelled, the robot is asked to stop, and the real outcome is recorded.",
+        examples=["robot-harness stop --reason 'person in the aisle'",
+                  "robot-harness stop --mission mission-1a2b3c4d5e6f --timeout 3 --json"],
+        run=_stop, exit_codes=(ExitCode.UNAVAILABLE,))
     s.add_argument("--mission", default="", help="only if this mission is the one running")
-    s.add_argument("--reason", default="operator stop")
-    s.add_argument("--timeout", type=float, default=10.0)
+    s.add_argument("--reason", default="operator stop", help="recorded with the stop")
+    s.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the supervisor (default 10)")
 
 
-def dispatch(args: argparse.Namespace, *, journal_path: Any, open_journal: Any) -> int:
-    if args.command == "stop":
-        return _stop(args)
-    journal = open_journal(journal_path(args.journal))
-    try:
-        journal.setup()
-        if args.command == "interactions":
-            return _interactions(args, journal)
-        if args.command == "answer":
-            return _answer(args, journal)
-        return _resources(args, journal)
-    finally:
-        journal.close()
+def _journal_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--journal", type=Path, help="journal file (default $ROS_HOME/robot_harness/journal.sqlite3)")
 
 
-def _interactions(args: argparse.Namespace, journal: Any) -> int:
+def _interactions(args: argparse.Namespace, console: Console) -> int:
     from .core.interactions import interactions
     from .core.records import EventType
 
-    found = interactions(journal.events(mission_id=args.mission or None, types=[
-        EventType.INTERACTION_REQUESTED, EventType.INTERACTION_RESOLVED]))
+    with open_journal(args.journal) as journal:
+        found = interactions(journal.events(mission_id=args.mission or None, types=[
+            EventType.INTERACTION_REQUESTED, EventType.INTERACTION_RESOLVED]))
     rows = [i.view() for i in found.values() if args.all or i.pending]
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return 0
-    if not rows:
-        print("no pending interactions" if not args.all else "no interactions")
-    for row in rows:
-        res = row["resolution"]
-        state = f"{res['resolution']} by {res.get('operator') or '?'}" if res else "PENDING"
-        choices = f" choices={row['choices']}" if row["choices"] else ""
-        print(f"{row['interaction_id']}  {row['mission_id']}  {row['kind']}  {state}\n    {row['prompt']}{choices}")
-    return 0
+
+    def text() -> str:
+        if not rows:
+            return "no pending interactions" if not args.all else "no interactions"
+        lines = []
+        for row in rows:
+            res = row["resolution"]
+            state = f"{res['resolution']} by {res.get('operator') or '?'}" if res else "PENDING"
+            choices = f" choices={row['choices']}" if row["choices"] else ""
+            lines.append(f"{row['interaction_id']}  {row['mission_id']}  {row['kind']}  {state}\n"
+                         f"    {row['prompt']}{choices}")
+        return "\n".join(lines)
+
+    console.result(rows, text)
+    return ExitCode.OK
 
 
-def _answer(args: argparse.Namespace, journal: Any) -> int:
+def _answer(args: argparse.Namespace, console: Console) -> int:
     from .core.clock import SystemClock
     from .core.interactions import resolve
 
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV, "")
-    interaction, recorded = resolve(journal, interaction_id=args.interaction_id, resolution=args.resolution,
-                                    token=token, clock=SystemClock(), answer=args.text, choice=args.choice,
-                                    operator=args.operator)
-    if args.json:
-        print(json.dumps({"recorded": recorded, "interaction": interaction.view()}, indent=2))
-    else:
-        res = interaction.resolution or {}
-        print(("recorded: " if recorded else "already recorded (the first answer stands): ")
-              + f"{interaction.interaction_id} {res.get('resolution')}")
-    return 0
+    with open_journal(args.journal) as journal:
+        interaction, recorded = resolve(journal, interaction_id=args.interaction_id, resolution=args.resolution,
+                                        token=token, clock=SystemClock(), answer=args.text, choice=args.choice,
+                                        operator=args.operator)
+    res = interaction.resolution or {}
+    console.result({"recorded": recorded, "interaction": interaction.view()},
+                   ("recorded: " if recorded else "already recorded (the first answer stands): ")
+                   + f"{interaction.interaction_id} {res.get('resolution')}")
+    return ExitCode.OK
 
 
-def _resources(args: argparse.Namespace, journal: Any) -> int:
+def _resources(args: argparse.Namespace, console: Console) -> int:
     from .core.clock import SystemClock
     from .core.reconcile import clear_resource
 
-    if args.clear:
-        lease = clear_resource(journal, resource=args.clear, reason=args.reason, operator=args.operator,
-                               clock=SystemClock())
-        print(f"cleared {args.clear} (was {lease.state.value} by {lease.owner}, mission {lease.mission_id})")
-        return 0
-    leases = {r: lease.model_dump(mode="json") for r, lease in journal.leases().items()}
-    if args.json:
-        print(json.dumps(leases, indent=2))
-        return 0
-    if not leases:
-        print("no resource is leased")
-    for r, lease in leases.items():
-        print(f"{r}: {lease['state']} by {lease['owner']} (mission {lease['mission_id']})"
-              + (f" - {lease['reason']}" if lease["reason"] else ""))
-    return 0
+    with open_journal(args.journal) as journal:
+        if args.clear:
+            lease = clear_resource(journal, resource=args.clear, reason=args.reason, operator=args.operator,
+                                   clock=SystemClock())
+            console.result({"cleared": args.clear, "lease": lease.model_dump(mode="json")},
+                           f"cleared {args.clear} (was {lease.state.value} by {lease.owner}, "
+                           f"mission {lease.mission_id})")
+            return ExitCode.OK
+        leases = {r: lease.model_dump(mode="json") for r, lease in journal.leases().items()}
+
+    def text() -> str:
+        if not leases:
+            return "no resource is leased"
+        return "\n".join(f"{r}: {lease['state']} by {lease['owner']} (mission {lease['mission_id']})"
+                         + (f" - {lease['reason']}" if lease["reason"] else "") for r, lease in leases.items())
+
+    console.result(leases, text)
+    return ExitCode.OK
 
 
-def _stop(args: argparse.Namespace) -> int:
+def _stop(args: argparse.Namespace, console: Console) -> int:
     import time
 
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
+    from rclpy.signals import SignalHandlerOptions
     from rclpy.node import Node
 
     from .core.errors import BackendUnavailable, HarnessTimeout
     from .srv import Stop
 
     ctx = rclpy.Context()
-    rclpy.init(context=ctx)
+    # no rclpy SIGINT handler: Ctrl-C must raise KeyboardInterrupt here (exit 130)
+    rclpy.init(context=ctx, signal_handler_options=SignalHandlerOptions.NO)
     node = Node("robot_harness_stop", context=ctx)
     try:
         cli = node.create_client(Stop, "/supervisor/stop")
         if not cli.wait_for_service(timeout_sec=args.timeout):
-            raise BackendUnavailable("no supervisor answers /supervisor/stop (is the harness running?)")
+            raise BackendUnavailable(f"no supervisor answers /supervisor/stop within {args.timeout} s "
+                                     "(is the harness running, on this ROS_DOMAIN_ID?)")
         fut = cli.call_async(Stop.Request(mission_id=args.mission, reason=args.reason))
         ex = SingleThreadedExecutor(context=ctx)
         ex.add_node(node)
@@ -169,5 +184,5 @@ def _stop(args: argparse.Namespace) -> int:
         rclpy.try_shutdown(context=ctx)
     if not resp.ok:
         raise UsageError(resp.error)
-    print(f"stop sent{': ' + resp.error if resp.error else ''}", file=sys.stderr)
-    return 0
+    console.result({"ok": True, "message": resp.error}, f"stop sent{': ' + resp.error if resp.error else ''}")
+    return ExitCode.OK

@@ -74,6 +74,21 @@ def test_run_writes_a_report_and_the_journal_reads_back(tmp_path):
 
     db = sqlite_utils.Database(journal)
     assert db["events"].count == len(jsonl.stdout.splitlines())
+    # --json: one document on stdout, nothing else
+    events = json.loads(cli("journal", "show", "--journal", str(journal), "--json").stdout)
+    assert [e["seq"] for e in events] == [json.loads(line)["seq"] for line in jsonl.stdout.splitlines()]
+    exported = json.loads(cli("journal", "export", "--journal", str(journal), "--mission", "last", "--json").stdout)
+    assert exported == events
+    verify = cli("journal", "verify", "--journal", str(journal), "--json")
+    assert verify.returncode == 0, verify.stderr
+    audit = json.loads(verify.stdout)
+    assert audit["ok"] and audit["mission_id"] == report["mission_id"] and audit["checks"]
+    # the evidence the mission cites is gone: exit 5, said in one line
+    for bag in (journal.parent / "bags").rglob("*.mcap"):
+        bag.unlink()
+    broken = cli("journal", "verify", "--journal", str(journal), "--json")
+    assert broken.returncode == 5 and not json.loads(broken.stdout)["ok"]
+    assert "Traceback" not in broken.stderr
 
 
 def test_the_timeline_output_shows_status_and_evidence(tmp_path):
@@ -105,15 +120,25 @@ def test_missing_scenario_file_is_a_usage_error(tmp_path):
     assert proc.returncode == 2 and "cannot read scenario" in proc.stderr
 
 
-def test_every_command_has_help_with_an_example():
+def test_help_and_version_as_a_shell_sees_them():
+    """Every command's help in-process: test/unit/test_cli_help.py; here the installed entry point."""
     top = cli("--help")
-    assert top.returncode == 0 and "examples:" in top.stdout
-    readme = (REPO / "README.md").read_text()
-    for cmd in (["up"], ["mission"], ["run"], ["journal", "show"], ["journal", "export"], ["journal", "verify"],
-                ["interactions"], ["answer"], ["resources"], ["stop"], ["eval"], ["replay"], ["report"]):
+    assert top.returncode == 0 and "examples:" in top.stdout and "exit codes:" in top.stdout
+    for cmd in (["journal", "show"], ["mission"]):
         out = cli(*cmd, "--help")
-        assert out.returncode == 0 and "example" in out.stdout, cmd
-        assert f"robot-harness {' '.join(cmd)}" in readme, f"{cmd} is not in the README's command table"
+        assert out.returncode == 0 and "examples:" in out.stdout, cmd
+    version = cli("--version")
+    xml = (REPO / "package.xml").read_text().split("<version>")[1].split("</version>")[0]
+    assert version.returncode == 0 and version.stdout == f"robot-harness {xml}\n"
+    usage = cli("run")  # --scenario is required
+    assert usage.returncode == 2 and usage.stdout == "" and "error: the following arguments are required" in usage.stderr
+
+
+def test_a_mission_that_does_not_succeed_exits_1(tmp_path):
+    proc = cli("run", "--scenario", str(REPO / "scenarios" / "failed_navigation.yaml"),
+               "--journal", str(tmp_path / "j.sqlite3"), "--json")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["status"] == "FAILED"
 
 
 def test_up_then_mission_over_dds(tmp_path):
@@ -151,9 +176,28 @@ def test_up_then_mission_over_dds(tmp_path):
 
 
 def test_mission_without_a_graph_fails_clearly():
-    proc = cli("mission", "Go somewhere.", timeout=60)
+    proc = cli("mission", "Go somewhere.", "--timeout", "3", timeout=60)
     # nobody serves /robot_harness/mission on this test's private domain
-    assert proc.returncode == 3 and "no mission server" in proc.stderr
+    assert proc.returncode == 4 and "no mission server" in proc.stderr
+    assert proc.stderr.startswith("robot-harness: error: ") and "Traceback" not in proc.stderr
+
+
+def test_stop_without_a_supervisor_exits_4_with_a_json_error():
+    proc = cli("stop", "--timeout", "1", "--json", timeout=60)
+    assert proc.returncode == 4, proc.stderr
+    assert json.loads(proc.stdout) == {"error": "backend_unavailable", "exit_code": 4, "message": proc.stderr.strip()
+                                       .removeprefix("robot-harness: error: backend_unavailable: ")}
+    assert "Traceback" not in proc.stderr
+
+
+def test_ctrl_c_exits_130():
+    proc = subprocess.Popen([*CLI, "mission", "Go somewhere.", "--timeout", "60"], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3.0)  # waiting for a mission server nobody runs
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert out == "" and err.strip().endswith("robot-harness: error: interrupted") and "Traceback" not in err
 
 
 def _journal_waiting_on_an_approval(path: Path) -> None:
@@ -217,6 +261,14 @@ def test_eval_quick_writes_the_table_json_and_plots(tmp_path):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bad = cli("eval", "--modes", "nonsense", "--out", str(out))
     assert bad.returncode == 2 and "unknown mode" in bad.stderr
+    # --json prints results.json and nothing else; a forced --progress writes one line per run on stderr
+    both = cli("eval", "--quick", "--out", str(tmp_path / "eval2"), "--modes", "gated", "--json", "--progress",
+               timeout=300)
+    assert both.returncode == 0, both.stderr
+    assert json.loads(both.stdout)["modes"]["gated"]["false_completion_rate"] == 0.0
+    lines = [line for line in both.stderr.splitlines() if line.startswith("[")]
+    runs = json.loads(both.stdout)["runs"]
+    assert len(lines) == runs and lines[-1].startswith(f"[{runs}/{runs}]")
 
 
 def test_replay_a_mission_bag_and_see_a_changed_tolerance(tmp_path):
@@ -233,6 +285,15 @@ def test_replay_a_mission_bag_and_see_a_changed_tolerance(tmp_path):
     assert tight.returncode == 1, tight.stderr
     report = json.loads(tight.stdout)
     assert not report["identical"] and report["verdicts"][-1]["diffs"]
+    # several bags: one after the other, one document, exit 1 if any differs
+    again = cli("run", "--scenario", str(small_scenario(tmp_path, robot=noisy)), "--journal", str(journal), "--json")
+    assert again.returncode == 0, again.stderr
+    bags = [str(bag), json.loads(again.stdout)["bag"]["path"]]
+    both = cli("replay", *bags, "--json")
+    assert both.returncode == 0, both.stderr
+    doc = json.loads(both.stdout)
+    assert doc["identical"] and [r["mission_id"] for r in doc["replays"]] == [Path(b).parent.name for b in bags]
+    assert cli("replay", *bags, "--set", "verification.xy_tolerance_m=0.001").returncode == 1
 
 
 def test_report_writes_a_self_contained_html(tmp_path):
@@ -246,3 +307,5 @@ def test_report_writes_a_self_contained_html(tmp_path):
     assert "Go to the spot and come back." in page and 'alt="trajectory"' in page and "navigate_to(" in page
     missing = cli("report", "--journal", str(journal), "--mission", "mission-nope", "--out", str(out))
     assert missing.returncode == 2 and "no mission" in missing.stderr
+    as_json = json.loads(cli("report", "--journal", str(journal), "--out", str(out), "--json").stdout)
+    assert as_json["report"] == str(out) and as_json["bytes"] == len(out.read_bytes())
