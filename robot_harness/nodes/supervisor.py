@@ -82,6 +82,9 @@ class SupervisorNode(LifecycleNode):
         self._config: HarnessConfig | None = None
         self._active = False
         self._busy = threading.Lock()
+        self._admit = threading.Lock()
+        self._admitted_id = ""
+        """The mission id the running request was admitted with (before its runner journals it)."""
         self._runner: MissionRunner | None = None
         self._mcp: Any = None
         self._entities: list[Any] = []
@@ -315,7 +318,8 @@ class SupervisorNode(LifecycleNode):
         except UsageError as exc:
             self.get_logger().warning(f"mission refused: {exc}")
             return GoalResponse.REJECT
-        if goal_request.mission_id and self._journal.revision(goal_request.mission_id) > 0:
+        if goal_request.mission_id and (goal_request.mission_id == self._admitted_id
+                                        or self._journal.revision(goal_request.mission_id) > 0):
             # A repeated request (a client retrying after a lost answer): it gets
             # the existing mission's record, and nothing runs again.
             return GoalResponse.ACCEPT
@@ -367,12 +371,19 @@ class SupervisorNode(LifecycleNode):
 
         result = Mission.Result()
         existing = goal_handle.request.mission_id
-        if existing and self._journal is not None and self._journal.revision(existing) > 0:
+        with self._admit:
+            # A repeat (a client re-sending after a lost answer) of the mission being admitted or
+            # run here, or of one already journaled, gets that mission's record: never a second run.
+            repeat = bool(existing) and (existing == self._admitted_id or (
+                self._journal is not None and self._journal.revision(existing) > 0))
+            if not repeat:
+                if not self._busy.acquire(blocking=False):
+                    goal_handle.abort()
+                    result.status, result.summary = MissionStatus.BLOCKED.value, "another mission is running"
+                    return result
+                self._admitted_id = existing
+        if repeat:
             return self._repeat(goal_handle, existing)
-        if not self._busy.acquire(blocking=False):
-            goal_handle.abort()
-            result.status, result.summary = MissionStatus.BLOCKED.value, "another mission is running"
-            return result
         try:
             req = goal_handle.request
             config = self._mission_config(req)
@@ -425,6 +436,7 @@ class SupervisorNode(LifecycleNode):
                 goal_handle.abort()
             return result
         finally:
+            self._admitted_id = ""
             self._busy.release()
 
     def _new_runner(self, config: HarnessConfig, planner: Any, on_update: Any, **kw: Any) -> MissionRunner:
@@ -528,7 +540,7 @@ class SupervisorNode(LifecycleNode):
         """A mission id seen before: wait for it if it runs here, then answer with its journaled record."""
         from ..action import Mission
 
-        while self._busy.locked() and self._runner_mission_id() == mission_id:
+        while self._busy.locked() and mission_id in (self._runner_mission_id(), self._admitted_id):
             threading.Event().wait(0.1)
         assert self._journal is not None
         if mission_id in self._journal.open_missions() and self._runner_mission_id() != mission_id:
