@@ -16,7 +16,7 @@ _VERSION = re.search(r"<version>([^<]+)</version>", (_HERE / "package.xml").read
 setup(
     version=_VERSION,
     install_requires=["pydantic>=2", "PyYAML", "mcap", "sqlite-utils"],
-    package_data={"robot_harness": ["py.typed"]},
+    package_data={"robot_harness": ["py.typed", "operator/dashboard.html"]},
     entry_points={
         "console_scripts": [
             "robot-harness = robot_harness.cli:main",

@@ -292,7 +292,7 @@ examples:
 robot-harness COMMAND --help shows a command's options, examples and exit codes (docs/cli.md)."""
 
 
-COMMAND_MODULES = ("cli_operator",)
+COMMAND_MODULES = ("cli_operator", "cli_surfaces")
 """Modules of ``robot_harness`` that add commands: each has ``register(sub)``, which calls ``add_command``.
 They may import this module at their top (it is loaded by then); heavy imports belong inside handlers."""
 
@@ -318,8 +318,8 @@ def _register_run_commands(sub: Any) -> None:
                     "unless --no-sim, the simulated robot, in this process. Missions are sent from another shell "
                     "with `robot-harness mission`. Ctrl-C (or SIGTERM) stops the graph: that is how `up` ends, "
                     "with exit 0.",
-        examples=["robot-harness up",
-                  "robot-harness up --journal /tmp/rh/journal.sqlite3 --planner-script scenarios/demo.yaml",
+        examples=["robot-harness up --journal /tmp/rh/journal.sqlite3 --planner-script scenarios/demo.yaml",
+                  "robot-harness up --mcp --dashboard            # + MCP on :8770 and the dashboard on :8771",
                   "robot-harness up --no-sim --harness-config config/harness.yaml   # a real Nav2 robot"],
         run=_up, json_output=False)
     up.add_argument("--no-sim", action="store_true", help="do not start the simulated robot (use a real Nav2 robot)")
@@ -328,6 +328,11 @@ def _register_run_commands(sub: Any) -> None:
     up.add_argument("--params-dir", type=Path, help="directory with the nodes' parameter files (default: the package's config/)")
     up.add_argument("--planner-script", type=Path,
                     help="recorded model responses for the scripted planner (a YAML file with turns:, or a scenario file)")
+    ops = up.add_argument_group("operator surfaces")
+    ops.add_argument("--mcp", action="store_true", help="serve the skills over MCP from the supervisor (docs/mcp.md)")
+    ops.add_argument("--mcp-port", type=int, default=8770, help="MCP port on 127.0.0.1 (default 8770; 0: any free)")
+    ops.add_argument("--dashboard", action="store_true", help="serve the live dashboard too (docs/dashboard.md)")
+    ops.add_argument("--dashboard-port", type=int, default=8771, help="dashboard port (default 8771; 0: any free)")
 
     m = add_command(
         sub, "mission", help="send a mission to a running graph and follow it",
@@ -907,8 +912,17 @@ def _up(args: argparse.Namespace, console: Console) -> int:
     overrides["supervisor"]["harness_config_file"] = str(cfg)
     if args.planner_script:
         overrides["planner"] = {"script_file": str(args.planner_script.resolve())}
+    if args.mcp:
+        overrides["supervisor"]["harness_config_json"] = json.dumps(
+            {"mcp": {"enabled": True, "host": "127.0.0.1", "port": args.mcp_port}})
     graph = BringUp(use_sim=not args.no_sim, params_dir=args.params_dir, overrides=overrides)
     graph.start()
+    if args.mcp:
+        url = graph.supervisor.mcp_url
+        print(f"MCP server at {url}" if url else "MCP server not started (see the supervisor's log)",
+              file=console.stderr, flush=True)
+    if args.dashboard:
+        _start_dashboard(graph, args.dashboard_port, console)
     print(f"robot_harness graph up (sim={'on' if not args.no_sim else 'off'}); journal {graph.supervisor.journal_path}",
           file=console.stderr, flush=True)
     print("send missions with: robot-harness mission \"<goal>\"  (Ctrl-C to stop)", file=console.stderr, flush=True)
@@ -925,6 +939,20 @@ def _up(args: argparse.Namespace, console: Console) -> int:
     finally:
         graph.stop()
     return ExitCode.OK
+
+
+def _start_dashboard(graph: Any, port: int, console: Console) -> None:
+    """The dashboard in this process, on a node of the graph (stopped with it)."""
+    from rclpy.node import Node
+
+    from .operator.dashboard import TOKEN_ENV as DASH_TOKEN_ENV, RosOperatorPort, serve
+
+    journal = graph.supervisor.journal_path
+    node = Node("robot_harness_dashboard", context=graph.context)
+    operator = RosOperatorPort(node, journal_path=journal)
+    handle = serve(journal_path=journal, operator=operator, port=port, token=os.environ.get(DASH_TOKEN_ENV, ""))
+    graph.add_node(node, lambda: (handle.stop(), operator.destroy(), node.destroy_node()))
+    print(f"dashboard at {handle.url}", file=console.stderr, flush=True)
 
 
 def _mission(args: argparse.Namespace, console: Console) -> int:
