@@ -34,7 +34,6 @@ import collections
 import contextlib
 import hashlib
 import hmac
-import ipaddress
 import json
 import os
 import re
@@ -50,6 +49,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from . import is_loopback
 from ..core.engine import MAX_GOAL_CHARS
 from ..core.errors import BackendUnavailable, HarnessError, HarnessTimeout, RefusalError, UsageError
 from ..core.journal import EVENT_COLUMNS, JournalReadError, _summarize_missions, default_journal_path
@@ -76,16 +76,6 @@ _KEEPALIVE_S = 15.0
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 _MISSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 _INTERACTION_TYPES = (EventType.INTERACTION_REQUESTED, EventType.INTERACTION_RESOLVED)
-
-
-def _is_loopback(host: str) -> bool:
-    name = host.strip("[]").lower()
-    if name == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 # ============================================================================ reading
@@ -632,7 +622,7 @@ def serve(*, journal_path: str | Path, operator: OperatorPort | None = None, hos
     """
     import uvicorn
 
-    loopback = _is_loopback(host)
+    loopback = is_loopback(host)
     if not loopback and not token:
         raise UsageError(f"refusing to serve the dashboard on {host}: beyond loopback it needs an operator token "
                          f"(set ${TOKEN_ENV}, or --token-env NAME) so that writes are authenticated", host=host)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
-import ipaddress
 import json
 import logging
 import signal
@@ -40,6 +39,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from . import is_loopback
 from ..core.errors import HarnessError, UsageError
 from ..core.journal import EVENT_COLUMNS, JournalReadError, default_journal_path
 from ..core.records import EventType, JournalEvent
@@ -298,15 +298,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="print the Foxglove layout (config/foxglove_layout.json) and exit")
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def run(args: argparse.Namespace, *, info: Callable[[str], None] = lambda m: print(m, file=sys.stderr),
         write: Callable[[str], None] | None = None, stop: threading.Event | None = None) -> int:
     """Serve until ``stop`` is set (or SIGINT/SIGTERM when run on the main thread); returns 0.
@@ -316,7 +307,7 @@ def run(args: argparse.Namespace, *, info: Callable[[str], None] = lambda m: pri
     if args.print_layout:
         (write or sys.stdout.write)(layout_json())
         return 0
-    if not _is_loopback(args.host):
+    if not is_loopback(args.host):
         info(f"warning: listening on {args.host}: anyone who can reach it sees the mission (no authentication)")
     journal = args.journal or default_journal_path()
     stop = stop or threading.Event()

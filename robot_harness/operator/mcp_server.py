@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import ipaddress
 import json
 import threading
 import time
@@ -33,6 +32,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import is_loopback
 from ..core.errors import HarnessError, UsageError
 from ..core.external import CallTicket, SessionHost
 from ..core.skills import PROPOSE_DONE, Skill
@@ -381,15 +381,6 @@ def build_server(host: SessionHost, skills: Sequence[Skill], *, decision_timeout
     return server, impl
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 @dataclass
 class McpServerHandle:
     url: str
@@ -411,7 +402,7 @@ def serve(host: SessionHost, skills: Sequence[Skill], *, bind: str = "127.0.0.1"
     """
     import uvicorn
 
-    if not _loopback(bind) and not token:
+    if not is_loopback(bind) and not token:
         raise UsageError(f"MCP on {bind} (not loopback) needs a bearer token (mcp.token_env)", host=bind)
     server, _ = build_server(host, skills, decision_timeout_s=decision_timeout_s, version=version)
     kwargs: dict[str, Any] = {"streamable_http_path": "/mcp", "host": bind}

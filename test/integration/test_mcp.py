@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 import threading
 import time
 from typing import Any
@@ -28,6 +27,8 @@ from robot_harness.bringup import BringUp  # noqa: E402
 from robot_harness.client import MissionClient  # noqa: E402
 from robot_harness.core.config import load_harness_config  # noqa: E402
 from robot_harness.core.skills import PROPOSE_DONE, default_skills  # noqa: E402
+
+from .test_interactions_graph import _call, _events  # noqa: E402
 
 PLACES = {"dock": {"x": 0.0, "y": 0.0, "yaw": 0.0}, "spot": {"x": 1.5, "y": 0.5, "yaw": 0.0}}
 TOKEN = "mcp-t0ken-for-tests"
@@ -66,15 +67,6 @@ async def _collect_updates(message: Any) -> None:
 
 def _run(url: str, body, **kw: Any) -> Any:
     return asyncio.run(asyncio.wait_for(_session(url, body, **kw), 90.0))
-
-
-def _events(path, type_: str) -> list[tuple[str, dict]]:
-    db = sqlite3.connect(path)
-    try:
-        return [(m, json.loads(p)) for m, p in db.execute(
-            "select mission_id, payload from events where type=? order by seq", (type_,))]
-    finally:
-        db.close()
 
 
 # The handshake-era resources/subscribe is what most clients still speak; it is exercised on purpose.
@@ -202,7 +194,6 @@ def test_an_approval_gates_an_mcp_motion_like_a_planners(tmp_path, monkeypatch):
 
     from robot_harness.srv import ListInteractions, ResolveInteraction
 
-    from .test_interactions_graph import _call
 
     approval = {"skill_tags": {"navigate_to": ["requires_approval"]}, "timeout_s": 60.0}
     # The operator's token answers approvals; the MCP client has no tool to approve its own calls.
