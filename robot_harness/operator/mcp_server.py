@@ -42,7 +42,8 @@ __all__ = ["ACTION_URI", "SESSION_URI", "HARNESS_TOOLS", "McpServerHandle", "bui
 ACTION_URI = "robot-harness://actions/{action_id}"
 SESSION_URI = "robot-harness://session"
 _ACTION_PREFIX = "robot-harness://actions/"
-_POLL_S = 0.05
+_RECHECK_S = 0.5
+"""A waiting call is woken by every journal update of its ticket; this only bounds a missed wake-up."""
 _MAX_AWAIT_S = 600.0
 
 HARNESS_TOOLS: dict[str, dict[str, Any]] = {
@@ -158,7 +159,33 @@ class _Server:
         self.subscribed: dict[str, set[Any]] = {}
         """Handshake-era (2025) clients: ``resources/subscribe`` by URI -> their sessions."""
         self.loop: asyncio.AbstractEventLoop | None = None
+        self._waiters: dict[str, set[asyncio.Event]] = {}
         host.add_listener(self._ticket_changed)
+
+    async def _follow(self, ticket: CallTicket, until: Callable[[CallTicket], bool], timeout_s: float,
+                      report: Callable[[CallTicket], Awaitable[None]]) -> None:
+        """Report each change of ``ticket`` until ``until(ticket)``; ``TimeoutError`` after ``timeout_s``."""
+        woken = asyncio.Event()
+        self._waiters.setdefault(ticket.call_id, set()).add(woken)
+        deadline = time.monotonic() + timeout_s
+        try:
+            while True:
+                woken.clear()
+                await report(ticket)
+                if until(ticket):
+                    return
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                try:
+                    await asyncio.wait_for(woken.wait(), min(left, _RECHECK_S))
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            waiters = self._waiters.get(ticket.call_id, set())
+            waiters.discard(woken)
+            if not waiters:
+                self._waiters.pop(ticket.call_id, None)
 
     # -- notifications from the mission's thread --------------------------------
 
@@ -166,6 +193,11 @@ class _Server:
         loop = self.loop
         if loop is None or loop.is_closed():
             return
+        for event in list(self._waiters.get(ticket.call_id, ())):
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:  # the loop is shutting down
+                return
         from mcp.shared.subscriptions import ResourceUpdated
 
         uris = [SESSION_URI] + ([ACTION_URI.format(action_id=ticket.action_id)] if ticket.action_id else [])
@@ -207,7 +239,7 @@ class _Server:
         report = _Reporter(ctx)
         await report.stage(f"queued as {ticket.call_id}")
         try:
-            await _follow(ticket, lambda t: t.decided, self.decision_timeout_s, report.ticket)
+            await self._follow(ticket, lambda t: t.decided, self.decision_timeout_s, report.ticket)
         except TimeoutError:
             return _refusal("timeout", f"no decision on {ticket.call_id} within {self.decision_timeout_s:.0f} s; "
                             f"it stays queued in the session (see {SESSION_URI})", tool_call_id=ticket.call_id)
@@ -240,7 +272,7 @@ class _Server:
                 return _refusal("invalid_arguments", f"{name}: timeout_s must be a number in [0, {_MAX_AWAIT_S:.0f}]")
             report = _Reporter(ctx)
             try:
-                await _follow(ticket, lambda t: t.finished, float(timeout), report.ticket)
+                await self._follow(ticket, lambda t: t.finished, float(timeout), report.ticket)
             except TimeoutError:
                 record = _action_record(ticket)
                 return _result({**record, "status": "pending",
@@ -335,18 +367,6 @@ class _Reporter:
             await self.stage(f"{ticket.action_id}: {st['state']}" + (f" ({st['reason']})" if st["reason"] else ""))
         if seen[2] and not old[2] and ticket.outcome is not None:
             await self.stage(f"{ticket.action_id}: verified outcome {ticket.outcome['state']}: {ticket.outcome['reason']}")
-
-
-async def _follow(ticket: CallTicket, until: Callable[[CallTicket], bool], timeout_s: float,
-                  report: Callable[[CallTicket], Awaitable[None]]) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        await report(ticket)
-        if until(ticket):
-            return
-        if time.monotonic() >= deadline:
-            raise TimeoutError
-        await asyncio.sleep(_POLL_S)
 
 
 class _BearerToken:
