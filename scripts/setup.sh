@@ -63,7 +63,14 @@ build_hash=$( { printf '%s\n' "${paths[@]}";
   find CMakeLists.txt package.xml msg srv action stubs -type f -print0 | sort -z | xargs -0 sha256sum;
   find robot_harness bin launch config scenarios -type f -not -name '*.pyc' -not -path '*/__pycache__/*' | sort; } \
   | sha256sum | cut -c1-16)
+# A removed or renamed interface leaves its generated Python behind in an
+# incremental build (and the package then fails to import): rebuild clean.
+iface_names=$(find msg srv action -type f | sort | sha256sum | cut -c1-16)
 if [ "$(cat "$WS/.rh_build" 2>/dev/null)" != "$build_hash" ] || [ ! -f "$WS/install/setup.sh" ]; then
+  if [ -d "$WS/install/robot_harness" ] && [ "$(cat "$WS/.rh_interfaces" 2>/dev/null)" != "$iface_names" ]; then
+    log "the interface set changed: clean rebuild of robot_harness"
+    rm -rf "$WS/build/robot_harness" "$WS/install/robot_harness"
+  fi
   log "colcon build (${#paths[@]} package(s))"
   mkdir -p "$WS"
   ( cd "$WS" && "$VENV/bin/colcon" --log-base "$WS/log" build --symlink-install \
@@ -73,6 +80,8 @@ if [ "$(cat "$WS/.rh_build" 2>/dev/null)" != "$build_hash" ] || [ ! -f "$WS/inst
         tail -50 "$WS/build.log" >&2; log "colcon build failed (full log: $WS/build.log)"; exit 1; }
   echo "$build_hash" > "$WS/.rh_build"
 fi
+echo "$iface_names" > "$WS/.rh_interfaces"
+
 # 4. A browser for the dashboard's end-to-end test: Debian's Chromium, installed
 # once when missing and this is root with apt (best effort; without it those
 # tests skip and say why). RH_NO_BROWSER=1 skips this step.
