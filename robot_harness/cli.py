@@ -330,7 +330,8 @@ def _register_run_commands(sub: Any) -> None:
                     help="recorded model responses for the scripted planner (a YAML file with turns:, or a scenario file)")
     ops = up.add_argument_group("operator surfaces")
     ops.add_argument("--mcp", action="store_true", help="serve the skills over MCP from the supervisor (docs/mcp.md)")
-    ops.add_argument("--mcp-port", type=int, default=8770, help="MCP port on 127.0.0.1 (default 8770; 0: any free)")
+    ops.add_argument("--mcp-port", type=int, default=None,
+                     help="MCP port (default: the harness config's mcp.port, 8770; 0: any free)")
     ops.add_argument("--dashboard", action="store_true", help="serve the live dashboard too (docs/dashboard.md)")
     ops.add_argument("--dashboard-port", type=int, default=8771, help="dashboard port (default 8771; 0: any free)")
 
@@ -912,17 +913,21 @@ def _up(args: argparse.Namespace, console: Console) -> int:
     overrides["supervisor"]["harness_config_file"] = str(cfg)
     if args.planner_script:
         overrides["planner"] = {"script_file": str(args.planner_script.resolve())}
-    if args.mcp:
-        overrides["supervisor"]["harness_config_json"] = json.dumps(
-            {"mcp": {"enabled": True, "host": "127.0.0.1", "port": args.mcp_port}})
+    if args.mcp:  # the config file's mcp section (host, token, budgets) stands; this only turns it on
+        mcp = {"enabled": True, **({"port": args.mcp_port} if args.mcp_port is not None else {})}
+        overrides["supervisor"]["harness_config_json"] = json.dumps({"mcp": mcp})
     graph = BringUp(use_sim=not args.no_sim, params_dir=args.params_dir, overrides=overrides)
     graph.start()
-    if args.mcp:
-        url = graph.supervisor.mcp_url
-        print(f"MCP server at {url}" if url else "MCP server not started (see the supervisor's log)",
-              file=console.stderr, flush=True)
-    if args.dashboard:
-        _start_dashboard(graph, args.dashboard_port, console)
+    try:
+        if args.mcp:
+            url = graph.supervisor.mcp_url
+            print(f"MCP server at {url}" if url else "MCP server not started (see the supervisor's log)",
+                  file=console.stderr, flush=True)
+        if args.dashboard:
+            _start_dashboard(graph, args.dashboard_port, console)
+    except BaseException:
+        graph.stop()
+        raise
     print(f"robot_harness graph up (sim={'on' if not args.no_sim else 'off'}); journal {graph.supervisor.journal_path}",
           file=console.stderr, flush=True)
     print("send missions with: robot-harness mission \"<goal>\"  (Ctrl-C to stop)", file=console.stderr, flush=True)

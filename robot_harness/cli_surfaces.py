@@ -53,5 +53,10 @@ def _dashboard(args: argparse.Namespace, console: Console) -> int:
 def _foxglove(args: argparse.Namespace, console: Console) -> int:
     from .operator import foxglove_bridge
 
+    if args.mission and not args.print_layout:  # an id the journal knows, or its newest for `last`
+        from .cli import _mission_id, open_journal
+
+        with open_journal(args.journal) as journal:
+            args.mission = _mission_id(journal, args.mission)
     return foxglove_bridge.run(args, info=lambda m: print(m, file=console.stderr, flush=True),
                                write=console.write)

@@ -247,7 +247,14 @@ class MissionRunner:
 
     def run(self, goal: str, *, mission_id: str = "", owner: str = "", owner_token_sha256: str = "") -> MissionOutcome:
         """Run one mission. ``owner``/``owner_token_sha256`` identify who may answer its interactions
-        (only the token's sha256 is ever stored)."""
+        (only the token's sha256 is ever stored). A Stop requested before ``run`` starts (between a
+        mission's admission and its first step) applies to it: the mission ends CANCELLED, nothing runs."""
+        try:
+            return self._run(goal, mission_id=mission_id, owner=owner, owner_token_sha256=owner_token_sha256)
+        finally:
+            self._stop_requested = None  # a Stop is for one mission
+
+    def _run(self, goal: str, *, mission_id: str, owner: str, owner_token_sha256: str) -> MissionOutcome:
         if not isinstance(goal, str) or not goal.strip():
             raise UsageError("a mission needs a non-empty natural-language goal")
         if len(goal) > MAX_GOAL_CHARS:
@@ -264,7 +271,6 @@ class MissionRunner:
         self._state_events, self._state_seq, self._state_cache = [], 0, None
         self._revision, self._turn_state_version, self._attempts, self._node_of_call = 0, 0, {}, {}
         self._owner, self._owner_sha, self._approvals = owner, owner_token_sha256, {}
-        self._stop_requested = None
         self._deadline = self.clock.monotonic() + self.config.limits.mission_timeout_s
         self._recorder_error = ""
         self._start_recorder()  # first, so the bag holds the whole journal of the mission

@@ -22,6 +22,7 @@ from .ports import RobotIO
 from .records import ArtifactRef, Pose2D, WorldSnapshot
 
 __all__ = [
+    "READ_ONLY",
     "ManagedActionSpec",
     "ToolEnv",
     "Skill",
@@ -192,6 +193,9 @@ class SendMessageArgs(_Args):
     artifacts: list[ArtifactArg] = Field(default_factory=list, description="Artifact references (uri + sha256) to attach.")
 
 
+READ_ONLY = "read_only"
+"""Tag of a skill with no side effect at all (it reads state): the only kind an operator surface may
+mark read-only. Anything that moves, sends, speaks or captures is not."""
 PROPOSE_DONE = "propose_done"
 
 
@@ -299,9 +303,9 @@ def default_skills(navigation: NavigationConfig | None = None, *, ask_operator: 
             managed=ManagedActionSpec(backend=nav.backend, navigation=nav),
         ),
         Skill(name="lookup_place", description="Resolve a place name to its pose in the map frame, without moving.",
-              args_model=LookupPlaceArgs, handler=_lookup_place),
+              args_model=LookupPlaceArgs, handler=_lookup_place, tags=(READ_ONLY,)),
         Skill(name="get_pose", description="The robot's current localized pose with its availability and age.",
-              args_model=GetPoseArgs, handler=_get_pose),
+              args_model=GetPoseArgs, handler=_get_pose, tags=(READ_ONLY,)),
         Skill(name="capture_image", description="Capture an image from the robot's camera; returns an artifact reference with its sha256.",
               args_model=CaptureImageArgs, handler=_capture_image, resources=("camera",)),
         Skill(name="speak", description="Say a sentence aloud through the robot's speaker.",

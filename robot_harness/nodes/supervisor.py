@@ -26,7 +26,7 @@ from ..core.config import HarnessConfig, deep_merge, dotted_overrides, load_harn
 from ..core.authority import default_contract_compiler
 from ..core.engine import MAX_GOAL_CHARS, MissionRunner
 from ..core.errors import HarnessError, HarnessTimeout, RefusalError, UsageError
-from ..core.external import ExternalPlanner, SessionContractCompiler, SessionHost
+from ..operator.session import ExternalPlanner, SessionContractCompiler, SessionHost
 from ..core.journal import Journal, SqliteJournal, default_journal_path
 from ..core.preconditions import check_preconditions
 from ..core.interactions import interactions, resolve, token_sha256
@@ -85,8 +85,14 @@ class SupervisorNode(LifecycleNode):
         self._admit = threading.Lock()
         self._admitted_id = ""
         """The mission id the running request was admitted with (before its runner journals it)."""
-        self._runner: MissionRunner | None = None
+        self._pending_stop: str | None = None
+        """A Stop that arrived after a mission was admitted but before its runner existed."""
         self._mcp: Any = None
+        self._session_host: SessionHost | None = None
+        self._session_timer: Any = None
+        self._unsubscribe_session: Any = None
+        self._runner: MissionRunner | None = None
+        """The runner of the mission in progress (None between missions and while one is being built)."""
         self._entities: list[Any] = []
         self._ports: list[Any] = []
         self.journal_path = ""
@@ -234,8 +240,7 @@ class SupervisorNode(LifecycleNode):
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._active = False
         self._stop_mcp("supervisor deactivated")
-        if self._runner is not None:
-            self._runner.request_stop("supervisor deactivated")
+        self._stop_current("supervisor deactivated", source="lifecycle")
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -243,15 +248,13 @@ class SupervisorNode(LifecycleNode):
         return TransitionCallbackReturn.SUCCESS
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        if self._runner is not None:
-            self._runner.request_stop("supervisor shutting down")
+        self._stop_current("supervisor shutting down", source="lifecycle")
         self._teardown()
         return TransitionCallbackReturn.SUCCESS
 
     def destroy_node(self) -> None:
         """Tear down what on_configure made (spinner threads included) even without a cleanup transition."""
-        if self._runner is not None:
-            self._runner.request_stop("supervisor destroyed")
+        self._stop_current("supervisor destroyed", source="lifecycle")
         self._teardown()
         super().destroy_node()
 
@@ -405,8 +408,8 @@ class SupervisorNode(LifecycleNode):
 
             assert self._journal is not None
             try:
-                self._runner = self._new_runner(config, self._planner, on_update)
-                outcome = self._runner.run(req.goal, mission_id=req.mission_id, owner=req.owner,
+                runner = self._new_runner(config, self._planner, on_update)
+                outcome = runner.run(req.goal, mission_id=req.mission_id, owner=req.owner,
                                            owner_token_sha256=token_sha256(req.owner_token) or self._operator_token_sha)
             except UsageError as exc:
                 goal_handle.abort()
@@ -436,17 +439,41 @@ class SupervisorNode(LifecycleNode):
                 goal_handle.abort()
             return result
         finally:
-            self._admitted_id = ""
-            self._busy.release()
+            self._release_mission()
 
     def _new_runner(self, config: HarnessConfig, planner: Any, on_update: Any, **kw: Any) -> MissionRunner:
+        """Build the admitted mission's runner and publish it; a Stop that came first applies to it."""
         assert self._journal is not None
-        return MissionRunner(
+        runner = MissionRunner(
             config=config, journal=self._journal, clock=self._wall, ids=self._ids,
             skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
             snapshots=self._snapshots, planner=planner, navigation=self._nav, robot_io=self._io,
             on_update=on_update, verifier=self._verifier, recorder=self._recorder, recovery=self._recovery_port, **kw,
         )
+        with self._admit:
+            self._runner = runner
+            if self._pending_stop is not None:
+                runner.request_stop(self._pending_stop)  # honoured from the mission's first step
+                self._pending_stop = None
+        return runner
+
+    def _release_mission(self) -> None:
+        """The admitted mission is over: forget its runner and any pending Stop, then free the robot."""
+        with self._admit:
+            self._runner = None
+            self._admitted_id = ""
+            self._pending_stop = None
+        self._busy.release()
+
+    def _stop_current(self, reason: str, *, source: str) -> str:
+        """Stop the mission in progress, even one admitted whose runner is not built yet."""
+        with self._admit:
+            if self._runner is None:
+                if self._busy.locked():
+                    self._pending_stop = reason
+                return ""
+            mission_id = self._runner.mission_id
+        return self._stop_mission(mission_id, reason, source=source)
 
     # -- MCP: an operator session mission ---------------------------------------------
 
@@ -460,23 +487,32 @@ class SupervisorNode(LifecycleNode):
 
         self._session_host = SessionHost(start=self._start_session, stop=self._end_session,
                                          new_id=lambda: self._ids.new("mcp"), idle_close_s=cfg.idle_close_s)
-        self._unsubscribe_session = self._journal.subscribe(
-            lambda events: [self._session_host.observe(e) for e in events])
+        self._unsubscribe_session = self._journal.subscribe(self._observe_for_session)
         decision_s = cfg.decision_timeout_s + self._config.interactions.timeout_s
         try:
             self._mcp = serve(self._session_host, list(default_skills(self._config.navigation,
                                                                       ask_operator=self._config.interactions.ask_operator)),
                               bind=cfg.host, port=cfg.port, token=os.environ.get(cfg.token_env, ""),
                               decision_timeout_s=decision_s, version=__version__)
-        except HarnessError as exc:
-            self.get_logger().error(f"MCP server not started: {exc}")
+        except Exception as exc:  # never fatal to the supervisor: missions run without MCP
+            self.get_logger().error(f"MCP server not started: {type(exc).__name__}: {exc}")
             self._unsubscribe_session()
+            self._session_host = None
             return
         self._session_timer = self.create_timer(1.0, self._session_host.tick, callback_group=self._group)
         self.get_logger().info(f"MCP server at {self._mcp.url}")
 
+    def _observe_for_session(self, events: list[JournalEvent]) -> None:
+        host = self._session_host
+        for event in events:
+            try:
+                if host is not None:
+                    host.observe(event)
+            except Exception as exc:  # a notifier's failure must not hide the rest of the batch
+                self.get_logger().error(f"MCP session observer: {type(exc).__name__}: {exc}")
+
     def _stop_mcp(self, reason: str) -> None:
-        if self._mcp is None:
+        if self._mcp is None or self._session_host is None:
             return
         self._session_host.end(reason)
         self.destroy_timer(self._session_timer)
@@ -495,39 +531,47 @@ class SupervisorNode(LifecycleNode):
         ok, why = self.backend_active()
         if not ok:
             raise RefusalError(f"backend not active ({why})")
-        if not self._busy.acquire(blocking=False):
-            raise RefusalError(f"the robot is busy with mission {self._runner_mission_id()}; an MCP session can "
-                               "start when it ends")
-        cfg = self._config.mcp
-        config = load_harness_config(file_text=None, overrides=deep_merge(self._config.model_dump(mode="json"), {
-            "limits": {"max_turns": cfg.max_calls, "mission_timeout_s": cfg.session_timeout_s}}))
         mission_id = self._ids.new("mcp-session")
-        started = threading.Event()
+        with self._admit:
+            if not self._busy.acquire(blocking=False):
+                raise RefusalError(f"the robot is busy with mission {self._runner_mission_id() or self._admitted_id}; "
+                                   "an MCP session can start when it ends")
+            self._admitted_id = mission_id
+        try:
+            cfg = self._config.mcp
+            config = load_harness_config(file_text=None, overrides=deep_merge(self._config.model_dump(mode="json"), {
+                "limits": {"max_turns": cfg.max_calls, "mission_timeout_s": cfg.session_timeout_s}}))
 
-        def run() -> None:
-            try:
-                self._runner = self._new_runner(config, planner, self._publish_action_state,
-                                                 contract_compiler=SessionContractCompiler(),
-                                                 coverage_reviewer=SessionContractCompiler())
-                started.set()
-                outcome = self._runner.run(f"MCP operator session ({caller or 'mcp'}): operator-directed tool "
-                                           "calls; an MCP session never declares completion",
-                                           mission_id=mission_id, owner=caller, owner_token_sha256=self._operator_token_sha)
-                self.get_logger().info(f"MCP session {mission_id} ended {outcome.status.value}: {outcome.summary}")
-            except Exception as exc:  # one answer for the clients, never success
-                self.get_logger().error(f"MCP session {mission_id} aborted: {type(exc).__name__}: {exc}")
-            finally:
-                planner.close(f"session mission {mission_id} ended")
-                self._busy.release()
-                started.set()
+            def run() -> None:
+                why = "ended"
+                try:
+                    runner = self._new_runner(config, planner, self._publish_action_state,
+                                              contract_compiler=SessionContractCompiler(),
+                                              coverage_reviewer=SessionContractCompiler())
+                    outcome = runner.run(f"MCP operator session ({caller or 'mcp'}): operator-directed tool calls; "
+                                         "an MCP session never declares completion",
+                                         mission_id=mission_id, owner=caller,
+                                         owner_token_sha256=self._operator_token_sha)
+                    why = f"ended {outcome.status.value}: {outcome.summary}"
+                    self.get_logger().info(f"MCP session {mission_id} {why}")
+                except Exception as exc:  # one answer for the clients, never success
+                    why = f"aborted: {type(exc).__name__}: {exc}"
+                    self.get_logger().error(f"MCP session {mission_id} {why}")
+                finally:
+                    try:
+                        planner.abandon(f"session mission {mission_id} {why}")
+                    finally:
+                        self._release_mission()
 
-        threading.Thread(target=run, name=f"mcp-session-{mission_id}", daemon=True).start()
-        started.wait(5.0)
+            threading.Thread(target=run, name=f"mcp-session-{mission_id}", daemon=True).start()
+        except BaseException:
+            self._release_mission()
+            raise
         return mission_id
 
     def _end_session(self, mission_id: str, reason: str) -> None:
-        if self._runner_mission_id() == mission_id and self._busy.locked():
-            self._stop_mission(mission_id, reason, source="mcp")
+        if self._busy.locked() and mission_id in (self._runner_mission_id(), self._admitted_id):
+            self._stop_current(reason, source="mcp")
 
     def _publish_action_state(self, stage: str, action: ActionView | None, event: JournalEvent | None) -> None:
         if action is not None:
@@ -567,14 +611,14 @@ class SupervisorNode(LifecycleNode):
     # -- services -----------------------------------------------------------------
 
     def _on_stop(self, request: Any, response: Any) -> Any:
-        runner = self._runner
-        if runner is None or not self._busy.locked():
+        if not self._busy.locked():
             response.ok, response.error = True, "no mission running"
             return response
-        if request.mission_id and request.mission_id != self._runner_mission_id():
+        current = self._runner_mission_id() or self._admitted_id
+        if request.mission_id and current and request.mission_id != current:
             response.ok, response.error = False, f"mission {request.mission_id} is not running"
             return response
-        error = self._stop_mission(self._runner_mission_id(), request.reason or "operator stop", source="stop_service")
+        error = self._stop_current(request.reason or "operator stop", source="stop_service")
         response.ok, response.error = True, error
         return response
 

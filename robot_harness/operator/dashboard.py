@@ -636,8 +636,8 @@ def serve(*, journal_path: str | Path, operator: OperatorPort | None = None, hos
         sock.bind(address)
     except OSError as exc:
         sock.close()
-        raise RefusalError(f"cannot serve the dashboard on {host}:{port}: {exc.strerror or exc}", host=host,
-                           port=port) from exc
+        raise BackendUnavailable(f"cannot serve the dashboard on {host}:{port}: {exc.strerror or exc}", host=host,
+                                 port=port) from exc
     reader = JournalReader(journal_path)
     stopping = threading.Event()
     app = create_app(reader=reader, operator=operator, token=token, loopback_only=loopback,

@@ -2,7 +2,7 @@
 
 An MCP client is treated like the planner: untrusted, proposing only. Its tool
 calls become the turns of an operator *session mission*
-(``core/external.py``), so they are journaled with the snapshot they were
+(``operator/session.py``), so they are journaled with the snapshot they were
 decided on, validated, re-checked on a fresh snapshot before motion, leased,
 approved when policy says so, and their physical outcome is verified. Tool
 names, descriptions and argument schemas are the planner's own; annotations
@@ -34,8 +34,8 @@ from typing import Any
 
 from . import is_loopback
 from ..core.errors import HarnessError, UsageError
-from ..core.external import CallTicket, SessionHost
-from ..core.skills import PROPOSE_DONE, Skill
+from ..operator.session import CallTicket, SessionHost
+from ..core.skills import PROPOSE_DONE, READ_ONLY, Skill
 
 __all__ = ["ACTION_URI", "SESSION_URI", "HARNESS_TOOLS", "McpServerHandle", "build_server", "mcp_tools", "serve"]
 
@@ -81,7 +81,7 @@ HARNESS_TOOLS: dict[str, dict[str, Any]] = {
 def _annotations(skill: Skill) -> Any:
     from mcp.types import ToolAnnotations
 
-    read_only = not skill.physical and not skill.resources
+    read_only = READ_ONLY in skill.tags and not skill.physical and not skill.resources
     return ToolAnnotations(
         title=skill.name.replace("_", " "),
         read_only_hint=read_only,
@@ -241,8 +241,13 @@ class _Server:
         try:
             await self._follow(ticket, lambda t: t.decided, self.decision_timeout_s, report.ticket)
         except TimeoutError:
+            withdrawn = self.host.withdraw(ticket.call_id, "its client stopped waiting")
             return _refusal("timeout", f"no decision on {ticket.call_id} within {self.decision_timeout_s:.0f} s; "
-                            f"it stays queued in the session (see {SESSION_URI})", tool_call_id=ticket.call_id)
+                            + ("it was withdrawn and will not run" if withdrawn else
+                               f"it is running; see {SESSION_URI}"), tool_call_id=ticket.call_id)
+        except asyncio.CancelledError:  # the client cancelled or went away: a queued call must not run later
+            self.host.withdraw(ticket.call_id, "its client cancelled the request")
+            raise
         return _answer(ticket)
 
     async def _harness_tool(self, ctx: Any, name: str, args: dict[str, Any]) -> Any:
@@ -411,6 +416,9 @@ class McpServerHandle:
     def stop(self, timeout_s: float = 5.0) -> None:
         self._server.should_exit = True
         self._thread.join(timeout_s)
+        if self._thread.is_alive():  # a client holding a stream open: do not wait for it
+            self._server.force_exit = True
+            self._thread.join(timeout_s)
 
 
 def serve(host: SessionHost, skills: Sequence[Skill], *, bind: str = "127.0.0.1", port: int = 0, token: str = "",
@@ -426,13 +434,24 @@ def serve(host: SessionHost, skills: Sequence[Skill], *, bind: str = "127.0.0.1"
         raise UsageError(f"MCP on {bind} (not loopback) needs a bearer token (mcp.token_env)", host=bind)
     server, _ = build_server(host, skills, decision_timeout_s=decision_timeout_s, version=version)
     kwargs: dict[str, Any] = {"streamable_http_path": "/mcp", "host": bind}
+    if is_loopback(bind):
+        # DNS-rebinding protection for every loopback bind (the SDK enables it only for 127.0.0.1,
+        # localhost and ::1): a web page must not reach a token-less server through its own name.
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        shown = f"[{bind.strip('[]')}]" if ":" in bind else bind
+        hosts = sorted({f"{shown}:*", "127.0.0.1:*", "localhost:*", "[::1]:*"})
+        kwargs["transport_security"] = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+            allowed_origins=[f"http://{h}" for h in hosts])
     if token:
         from mcp.server.auth.settings import AuthSettings
 
         kwargs["auth"] = AuthSettings(issuer_url="http://127.0.0.1", resource_server_url=None)
         kwargs["token_verifier"] = _BearerToken(token)
     app = server.streamable_http_app(**kwargs)
-    uv = uvicorn.Server(uvicorn.Config(app, host=bind, port=port, log_level="warning", lifespan="on"))
+    uv = uvicorn.Server(uvicorn.Config(app, host=bind, port=port, log_level="warning", lifespan="on",
+                                       timeout_graceful_shutdown=1))
     thread = threading.Thread(target=uv.run, name="mcp-server", daemon=True)
     thread.start()
     deadline = time.monotonic() + start_timeout_s

@@ -132,6 +132,8 @@ def test_skills_are_tools_with_the_planners_schemas_and_a_motion_is_verified_not
         assert tools[name].description == fn["description"] and tools[name].input_schema == fn["parameters"], name
     assert tools["navigate_to"].annotations.destructive_hint and not tools["navigate_to"].annotations.read_only_hint
     assert tools["get_pose"].annotations.read_only_hint and not tools["get_pose"].annotations.destructive_hint
+    for name in ("send_message", "speak", "capture_image"):  # side effects: never offered as read-only
+        assert not tools[name].annotations.read_only_hint and tools[name].annotations.open_world_hint, name
     assert tools["harness_await_action"].annotations.read_only_hint
 
     # Immediate answer: accepted, not success; the outcome comes from the verifier.
@@ -196,9 +198,9 @@ def test_an_approval_gates_an_mcp_motion_like_a_planners(tmp_path, monkeypatch):
 
 
     approval = {"skill_tags": {"navigate_to": ["requires_approval"]}, "timeout_s": 60.0}
-    # The operator's token answers approvals; the MCP client has no tool to approve its own calls.
+    # The operator's token answers approvals; the MCP client's token does not, and it has no tool to.
     monkeypatch.setenv("ROBOT_HARNESS_OPERATOR_TOKEN", "operator-only")
-    with _graph(tmp_path, monkeypatch, interactions=approval) as g:
+    with _graph(tmp_path, monkeypatch, token=TOKEN, interactions=approval) as g:
         url = g.supervisor.mcp_url
         probe = Node("test_mcp_operator", context=g.context)
         g.add_node(probe)
@@ -209,7 +211,7 @@ def test_an_approval_gates_an_mcp_motion_like_a_planners(tmp_path, monkeypatch):
             async def on_progress(p: float, total: float | None, message: str | None) -> None:
                 progress.append(message or "")
             return await s.call_tool("navigate_to", {"place": "spot"}, progress_callback=on_progress)
-        t = threading.Thread(target=lambda: box.update(result=_run(url, go)))
+        t = threading.Thread(target=lambda: box.update(result=_run(url, go, token=TOKEN)))
         t.start()
         pending: list[dict] = []
         deadline = time.monotonic() + 20
@@ -229,7 +231,8 @@ def test_an_approval_gates_an_mcp_motion_like_a_planners(tmp_path, monkeypatch):
         result = box["result"]
         assert result.structured_content["status"] == "accepted", result.structured_content
         assert any("waiting for an operator" in m for m in progress), progress
-        assert not any(name in {t.name for t in _run(url, _list)} for name in ("answer", "resolve_interaction"))
+        assert not any(name in {t.name for t in _run(url, _list, token=TOKEN)}
+                       for name in ("answer", "resolve_interaction"))
 
 
 async def _list(s: ClientSession) -> Any:
@@ -270,7 +273,7 @@ def _non_loopback_ipv4() -> str | None:
 
 def test_off_loopback_the_server_needs_a_token_and_refuses_requests_without_it():
     from robot_harness.core.errors import RefusalError, UsageError
-    from robot_harness.core.external import SessionHost
+    from robot_harness.operator.session import SessionHost
     from robot_harness.operator.mcp_server import serve
 
     def no_robot(planner, caller):
@@ -299,3 +302,29 @@ def test_off_loopback_the_server_needs_a_token_and_refuses_requests_without_it()
         assert answer.is_error and "no robot in this test" in answer.structured_content["error"]["message"]
     finally:
         handle.stop()
+
+
+def test_every_loopback_bind_refuses_a_foreign_host_or_origin():
+    """DNS rebinding: a page served by evil.example resolving to 127.0.0.x must not reach a token-less server."""
+    from robot_harness.core.errors import RefusalError
+    from robot_harness.operator.session import SessionHost
+    from robot_harness.operator.mcp_server import serve
+
+    def no_robot(planner, caller):
+        raise RefusalError("no robot in this test")
+    host = SessionHost(start=no_robot, stop=lambda m, r: None, new_id=lambda: "c", idle_close_s=60.0)
+    skills = list(default_skills(load_harness_config().navigation))
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    for bind in ("127.0.0.1", "127.0.0.2"):
+        handle = serve(host, skills, bind=bind, port=0)
+        try:
+            port = handle.port
+            foreign_host = httpx.post(handle.url, json=init, headers={**accept, "Host": f"evil.example:{port}"})
+            assert foreign_host.status_code in (403, 421), (bind, foreign_host.status_code)
+            foreign_origin = httpx.post(handle.url, json=init, headers={**accept, "Origin": "http://evil.example"})
+            assert foreign_origin.status_code in (403, 421), (bind, foreign_origin.status_code)
+            assert httpx.post(handle.url, json=init, headers=accept).status_code == 200, bind
+        finally:
+            handle.stop()

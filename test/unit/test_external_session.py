@@ -15,7 +15,13 @@ from robot_harness.core.clock import IdGenerator
 from robot_harness.core.config import load_harness_config
 from robot_harness.core.engine import MissionRunner
 from robot_harness.core.errors import HarnessTimeout, RefusalError, UsageError
-from robot_harness.core.external import CallTicket, ExternalPlanner, SessionClosed, SessionContractCompiler
+from robot_harness.operator.session import (
+    CallTicket,
+    ExternalPlanner,
+    SessionClosed,
+    SessionContractCompiler,
+    SessionHost,
+)
 from robot_harness.core.journal import MemoryJournal
 from robot_harness.core.records import EventType, MissionStatus, ToolResultStatus
 from robot_harness.core.scenario import Scenario
@@ -74,7 +80,7 @@ def test_a_call_is_accepted_then_its_verified_outcome_arrives_and_the_session_ne
     s = Session(tmp_path)
     ticket = s.call("navigate_to", {"place": "spot"})
     assert ticket.result is not None and ticket.result.status is ToolResultStatus.ACCEPTED
-    assert ticket.action_id and ticket.outcome is None or ticket.outcome is not None
+    assert ticket.action_id.startswith("act-")
     ticket.wait(lambda t: t.outcome is not None, WAIT_S, what="outcome")
     assert ticket.outcome["state"] == "SUCCEEDED", ticket.view()
     states = [st["state"] for st in ticket.states]
@@ -134,3 +140,54 @@ def test_queue_bounds_and_bad_arguments_are_refused_before_queueing() -> None:
     assert all(t.ended.startswith("not run") for t in planner.tickets())
     with pytest.raises(HarnessTimeout):
         CallTicket("x", "get_pose", {}, caller="").wait(lambda t: t.decided, 0.05, what="result")
+
+
+def test_a_stop_before_the_session_mission_starts_cancels_it_and_nothing_runs(tmp_path) -> None:
+    sc = Scenario.model_validate({"goal": "unused", "world": {"places": PLACES, "start": "dock"},
+                                  "robot": {"speed": 3.0}, "planner": {"turns": []}})
+    ports = SimPorts(config=sim_config(sc), artifacts_dir=tmp_path / "artifacts")
+    config = load_harness_config(overrides=sc.harness_config())
+    ids = IdGenerator(4)
+    journal = MemoryJournal(clock=ports.clock, ids=ids)
+    journal.setup()
+    planner = ExternalPlanner(new_id=lambda: ids.new("mcp"))
+    planner.mission_id = "session-2"
+    runner = MissionRunner(config=config, journal=journal, clock=ports.clock, ids=ids,
+                           skills=default_skills(config.navigation), snapshots=ports, planner=planner,
+                           navigation=ports, robot_io=ports, sleep=ports.sleep,
+                           on_update=lambda st, a, e: e is not None and planner.observe(e),
+                           contract_compiler=SessionContractCompiler(), coverage_reviewer=SessionContractCompiler())
+    ticket = planner.submit("navigate_to", {"place": "spot"})
+    runner.request_stop("operator stop while the session was starting")
+    out = runner.run("MCP operator session (test)", mission_id="session-2")
+    assert out.status is MissionStatus.CANCELLED and "while the session was starting" in out.summary
+    assert not ports.world.events and ticket.finished and ticket.result is None
+    # The Stop was for that mission only: the runner's next mission is not cancelled by it.
+    assert runner._stop_requested is None  # noqa: SLF001
+
+
+def test_an_idle_session_closes_but_never_under_a_call_in_flight() -> None:
+    now = [0.0]
+    stopped: list[tuple[str, str]] = []
+    started: list[ExternalPlanner] = []
+
+    def start(planner: ExternalPlanner, caller: str) -> str:
+        started.append(planner)
+        return f"session-{len(started)}"
+    host = SessionHost(start=start, stop=lambda m, r: stopped.append((m, r)), new_id=iter(f"c{i}" for i in range(99)).__next__,
+                       idle_close_s=10.0, monotonic=lambda: now[0])
+    with pytest.raises(UsageError):
+        host.call("propose_done", {"summary": "done"}, caller="x")
+    assert started == [], "a refused call opens no session"
+    ticket = host.call("get_pose", {}, caller="c" * 500)
+    assert len(ticket.caller) == 64
+    now[0] = 100.0
+    assert host.tick() == "" and stopped == [], "a call in flight keeps the session open"
+    started[0].withdraw(ticket.call_id, "test")
+    assert ticket.finished and "withdrawn" in ticket.ended
+    assert host.tick() == "", "activity just now"
+    now[0] = 115.0
+    assert host.tick() == "session-1" and stopped == [("session-1", "MCP session idle for 10 s")]
+    assert started[0].closed
+    host.call("get_pose", {}, caller="c")
+    assert len(started) == 2 and host.mission_id == "session-2", "the next call opens a new session"

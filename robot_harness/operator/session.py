@@ -25,11 +25,11 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .completion import CompletionContract, CoverageReport, EvidenceKind, Obligation, ObligationKind
-from .errors import HarnessTimeout, RefusalError, UsageError
-from .ports import PlannerRequest
-from .records import EventType, JournalEvent, ModelResponse, ToolCall, ToolResult, ToolResultStatus
-from .skills import PROPOSE_DONE
+from ..core.completion import CompletionContract, CoverageReport, EvidenceKind, Obligation, ObligationKind
+from ..core.errors import HarnessTimeout, RefusalError, UsageError
+from ..core.ports import PlannerRequest
+from ..core.records import EventType, JournalEvent, ModelResponse, ToolCall, ToolResult, ToolResultStatus
+from ..core.skills import PROPOSE_DONE
 
 __all__ = [
     "CallTicket",
@@ -38,14 +38,30 @@ __all__ = [
     "SessionContractCompiler",
     "SessionHost",
     "SESSION_SOURCE",
-    "ACTION_TERMINAL_STATES",
+    "validate_call",
 ]
 
 SESSION_SOURCE = "mcp"
-ACTION_TERMINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "UNKNOWN", "CANCELLED", "REJECTED"})
 
+_CALLER_CHARS = 64
+"""A client's self-declared name goes into the session's goal and owner: bounded."""
+_FINISHED_KEPT = 1000
+"""Tickets of ended sessions kept for harness_action_status and resources (the journal keeps all)."""
 _QUEUE_LIMIT = 16
 """Calls waiting for the runner; a client flooding the session is refused, not buffered without bound."""
+
+
+def validate_call(name: Any, arguments: Any) -> None:
+    """What is refused before anything is queued (or a session opened): raises ``UsageError``.
+    Everything else (unknown tools, bad argument values) is the runner's, recorded."""
+    if not isinstance(name, str) or not name:
+        raise UsageError("a tool call needs a tool name")
+    if name == PROPOSE_DONE:
+        raise UsageError(
+            f"{PROPOSE_DONE}: an operator session cannot declare completion; the independent verifier "
+            "rules on missions sent with a goal", tool=name)
+    if arguments is not None and not isinstance(arguments, Mapping):
+        raise UsageError(f"{name}: the arguments must be a JSON object", tool=name)
 
 
 class SessionClosed(RefusalError):
@@ -161,15 +177,8 @@ class ExternalPlanner:
 
     def submit(self, name: str, arguments: Mapping[str, Any] | None, *, caller: str = "") -> CallTicket:
         """Queue one tool call for the session mission; refused (not queued) when it cannot run."""
-        if not isinstance(name, str) or not name:
-            raise UsageError("a tool call needs a tool name")
-        if name == PROPOSE_DONE:
-            raise UsageError(
-                f"{PROPOSE_DONE}: an operator session cannot declare completion; the independent verifier "
-                "rules on missions sent with a goal", tool=name)
-        if arguments is not None and not isinstance(arguments, Mapping):
-            raise UsageError(f"{name}: the arguments must be a JSON object", tool=name)
-        ticket = CallTicket(self._new_id(), name, dict(arguments or {}), caller=caller)
+        validate_call(name, arguments)
+        ticket = CallTicket(self._new_id(), name, dict(arguments or {}), caller=caller[:_CALLER_CHARS])
         with self._lock:
             if self._closed:
                 raise SessionClosed(f"the session has ended ({self._closed}); nothing was queued", tool=name)
@@ -194,6 +203,25 @@ class ExternalPlanner:
         for ticket in dropped:
             ticket._update(lambda t=ticket: setattr(t, "ended", f"not run: {self._closed}"))
             self._changed(ticket)
+
+    def withdraw(self, call_id: str, reason: str) -> bool:
+        """Take back a call the runner has not taken yet (its client gave up); True if it was withdrawn."""
+        with self._lock:
+            ticket = next((t for t in self._queue if t.call_id == call_id), None)
+            if ticket is None:
+                return False
+            self._queue.remove(ticket)
+        ticket._update(lambda: setattr(ticket, "ended", f"withdrawn before it ran: {reason}"))
+        self._changed(ticket)
+        return True
+
+    def abandon(self, reason: str) -> None:
+        """The session mission is over however it ended: no ticket waits for anything more."""
+        self.close(reason)
+        for ticket in self.tickets():
+            if not ticket.finished:
+                ticket._update(lambda t=ticket: setattr(t, "ended", reason))
+                self._changed(ticket)
 
     @property
     def closed(self) -> str:
@@ -232,11 +260,7 @@ class ExternalPlanner:
         """Feed one committed journal event (any mission); tickets it concerns are updated."""
         if event.type is EventType.MISSION_FINISHED and event.mission_id == self.mission_id:
             status = event.payload.get("status", "")
-            self.close(f"session mission {event.mission_id} finished {status}: {event.payload.get('summary', '')}")
-            for ticket in self.tickets():
-                if not ticket.finished:
-                    ticket._update(lambda t=ticket: setattr(t, "ended", f"session mission finished {status}"))
-                    self._changed(ticket)
+            self.abandon(f"session mission {event.mission_id} finished {status}: {event.payload.get('summary', '')}")
             return
         ticket = self._tickets.get(event.tool_call_id or "") or self._by_action.get(event.robot_action_id or "")
         if ticket is None:
@@ -314,11 +338,15 @@ class SessionHost:
 
     def call(self, name: str, arguments: Mapping[str, Any] | None, *, caller: str) -> CallTicket:
         """Queue one call in the session, opening one if none is live; refused calls raise."""
+        validate_call(name, arguments)  # a refused call never opens a session
+        caller = caller[:_CALLER_CHARS]
         with self._lock:
             planner = self._planner
             if planner is None or planner.closed:
                 if planner is not None:
                     self._finished.update({t.call_id: t for t in planner.tickets()})
+                    for old in list(self._finished)[:-_FINISHED_KEPT]:
+                        del self._finished[old]
                 planner = ExternalPlanner(new_id=self._new_id, on_change=self._changed)
                 planner.mission_id = self._start(planner, caller)
                 self._planner = planner
@@ -329,6 +357,11 @@ class SessionHost:
         planner = self._planner
         if planner is not None:
             planner.observe(event)
+
+    def withdraw(self, call_id: str, reason: str) -> bool:
+        """Take back a queued call whose client gave up (timed out, cancelled, went away)."""
+        planner = self._planner
+        return planner is not None and planner.withdraw(call_id, reason)
 
     def find(self, ident: str) -> CallTicket | None:
         """A ticket by tool call id or action id, in the live session or an earlier one."""
@@ -357,28 +390,33 @@ class SessionHost:
             "idle_close_s": self.idle_close_s,
         }
 
-    def end(self, reason: str) -> str:
-        """End the live session (journaled like a Stop); returns its mission id or empty."""
+    def end(self, reason: str, *, only_if_idle: bool = False) -> str:
+        """End the live session (journaled like a Stop); returns its mission id or empty.
+
+        With ``only_if_idle`` nothing ends unless the session has been idle for
+        ``idle_close_s`` with no call in flight, decided under the lock a new
+        call takes, so an arriving call is never cancelled by an idle close.
+        """
         with self._lock:
             planner = self._planner
             if planner is None or planner.closed:
                 return ""
+            if only_if_idle:
+                if any(not t.finished for t in planner.tickets()):
+                    self._last_activity = self._monotonic()
+                    return ""
+                if self._monotonic() - self._last_activity < self.idle_close_s:
+                    return ""
             mission_id = planner.mission_id
-        self._stop(mission_id, reason)
-        planner.close(reason)
+            # Under the lock, so no call slips in after the decision; the Stop first, so the runner,
+            # woken by the close, ends the mission CANCELLED rather than as a planner gone silent.
+            self._stop(mission_id, reason)
+            planner.close(reason)
         return mission_id
 
     def tick(self) -> str:
         """Close a session idle for ``idle_close_s`` with no call in flight; returns its mission id or empty."""
-        planner = self._planner
-        if planner is None or planner.closed:
-            return ""
-        if any(not t.finished for t in planner.tickets()):
-            self._last_activity = self._monotonic()
-            return ""
-        if self._monotonic() - self._last_activity < self.idle_close_s:
-            return ""
-        return self.end(f"MCP session idle for {self.idle_close_s:.0f} s")
+        return self.end(f"MCP session idle for {self.idle_close_s:.0f} s", only_if_idle=True)
 
     def _changed(self, ticket: CallTicket) -> None:
         self._last_activity = self._monotonic()
