@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 from robot_harness.core.clock import IdGenerator  # noqa: E402
 from robot_harness.core.config import load_harness_config  # noqa: E402
 from robot_harness.core.engine import MissionRunner  # noqa: E402
-from robot_harness.core.external import ExternalPlanner, SessionContractCompiler, SessionHost  # noqa: E402
+from robot_harness.operator.session import ExternalPlanner, SessionContractCompiler, SessionHost  # noqa: E402
 from robot_harness.core.journal import MemoryJournal  # noqa: E402
 from robot_harness.core.scenario import Scenario  # noqa: E402
 from robot_harness.core.skills import default_skills  # noqa: E402
