@@ -31,6 +31,7 @@ from .journal import Journal
 from .records import EventDraft, EventType, JournalEvent
 
 __all__ = [
+    "allowed_resolutions",
     "CommandConflict",
     "Interaction",
     "InteractionKind",
@@ -63,6 +64,11 @@ _ALLOWED = {
     InteractionKind.APPROVAL: {Resolution.APPROVE, Resolution.DENY, Resolution.DISMISS},
     InteractionKind.QUESTION: {Resolution.ANSWER, Resolution.DISMISS},
 }
+
+
+def allowed_resolutions(kind: InteractionKind) -> frozenset[Resolution]:
+    """The answers an interaction of ``kind`` accepts."""
+    return frozenset(_ALLOWED[kind])
 
 
 class CommandConflict(RefusalError):

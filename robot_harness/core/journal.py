@@ -86,6 +86,7 @@ from .errors import JournalWriteError, RefusalError, StaleRevision, UsageError
 from .records import EventDraft, EventType, JournalEvent, WorldSnapshot
 
 __all__ = [
+    "summarize_missions",
     "EVENT_COLUMNS",
     "MIGRATIONS",
     "REDACTED",
@@ -268,7 +269,7 @@ def _stale(expected: int, actual: int) -> StaleRevision:
     return err
 
 
-def _summarize_missions(
+def summarize_missions(
     spans: Iterable[tuple[str, int, int, int]], marks: Iterable[JournalEvent]
 ) -> list[dict[str, Any]]:
     """One summary per mission, ordered by first seq; unknown fields are None."""
@@ -704,7 +705,7 @@ class MemoryJournal(Journal):
                 span[2] += 1
                 if ev.type in _MISSION_MARKS:
                     marks.append(ev.model_copy(update={"payload": json.loads(payload_json)}))
-        return _summarize_missions(((m, a, b, n) for m, (a, b, n) in spans.items()), marks)
+        return summarize_missions(((m, a, b, n) for m, (a, b, n) in spans.items()), marks)
 
 
 # --------------------------------------------------------------------------- sqlite
@@ -1158,7 +1159,7 @@ class SqliteJournal(Journal):
                 f"SELECT {', '.join(_COLUMNS)} FROM events WHERE type IN (?, ?) AND mission_id != '' ORDER BY seq",
                 [t.value for t in _MISSION_MARKS],
             ).fetchall()
-        return _summarize_missions(spans, (self._row_to_event(r) for r in marks))
+        return summarize_missions(spans, (self._row_to_event(r) for r in marks))
 
 
 # --------------------------------------------------------------------------- factory

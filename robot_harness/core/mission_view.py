@@ -35,7 +35,7 @@ from pydantic import ValidationError
 
 from .durable import DurableIndex
 from .errors import UsageError
-from .interactions import _ALLOWED, InteractionKind, interactions
+from .interactions import InteractionKind, allowed_resolutions, interactions
 from .records import ActionStatus, Availability, EventType, JournalEvent, WorldSnapshot
 from .timeline import render_timeline
 
@@ -483,7 +483,7 @@ def _interactions(events: Sequence[JournalEvent], now: float) -> list[dict[str, 
             # Past its deadline but not yet marked expired: the engine will record the expiry.
             overdue=i.pending and bool(i.expires_at) and now > i.expires_at,
             expires_in_s=_round(i.expires_at - now) if i.pending and i.expires_at else None,
-            allowed=sorted(r.value for r in _ALLOWED[InteractionKind(i.kind)]),
+            allowed=sorted(r.value for r in allowed_resolutions(InteractionKind(i.kind))),
         )
         out.append(row)
     return out

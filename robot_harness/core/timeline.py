@@ -24,7 +24,7 @@ from .errors import UsageError
 from .journal import EVENT_COLUMNS
 from .records import Availability, EventType, FieldMeta, JournalEvent, WorldSnapshot, to_json
 
-__all__ = ["EXPORT_COLUMNS", "render_timeline", "export_events"]
+__all__ = ["EXPORT_COLUMNS", "render_timeline", "export_events", "summary_line"]
 
 EXPORT_COLUMNS = EVENT_COLUMNS
 """Column order of the CSV export, identical to the journal's ``events`` table."""
@@ -293,7 +293,7 @@ _SUMMARIES: dict[EventType, Callable[[Mapping[str, Any]], str]] = {
 }
 
 
-def _summary(ev: JournalEvent) -> tuple[str, bool]:
+def summary_line(ev: JournalEvent) -> tuple[str, bool]:
     """The summary and whether it came from a known shape (wrapped, not cut)."""
     fn = _SUMMARIES.get(ev.type)
     if fn is not None:
@@ -364,7 +364,7 @@ def render_timeline(events: Sequence[JournalEvent], *, width: int = 100, collaps
             lines.append(_fit(f"{'':>10} {'':>5}  ... {ev[0]} more progress updates over {ev[1]:.1f}s", width))
             continue
         prefix = f"{'+%.3fs' % (ev.stamp - t0):>10} {ev.seq:>5}  {ev.type.value:<{_TYPE_WIDTH}}  "
-        summary, known = _summary(ev)
+        summary, known = summary_line(ev)
         # Narrow terminals: the summary moves under the type instead of being squeezed.
         narrow = width - len(prefix) < _MIN_SUMMARY_ROOM
         column = len(indent) if narrow else len(prefix)

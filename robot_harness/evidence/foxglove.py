@@ -46,7 +46,7 @@ from ..core.records import (
     Pose2D,
     WorldSnapshot,
 )
-from ..core.timeline import _summary as _timeline_summary
+from ..core.timeline import summary_line
 
 __all__ = [
     "LOG_TOPIC",
@@ -303,7 +303,7 @@ def _text(event: JournalEvent) -> str:
             return " ".join(own(event.payload).split())
         except Exception:  # noqa: BLE001 - an unexpected payload falls back to the timeline's rendering
             pass
-    return _timeline_summary(event)[0]
+    return summary_line(event)[0]
 
 
 def log_line(event: JournalEvent) -> LogLine | None:

@@ -52,7 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from . import is_loopback
 from ..core.engine import MAX_GOAL_CHARS
 from ..core.errors import BackendUnavailable, HarnessError, HarnessTimeout, RefusalError, UsageError
-from ..core.journal import EVENT_COLUMNS, JournalReadError, _summarize_missions, default_journal_path
+from ..core.journal import EVENT_COLUMNS, JournalReadError, summarize_missions, default_journal_path
 from ..core.mission_view import mission_view, missions_list
 from ..core.records import EventType, JournalEvent
 
@@ -73,7 +73,6 @@ TOKEN_ENV = "ROBOT_HARNESS_OPERATOR_TOKEN"
 PAGE = Path(__file__).with_name("dashboard.html")
 _MAX_BODY_BYTES = 64 * 1024
 _KEEPALIVE_S = 15.0
-_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 _MISSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 _INTERACTION_TYPES = (EventType.INTERACTION_REQUESTED, EventType.INTERACTION_RESOLVED)
 
@@ -162,7 +161,7 @@ class JournalReader:
                 (EventType.MISSION_STARTED.value, EventType.MISSION_FINISHED.value))]
             asks = [self._event(r) for r in c.execute(
                 f"SELECT {cols} FROM events WHERE type IN (?, ?) ORDER BY seq", tuple(t.value for t in _INTERACTION_TYPES))]
-            rows = missions_list(_summarize_missions(spans, marks), interaction_events=asks)
+            rows = missions_list(summarize_missions(spans, marks), interaction_events=asks)
             self._missions = (last, rows)  # under the reader's lock
             return rows
 
@@ -408,7 +407,7 @@ def create_app(*, reader: JournalReader, operator: OperatorPort | None = None, t
     def host_ok(request: Request) -> bool:
         host = request.headers.get("host", "")
         name = host.rsplit(":", 1)[0] if not host.startswith("[") else host[1:host.find("]")]
-        return not loopback_only or name.lower() in _LOOPBACK_NAMES
+        return not loopback_only or is_loopback(name)
 
     async def guard_read(request: Request) -> JSONResponse | None:
         if not host_ok(request):

@@ -239,9 +239,12 @@ class FoxgloveBridge:
             for event in events:
                 if self._mission_id and event.mission_id and event.mission_id != self._mission_id:
                     continue
-                for item in self._derived.feed(event):
-                    for topic, message, stamp in to_live_json(item):
-                        self._publish(topic, message, stamp)
+                try:
+                    for item in self._derived.feed(event):
+                        for topic, message, stamp in to_live_json(item):
+                            self._publish(topic, message, stamp)
+                except Exception as exc:  # one odd event is skipped (and said), never replayed forever
+                    _log.warning("foxglove bridge: event %s (%s) skipped: %s", event.seq, event.type.value, exc)
             with self._lock:
                 done = last == self._after_seq
                 self._after_seq = last
