@@ -446,6 +446,16 @@ def create_app(*, reader: JournalReader, operator: OperatorPort | None = None, t
             return error(503, "read_only", "this dashboard was started without an operator port (read-only)"), {}, bearer
         return None, body, bearer
 
+    async def parse_write(request: Request, model: type[BaseModel]) -> tuple[JSONResponse | None, Any, str]:
+        """A write's checks, then its body as ``model``: (the refusal or None, the request, the bearer token)."""
+        bad, body, bearer = await guard_write(request)
+        if bad is not None:
+            return bad, None, bearer
+        try:
+            return None, model.model_validate(body), bearer
+        except ValidationError as exc:
+            return invalid(exc), None, bearer
+
     def invalid(exc: ValidationError) -> JSONResponse:
         problems = [{"field": ".".join(str(p) for p in e["loc"]), "problem": e["msg"]} for e in exc.errors()]
         text = "; ".join(f"{p['field'] or 'body'}: {p['problem']}" for p in problems)
@@ -520,13 +530,9 @@ def create_app(*, reader: JournalReader, operator: OperatorPort | None = None, t
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     async def send_mission(request: Request) -> Response:
-        bad, body, bearer = await guard_write(request)
+        bad, req, bearer = await parse_write(request, SendMission)
         if bad is not None:
             return bad
-        try:
-            req = SendMission.model_validate(body)
-        except ValidationError as exc:
-            return invalid(exc)
         if req.mission_id and not _MISSION_ID.match(req.mission_id):
             return error(400, "invalid_request", "mission_id: letters, digits and _.:- only (up to 128)")
         mission_id = req.mission_id or f"mission-{uuid.uuid4().hex[:12]}"
@@ -537,26 +543,18 @@ def create_app(*, reader: JournalReader, operator: OperatorPort | None = None, t
             status=202)
 
     async def answer(request: Request) -> Response:
-        bad, body, bearer = await guard_write(request)
+        bad, req, bearer = await parse_write(request, Answer)
         if bad is not None:
             return bad
-        try:
-            req = Answer.model_validate(body)
-        except ValidationError as exc:
-            return invalid(exc)
         assert operator is not None
         return await call(lambda: operator.resolve_interaction(
             interaction_id=request.path_params["interaction_id"], resolution=req.resolution,
             token=req.token or bearer, answer=req.answer, choice=req.choice, operator=req.operator))
 
     async def stop(request: Request) -> Response:
-        bad, body, _ = await guard_write(request)
+        bad, req, _ = await parse_write(request, StopBody)
         if bad is not None:
             return bad
-        try:
-            req = StopBody.model_validate(body)
-        except ValidationError as exc:
-            return invalid(exc)
         assert operator is not None
         return await call(lambda: operator.stop(mission_id=req.mission_id, reason=req.reason))
 
