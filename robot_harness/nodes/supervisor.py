@@ -42,6 +42,8 @@ from .ros_ports import Nav2NavigationPort, RosPlannerPort, RosRecoveryPort, RosR
 __all__ = ["SupervisorNode", "main", "default_journal_path"]
 
 ACTIVE_STATE_ID = 3  # lifecycle_msgs/State.PRIMARY_STATE_ACTIVE
+_SESSION_START_WAIT_S = 5.0
+"""How long an MCP call waits for the robot to be freed before it is refused as busy."""
 
 
 
@@ -532,10 +534,12 @@ class SupervisorNode(LifecycleNode):
         if not ok:
             raise RefusalError(f"backend not active ({why})")
         mission_id = self._ids.new("mcp-session")
+        # A session that was just stopped (or a mission in its last writes) frees the robot within
+        # moments: wait that long before refusing, not longer.
+        if not self._busy.acquire(timeout=_SESSION_START_WAIT_S):
+            raise RefusalError(f"the robot is busy with mission {self._runner_mission_id() or self._admitted_id}; "
+                               "an MCP session can start when it ends")
         with self._admit:
-            if not self._busy.acquire(blocking=False):
-                raise RefusalError(f"the robot is busy with mission {self._runner_mission_id() or self._admitted_id}; "
-                                   "an MCP session can start when it ends")
             self._admitted_id = mission_id
         try:
             cfg = self._config.mcp
