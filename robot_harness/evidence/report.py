@@ -20,6 +20,7 @@ from urllib.parse import unquote, urlparse
 
 from ..core.errors import UsageError
 from ..core.journal import Journal
+from ..core.mission_view import mission_view
 from ..core.records import EventType, JournalEvent
 
 __all__ = ["render_report"]
@@ -89,38 +90,34 @@ def _image(uri: str, sha256: str, artifacts_dir: Path | None) -> str:
 
 def render_report(journal: Journal, mission_id: str, *, artifacts_dir: str | Path | None = None) -> str:
     events = journal.events(mission_id=mission_id)
-    started = next((e for e in events if e.type is EventType.MISSION_STARTED), None)
-    if started is None:
+    if not any(e.type is EventType.MISSION_STARTED for e in events):
         raise UsageError(f"no mission {mission_id!r} in the journal", mission_id=mission_id)
-    finished = next((e for e in reversed(events) if e.type is EventType.MISSION_FINISHED), None)
-    status = str(finished.payload.get("status", "")) if finished else "RUNNING"
-    places = (started.payload.get("config") or {}).get("places", {})
+    # The same reading of the journal the live dashboard shows (core/mission_view.py).
+    view = mission_view(events, now=events[-1].stamp, mission_id=mission_id)
+    mission = view["mission"]
     arts = Path(artifacts_dir) if artifacts_dir is not None else None
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Mission {_e(mission_id)}</title>"
              f"<style>{_CSS}</style></head><body>",
-             f"<h1>Mission <code>{_e(mission_id)}</code>: {_span(status)}</h1>",
-             f"<p><b>Goal:</b> {_e(started.payload.get('goal', ''))}</p>"]
-    if finished:
-        parts.append(f"<p><b>Summary:</b> {_e(finished.payload.get('summary', ''))}</p>")
-    parts += _contract_section(events)
-    parts += _trajectory_section(events, places)
-    parts += _timeline_section(events)
-    parts += _model_section(events)
+             f"<h1>Mission <code>{_e(mission_id)}</code>: {_span(mission['status'])}</h1>",
+             f"<p><b>Goal:</b> {_e(mission['goal'])}</p>"]
+    if mission["finished"]:
+        parts.append(f"<p><b>Summary:</b> {_e(mission['summary'])}</p>")
+    parts += _contract_section(view)
+    parts += _trajectory_section(view)
+    parts += _timeline_section(view, t0=events[0].stamp)
+    parts += _model_section(view)
     parts += _evidence_images(events, arts)
     parts.append(f"<p><small>From the journal, {len(events)} events (seq {events[0].seq}-{events[-1].seq}).</small></p>"
                  "</body></html>")
     return "\n".join(parts)
 
 
-def _contract_section(events: list[JournalEvent]) -> list[str]:
-    frozen = [e for e in events if e.type is EventType.CONTRACT_FROZEN and "contract" in e.payload]
-    if not frozen:
+def _contract_section(view: dict[str, Any]) -> list[str]:
+    contract = view["contract"]
+    if contract is None or not contract.get("obligations"):
         return ["<h2>Contract</h2><p>No contract was frozen.</p>"]
-    contract = frozen[-1].payload["contract"]
-    verdicts = [e.payload["verdict"] for e in events if e.type is EventType.VERDICT_RECORDED]
-    last = verdicts[-1] if verdicts else None
-    steps = {s["obligation_id"]: s for s in (last or {}).get("steps", [])}
-    committed = any(e.type is EventType.COMMIT_RECORDED for e in events)
+    last = view["verdicts"][-1] if view["verdicts"] else None
+    committed = bool(view["commits"])
     rows = ["<h2>Contract and verdict</h2>",
             f"<p>Contract <code>{_e(contract['contract_id'])}</code> rev {_e(contract['revision'])} "
             f"({_e(contract['compiler'])} compiler). "
@@ -129,62 +126,53 @@ def _contract_section(events: list[JournalEvent]) -> list[str]:
             + "</p>",
             "<table><tr><th>obligation</th><th>what</th><th>verdict</th><th>why</th><th>evidence</th></tr>"]
     for ob in contract["obligations"]:
-        st = steps.get(ob["id"], {})
+        judged = ob.get("verdict_id")
         rows.append(f"<tr><td>{_e(ob['id'])}</td><td>{_e(ob['description'])}</td>"
-                    f"<td>{_span(st.get('verdict', '-'))}</td><td>{_e(st.get('reason', ''))}</td>"
-                    f"<td><code>{_e(', '.join(st.get('evidence_ids', [])))}</code></td></tr>")
+                    f"<td>{_span(ob['state'] if judged else '-')}</td><td>{_e(ob.get('reason') or '')}</td>"
+                    f"<td><code>{_e(', '.join(ob.get('evidence_ids') or []))}</code></td></tr>")
     rows.append("</table>")
     return rows
 
 
-def _trajectory_section(events: list[JournalEvent], places: dict[str, dict[str, float]]) -> list[str]:
-    poses = []
-    for e in events:
-        if e.type is EventType.WORLD_SNAPSHOT_CAPTURED:
-            snap = e.payload.get("snapshot") or {}
-            pose = snap.get("pose")
-            if pose and (snap.get("pose_meta") or {}).get("availability") == "AVAILABLE":
-                poses.append((float(snap.get("captured_at", 0.0)), float(pose["x"]), float(pose["y"])))
-    png = _trajectory_png(sorted(poses), places)
+def _trajectory_section(view: dict[str, Any]) -> list[str]:
+    trajectory = view["trajectory"]
+    poses = [(p["t"], p["x"], p["y"]) for p in trajectory["points"] if p["source"] == "snapshot"]
+    png = _trajectory_png(sorted(poses), trajectory["places"])
     return ["<h2>Trajectory</h2>",
             f'<img alt="trajectory" src="data:image/png;base64,{base64.b64encode(png).decode()}">',
-            f"<p><small>{len(poses)} journaled poses (fresh ones only) over the named places.</small></p>"]
+            f"<p><small>{len(poses)} distinct fresh pose observations from the journal's snapshots, over the named "
+            "places.</small></p>"]
 
 
-def _timeline_section(events: list[JournalEvent]) -> list[str]:
-    t0 = events[0].stamp
+def _timeline_section(view: dict[str, Any], *, t0: float) -> list[str]:
     rows = ["<h2>Actions</h2><table><tr><th>t (s)</th><th>action</th><th>transition</th><th>reason</th></tr>"]
-    for e in events:
-        if e.type is EventType.ROBOT_ACTION_STARTED:
-            target = (e.payload.get("intent") or {}).get("target", {})
-            rows.append(f"<tr><td>{e.stamp - t0:.2f}</td><td><code>{_e(e.robot_action_id)}</code></td>"
-                        f"<td>REQUESTED</td><td>to {_e(json.dumps(target))}</td></tr>")
-        elif e.type is EventType.ROBOT_ACTION_STATE_CHANGED:
-            rows.append(f"<tr><td>{e.stamp - t0:.2f}</td><td><code>{_e(e.robot_action_id)}</code></td>"
-                        f"<td>{_e(e.payload.get('from'))} &rarr; {_span(str(e.payload.get('to')))}</td>"
-                        f"<td>{_e(e.payload.get('reason', ''))}</td></tr>")
+    changes = sorted(((st["seq"], st, a) for a in view["actions"] for st in a["states"]), key=lambda c: c[0])
+    last_state: dict[str, str] = {}
+    for _, st, a in changes:
+        before = last_state.get(a["action_id"])
+        last_state[a["action_id"]] = st["state"]
+        if before is None:
+            what, why = "REQUESTED", f"to {json.dumps(a.get('target') or {})}"
+        else:
+            what, why = f"{_e(before)} &rarr; {_span(st['state'])}", st.get("reason") or ""
+        rows.append(f"<tr><td>{st['at'] - t0:.2f}</td><td><code>{_e(a['action_id'])}</code></td>"
+                    f"<td>{what}</td><td>{_e(why)}</td></tr>")
     rows.append("</table>")
     return rows
 
 
-def _model_section(events: list[JournalEvent]) -> list[str]:
+def _model_section(view: dict[str, Any]) -> list[str]:
     rows = ["<h2>Model turns and tool calls</h2><table><tr><th>turn</th><th>the model</th><th>results</th></tr>"]
-    results: dict[str, dict[str, Any]] = {e.tool_call_id: e.payload for e in events
-                                          if e.type is EventType.TOOL_RESULT_RECORDED}
-    turn = 0
-    for e in events:
-        if e.type is not EventType.MODEL_RESPONSE_RECORDED:
-            continue
-        r = e.payload.get("response") or {}
-        said = [f"<code>{_e(c['name'])}({_e(json.dumps(c.get('arguments', {})))})</code>" for c in r.get("tool_calls", [])]
+    for turn, t in enumerate(tt for tt in view["turns"] if tt.get("response") is not None):
+        r = t["response"]
+        calls = t.get("tool_calls") or []
+        said = [f"<code>{_e(c['name'])}({_e(json.dumps(c.get('arguments', {})))})</code>" for c in calls]
         if r.get("done"):
             said.append(f"done: <i>{_e(r['done'])}</i>")
         if r.get("text"):
             said.append(f"<i>{_e(r['text'])}</i>")
-        got = [f"{_e(c['name'])}: {_span(str((results.get(c.get('id', '')) or {}).get('status', '-')))}"
-               for c in r.get("tool_calls", [])]
+        got = [f"{_e(c['name'])}: {_span(str((c.get('result') or {}).get('status', '-')))}" for c in calls]
         rows.append(f"<tr><td>{turn}</td><td>{'<br>'.join(said) or '(nothing)'}</td><td>{'<br>'.join(got)}</td></tr>")
-        turn += 1
     rows.append("</table>")
     return rows
 
