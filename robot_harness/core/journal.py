@@ -87,6 +87,8 @@ from .records import EventDraft, EventType, JournalEvent, WorldSnapshot
 
 __all__ = [
     "summarize_missions",
+    "connect_read_only",
+    "event_from_row",
     "EVENT_COLUMNS",
     "MIGRATIONS",
     "REDACTED",
@@ -227,6 +229,20 @@ EVENT_COLUMNS = (
 )
 """Columns of the ``events`` table, in order (also the CSV export's columns)."""
 _COLUMNS = EVENT_COLUMNS
+
+
+def event_from_row(row: Sequence[Any]) -> JournalEvent:
+    """One ``events`` row (``EVENT_COLUMNS``, in order) as its record; raises ValueError/ValidationError."""
+    data = dict(zip(EVENT_COLUMNS, row))
+    data["payload"] = json.loads(data["payload"])
+    return JournalEvent.model_validate(data)
+
+
+def connect_read_only(path: str | Path, *, timeout_s: float, **kwargs: Any) -> sqlite3.Connection:
+    """A connection that can never write, checkpoint or create the journal (``mode=ro``), for
+    readers beside a running supervisor (WAL: they never block its writes)."""
+    return sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=timeout_s,
+                           check_same_thread=False, **kwargs)
 _MISSION_MARKS = (EventType.MISSION_STARTED, EventType.MISSION_FINISHED)
 
 
@@ -1103,9 +1119,7 @@ class SqliteJournal(Journal):
 
     @staticmethod
     def _row_to_event(row: Sequence[Any]) -> JournalEvent:
-        data = dict(zip(_COLUMNS, row))
-        data["payload"] = json.loads(data["payload"])
-        return JournalEvent.model_validate(data)
+        return event_from_row(row)
 
     def events(
         self,

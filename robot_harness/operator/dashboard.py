@@ -52,7 +52,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from . import is_loopback
 from ..core.engine import MAX_GOAL_CHARS
 from ..core.errors import BackendUnavailable, HarnessError, HarnessTimeout, RefusalError, UsageError
-from ..core.journal import EVENT_COLUMNS, JournalReadError, summarize_missions, default_journal_path
+from ..core.journal import (
+    EVENT_COLUMNS,
+    JournalReadError,
+    connect_read_only,
+    default_journal_path,
+    event_from_row,
+    summarize_missions,
+)
 from ..core.mission_view import mission_view, missions_list
 from ..core.records import EventType, JournalEvent
 
@@ -100,8 +107,7 @@ class JournalReader:
 
     def _connect(self) -> sqlite3.Connection | None:
         if self._conn is None and self.path.exists():
-            self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=self._timeout,
-                                         isolation_level=None, check_same_thread=False)
+            self._conn = connect_read_only(self.path, timeout_s=self._timeout, isolation_level=None)
         return self._conn
 
     def _query(self, fn: Callable[[sqlite3.Connection], Any], empty: Any) -> Any:
@@ -127,11 +133,7 @@ class JournalReader:
                 raise JournalReadError(f"reading the journal {self.path} failed: {exc}", path=str(self.path),
                                        sqlite_error=str(exc)) from exc
 
-    @staticmethod
-    def _event(row: tuple[Any, ...]) -> JournalEvent:
-        data = dict(zip(EVENT_COLUMNS, row))
-        data["payload"] = json.loads(data["payload"])
-        return JournalEvent.model_validate(data)
+    _event = staticmethod(event_from_row)
 
     def last_seq(self) -> int:
         return int(self._query(lambda c: c.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0], 0))

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
-import json
 import logging
 import signal
 import sqlite3
@@ -41,7 +40,7 @@ from pydantic import ValidationError
 
 from . import is_loopback
 from ..core.errors import HarnessError, UsageError
-from ..core.journal import EVENT_COLUMNS, JournalReadError, default_journal_path
+from ..core.journal import EVENT_COLUMNS, JournalReadError, connect_read_only, default_journal_path, event_from_row
 from ..core.records import EventType, JournalEvent
 from ..evidence.foxglove import LIVE_CHANNELS, LOG_TOPIC, DerivedTopics, layout_json, to_live_json
 
@@ -79,8 +78,7 @@ class JournalFollower:
         if not self.path.is_file():
             raise UsageError(f"no journal at {self.path}", path=str(self.path))
         try:
-            self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
-                                         timeout=busy_timeout_s, check_same_thread=False)
+            self._conn = connect_read_only(self.path, timeout_s=busy_timeout_s)
             self._conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
         except sqlite3.Error as exc:
             raise JournalReadError(f"cannot read the journal {self.path}: {exc}", path=str(self.path),
@@ -101,11 +99,9 @@ class JournalFollower:
         events: list[JournalEvent] = []
         last = after_seq
         for row in rows:
-            data = dict(zip(EVENT_COLUMNS, row))
-            last = int(data["seq"])
+            last = int(row[0])  # EVENT_COLUMNS begin with seq
             try:
-                data["payload"] = json.loads(data["payload"])
-                events.append(JournalEvent.model_validate(data))
+                events.append(event_from_row(row))
             except (ValueError, ValidationError):
                 self.skipped += 1
         return events, last
