@@ -20,6 +20,16 @@ def cli(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
     return subprocess.run([*CLI, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout, env=os.environ.copy())
 
 
+def interrupt(proc: subprocess.Popen, timeout_s: float = 30.0) -> None:
+    """Ctrl-C a long-running command (killed if it does not stop in time: the test then fails on its code)."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def small_scenario(tmp_path: Path, **extra) -> Path:
     data = {
         "goal": "Go to the spot and come back.",
@@ -166,12 +176,7 @@ def test_up_then_mission_over_dds(tmp_path):
         assert out["journal"] == str(journal)
         assert out["evidence_seqs"]
     finally:
-        up.send_signal(signal.SIGINT)
-        try:
-            up.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            up.kill()
-            up.wait()
+        interrupt(up)
     assert up.returncode == 0
 
 

@@ -5,14 +5,13 @@ import asyncio
 import json
 import os
 import re
-import signal
 import subprocess
 import time
 import urllib.request
 
 import pytest
 
-from .test_cli import CLI, REPO, cli
+from .test_cli import CLI, REPO, cli, interrupt
 
 pytest.importorskip("rclpy")
 
@@ -50,12 +49,7 @@ def test_up_with_mcp_and_dashboard_serves_both_and_stops_cleanly(tmp_path):
         answer = asyncio.run(asyncio.wait_for(pose(), 60))
         assert answer["status"] == "ok" and answer["mission_id"].startswith("mcp-session-"), answer
     finally:
-        up.send_signal(signal.SIGINT)
-        try:
-            up.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            up.kill()
-            up.wait()
+        interrupt(up)
     assert up.returncode == 0
     missions = json.loads(cli("journal", "show", "--journal", str(journal), "--mission", "list", "--json").stdout)
     session = [m for m in missions if m["mission_id"].startswith("mcp-session-")]
