@@ -12,6 +12,7 @@ import hmac
 import json
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,7 @@ class SupervisorNode(LifecycleNode):
             "mission_action": "/robot_harness/mission",
             "salient_snapshot_topic": "/snapshot_aggregator/snapshot",
             "planner_timeout_s": 240.0,
+            "warm_up_timeout_s": 20.0,
             "journal_busy_timeout_ms": 2000,
             "bag_dir": "",
             "bag_max_bytes": 512 * 1024 * 1024,
@@ -212,12 +214,33 @@ class SupervisorNode(LifecycleNode):
         return super().on_activate(state)
 
     def _warm_up(self) -> None:
-        """One snapshot through the mission loop's own client, so its discovery is settled before the first
-        mission (a fresh client's first answers can be lost while DDS matches it). Never fatal."""
-        try:
-            self._snapshots.capture(reason="readiness", mission_id="")
-        except HarnessError as exc:
-            self.get_logger().info(f"snapshot service not ready yet ({exc.message}); missions will wait for it")
+        """Snapshots through the mission loop's own client until one is answered (bounded by
+        ``warm_up_timeout_s``), so its discovery is settled before the first mission is admitted.
+
+        A fresh client's first requests can go unanswered while DDS still
+        matches the server's response writer to it; on a starved host that
+        has taken several seconds (seen in CI: the first mission then met an
+        unanswered capture and ended BLOCKED). Never fatal: a mission that
+        still finds no snapshot is refused (fail closed), not run blind.
+        """
+        deadline = time.monotonic() + float(self.get_parameter("warm_up_timeout_s").value)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                self._snapshots.capture(reason="readiness", mission_id="")
+                if attempt > 1:
+                    self.get_logger().info(f"snapshot service answered on warm-up attempt {attempt}")
+                return
+            except HarnessError as exc:
+                if not isinstance(exc, HarnessTimeout) or time.monotonic() >= deadline:
+                    # Only an unanswered request is worth asking again; no server at all
+                    # (no aggregator in this graph yet) or a refusal is reported once.
+                    self.get_logger().warning(f"snapshot capture not ready at activation ({exc.message}); "
+                                              "missions are refused until it answers")
+                    return
+                self.get_logger().info(f"snapshot service not answering yet ({exc.message}); asking again")
+                time.sleep(0.2)
 
     def _reconcile_interrupted(self) -> None:
         """Missions a previous supervisor left open were interrupted: settle each with the backend.
@@ -638,8 +661,13 @@ class SupervisorNode(LifecycleNode):
             places = {k: _pose(v) for k, v in self._config.places.items()}
             target = resolve_target(args, places)  # type: ignore[arg-type]
             fresh = self._snapshots.capture(reason="pre_dispatch", mission_id=request.mission_id)
-        except (HarnessError, ValueError) as exc:
-            response.ok, response.error = False, str(exc)
+        except HarnessError as exc:
+            # The details say what was wrong (e.g. which argument failed validation and why).
+            details = f" {json.dumps(exc.details, sort_keys=True, default=str)}" if exc.details else ""
+            response.ok, response.error = False, f"{exc.message}{details}"
+            return response
+        except ValueError as exc:  # arguments_json is not JSON
+            response.ok, response.error = False, f"arguments_json: {exc}"
             return response
         report = check_preconditions(skill.managed.navigation.preconditions, decision=decision, fresh=fresh,
                                      target_at_decision=target, target_now=target, active_actions=[])

@@ -193,3 +193,57 @@ def test_a_lost_acknowledgment_is_found_by_goal_id_and_the_robot_moves_once(tmp_
         assert found["finding"] == "acknowledgment_lost" and found["backend_status"] in ("accepted", "executing", "succeeded")
     finally:
         next(gen, None)
+
+
+def test_check_preconditions_answers_over_the_service_journals_the_check_and_moves_nothing(graph):
+    """``/supervisor/check_preconditions``: the same pre-dispatch check, on demand, for a stated decision snapshot."""
+    from rclpy.node import Node
+
+    from robot_harness.core.records import EventType
+    from robot_harness.nodes._util import wait_future
+    from robot_harness.srv import CheckPreconditions
+
+    g, client = graph
+    accepted, result = client.send("Go to the spot.")
+    assert accepted and result.status == "SUCCEEDED", result.summary
+    journal = g.supervisor.journal
+    snaps = [e.snapshot_id for e in journal.events(mission_id=result.mission_id)
+             if e.type is EventType.WORLD_SNAPSHOT_CAPTURED]
+    at_dock, at_spot = snaps[0], snaps[-1]
+
+    node = Node("precondition_probe", context=g.context)
+    g.add_node(node)
+    cli = node.create_client(CheckPreconditions, "/supervisor/check_preconditions")
+    assert cli.wait_for_service(timeout_sec=10.0)
+
+    def check(skill, arguments, snapshot_id):
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+        req = CheckPreconditions.Request(mission_id=result.mission_id, skill=skill,
+                                         arguments_json=text, decision_snapshot_id=snapshot_id)
+        return wait_future(cli.call_async(req), 10.0, "check_preconditions")
+
+    goals_before = len(g.sim.goal_log)
+
+    ok = check("navigate_to", {"place": "dock"}, at_spot)
+    assert ok.ok and not ok.error, ok.report_json
+    assert ok.fresh_snapshot_id and ok.fresh_snapshot_id != at_spot
+    assert json.loads(ok.report_json)["ok"] is True
+
+    drifted = check("navigate_to", {"place": "dock"}, at_dock)  # decided at the dock; the robot is at the spot now
+    assert not drifted.ok and not drifted.error
+    failed = [c for c in json.loads(drifted.report_json)["checks"] if not c["ok"]]
+    assert failed and all("drift" in c["name"] for c in failed), failed
+
+    for skill, arguments, snapshot_id, problem in [
+        ("fly_to", {"place": "dock"}, at_spot, "fly_to"),
+        ("navigate_to", {"place": 3}, at_spot, "place"),
+        ("navigate_to", {"place": "dock"}, "snap-does-not-exist", "snap-does-not-exist"),
+        ("get_pose", {}, at_spot, "not a managed physical action"),
+        ("navigate_to", "{not json", at_spot, "arguments_json"),
+    ]:
+        bad = check(skill, arguments, snapshot_id)
+        assert not bad.ok and problem in bad.error, (skill, bad.error)
+
+    assert len(g.sim.goal_log) == goals_before, "a precondition check never moves the robot"
+    recorded = journal.events(mission_id=result.mission_id, types=[EventType.ACTION_PRECONDITION_CHECKED])
+    assert [e.payload["ok"] for e in recorded[-2:]] == [True, False], "both answered checks are journaled"
