@@ -57,7 +57,8 @@ class PlannerNode(LifecycleNode):
         self._params = declare_params(self, {
             "backend": "scripted", "turns_json": "", "script_file": "",
             "model": "", "base_url": "", "api_key_env": "OPENAI_API_KEY", "api_key_file": "",
-            "timeout_s": 60.0, "max_retries": 2, "max_tokens": 1024, "temperature": 0.0, "seed": 0,
+            "timeout_s": 60.0, "max_retries": 2, "backoff_initial_s": 0.5, "backoff_max_s": 8.0,
+            "max_tokens": 1024, "temperature": 0.0, "seed": 0, "max_output_chars": 20000,
             "record_file": "", "replay_file": "",
             "autostart": False,
         })
@@ -151,8 +152,11 @@ def make_backend(p: dict[str, Any]) -> tuple[Any, str]:
 
         config = LLMConfig(
             base_url=p["base_url"], model=p["model"], api_key_env=p["api_key_env"], api_key_file=p["api_key_file"],
-            timeout_s=float(p["timeout_s"]), max_retries=int(p["max_retries"]), max_tokens=int(p["max_tokens"]),
-            temperature=float(p["temperature"]), seed=int(p["seed"]) if int(p["seed"]) >= 0 else None,
+            timeout_s=float(p["timeout_s"]), max_retries=int(p["max_retries"]),
+            backoff_initial_s=float(p.get("backoff_initial_s", 0.5)), backoff_max_s=float(p.get("backoff_max_s", 8.0)),
+            max_tokens=int(p["max_tokens"]), temperature=float(p["temperature"]),
+            seed=int(p["seed"]) if int(p["seed"]) >= 0 else None,
+            max_output_chars=int(p.get("max_output_chars", 20000)),
         )
         client = ChatClient(config)
         planner: Any = OpenAIPlanner(client)

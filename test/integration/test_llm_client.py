@@ -499,3 +499,20 @@ def test_a_model_advises_recovery_only_among_authorized_rungs_and_sees_the_recov
     sent = json.dumps(fake.requests[0])
     assert "dispatch_rejected" in sent and "local_replan" in sent and "tools" not in fake.requests[0]
     assert planner_words not in sent
+
+
+def test_the_planner_node_passes_every_client_setting_from_its_parameters(monkeypatch):
+    """Backoff and the output cap are node parameters (config/planner.yaml), not hard-coded defaults."""
+    import yaml
+
+    from robot_harness.nodes.planner import make_backend
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    params = yaml.safe_load((Path(__file__).resolve().parents[2] / "config" / "planner.yaml").read_text())
+    p = dict(params["planner"]["ros__parameters"])
+    p.update(backend="llm", model="m", base_url="http://127.0.0.1:9/v1", timeout_s=3.0, max_retries=4,
+             backoff_initial_s=0.25, backoff_max_s=2.0, max_tokens=77, temperature=0.3, seed=-1, max_output_chars=500)
+    backend, _ = make_backend(p)
+    config = backend.client.config
+    assert (config.timeout_s, config.max_retries, config.backoff_initial_s, config.backoff_max_s) == (3.0, 4, 0.25, 2.0)
+    assert (config.max_tokens, config.temperature, config.seed, config.max_output_chars) == (77, 0.3, None, 500)
