@@ -18,7 +18,7 @@ setup:
 	@bash scripts/setup.sh
 
 demo: setup
-	@$(ENV) && robot-harness demo
+	@$(ENV) && robot-harness demo --require-success
 
 test: setup
 	@$(ENV) && bash scripts/run_tests.sh $(PYTEST_ARGS)

@@ -46,9 +46,10 @@ class ExitCode(enum.IntEnum):
         member.meaning = meaning  # type: ignore[attr-defined]
         return member
 
-    OK = 0, "done: the mission SUCCEEDED, the replay matched, the evidence is intact"
-    NOT_SUCCEEDED = 1, ("the mission ended FAILED, UNKNOWN, BLOCKED, CANCELLED or WAITING_USER; "
-                        "a replay found differences")
+    OK = 0, ("done: the mission reached a final status (SUCCEEDED or not: read it in the output), "
+             "the replay matched, the evidence is intact")
+    NOT_SUCCEEDED = 1, ("with --require-success: the mission ended FAILED, UNKNOWN, BLOCKED, CANCELLED or "
+                        "WAITING_USER; a replay found differences")
     USAGE = 2, "bad usage: unknown option, invalid scenario, no such journal, mission or interaction"
     REFUSED = 3, "the harness refused: mission not admitted, wrong owner token, a conflicting answer"
     UNAVAILABLE = 4, "nothing answered in time: no running graph or service, a timeout, the model endpoint"
@@ -80,9 +81,17 @@ def exit_code_for(exc: HarnessError) -> ExitCode:
     return ExitCode.REFUSED
 
 
-def mission_exit_code(status: str) -> ExitCode:
-    """0 for a mission that SUCCEEDED, 1 for any other terminal status."""
-    return ExitCode.OK if status == "SUCCEEDED" else ExitCode.NOT_SUCCEEDED
+def mission_exit_code(status: str, *, require_success: bool = False) -> ExitCode:
+    """0 for a mission that reached any final status: the mission ran, and its status (in the
+    output) says how it ended. With ``require_success`` (``--require-success``, for CI scripts),
+    1 for any final status but SUCCEEDED. A status that is not final is a harness bug."""
+    from .core.records import MissionStatus
+
+    if status not in {s.value for s in MissionStatus}:
+        raise RuntimeError(f"the mission ended without a final status ({status!r})")
+    if require_success and status != MissionStatus.SUCCEEDED.value:
+        return ExitCode.NOT_SUCCEEDED
+    return ExitCode.OK
 
 
 # --------------------------------------------------------------------------- output
@@ -311,6 +320,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+_FINAL_STATUS_NOTE = ("a mission that reaches a final status exits 0, SUCCEEDED or not (the output says which);\n"
+                      "--require-success makes any final status but SUCCEEDED exit 1 (for CI scripts)")
+
+
 def _register_run_commands(sub: Any) -> None:
     up = add_command(
         sub, "up", help="bring up the node graph in this process (Ctrl-C stops it)",
@@ -343,7 +356,7 @@ def _register_run_commands(sub: Any) -> None:
         examples=['robot-harness mission "Go to office_storage and come back to dock."',
                   'robot-harness mission "Go to office_storage" --set limits.mission_timeout_s=60 --json',
                   'ROBOT_HARNESS_OPERATOR_TOKEN=s3cret robot-harness mission "Inspect office_storage" --owner alice'],
-        run=_mission, progress=True,
+        run=_mission, progress=True, notes=_FINAL_STATUS_NOTE,
         exit_codes=(ExitCode.NOT_SUCCEEDED, ExitCode.REFUSED, ExitCode.UNAVAILABLE))
     m.add_argument("goal", help="the natural-language goal")
     m.add_argument("--mission-id", default="", help="the mission id (default: a new one); sending it again is safe")
@@ -353,6 +366,7 @@ def _register_run_commands(sub: Any) -> None:
     m.add_argument("--owner-token", default=None,
                    help=f"secret that lets its holder answer this mission's approvals and questions "
                         f"(default ${TOKEN_ENV})")
+    _require_success_arg(m)
 
     r = add_command(
         sub, "run", help="start sim + graph in this process, run one scenario, exit",
@@ -361,8 +375,9 @@ def _register_run_commands(sub: Any) -> None:
         examples=["robot-harness run --scenario scenarios/demo.yaml",
                   "robot-harness run --scenario scenarios/failed_navigation.yaml --journal /tmp/rh/journal.sqlite3 "
                   "--report /tmp/rh/report.json",
-                  "robot-harness run --scenario scenarios/demo.yaml --json | jq .status"],
-        run=_run, progress=True, exit_codes=(ExitCode.NOT_SUCCEEDED, ExitCode.UNAVAILABLE))
+                  "robot-harness run --scenario scenarios/demo.yaml --require-success --json | jq .status"],
+        run=_run, progress=True, notes=_FINAL_STATUS_NOTE,
+        exit_codes=(ExitCode.NOT_SUCCEEDED, ExitCode.UNAVAILABLE))
     r.add_argument("--scenario", type=Path, required=True, help="the scenario file (docs/scenario.schema.json)")
     _run_args(r)
 
@@ -373,22 +388,30 @@ def _register_run_commands(sub: Any) -> None:
         examples=["robot-harness demo",
                   "OPENAI_BASE_URL=http://127.0.0.1:11434/v1 robot-harness demo --planner llm --model qwen2.5:7b "
                   "--record /tmp/rh/demo.replay.jsonl",
-                  "robot-harness demo --planner replay --replay /tmp/rh/demo.replay.jsonl"],
-        run=_run, progress=True, exit_codes=(ExitCode.NOT_SUCCEEDED, ExitCode.UNAVAILABLE))
+                  "robot-harness demo --replay /tmp/rh/demo.replay.jsonl --require-success"],
+        run=_run, progress=True, notes=_FINAL_STATUS_NOTE,
+        exit_codes=(ExitCode.NOT_SUCCEEDED, ExitCode.UNAVAILABLE))
     _run_args(d)
 
 
+def _require_success_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--require-success", action="store_true",
+                   help="exit 1 unless the mission SUCCEEDED (for CI scripts; default: exit 0 for any final "
+                        "status, which the output reports)")
+
+
 def _run_args(p: argparse.ArgumentParser) -> None:
+    _require_success_arg(p)
     p.add_argument("--journal", type=Path, help="journal file (default $ROBOT_HARNESS_RUNS/<time>/journal.sqlite3, "
                                                 "$ROBOT_HARNESS_RUNS defaulting to runs/)")
     p.add_argument("--report", type=Path, help="also write the JSON report to this file")
     g = p.add_argument_group("planner (default: the scenario's recorded turns)")
-    g.add_argument("--planner", choices=("scripted", "llm", "replay"), default="scripted",
+    g.add_argument("--planner", choices=("scripted", "llm", "replay"), default=None,
                    help="llm: any OpenAI-compatible endpoint (OPENAI_BASE_URL, OPENAI_API_KEY); "
-                        "replay: a file recorded with --record")
+                        "replay: a file recorded with --record (default: scripted, or replay with --replay)")
     g.add_argument("--model", default="", help="model name for --planner llm (default: $ROBOT_HARNESS_MODEL)")
     g.add_argument("--record", type=Path, help="with --planner llm: append every model turn to this replay file")
-    g.add_argument("--replay", type=Path, help="with --planner replay: the recorded file")
+    g.add_argument("--replay", type=Path, help="serve the model turns recorded in this file (--planner replay)")
 
 
 def _register_journal_commands(sub: Any) -> None:
@@ -469,10 +492,12 @@ def _register_eval_commands(sub: Any) -> None:
         description="One HTML page: goal, contract and verdicts with their evidence, a trajectory plot over the "
                     "places, the action timeline, the model's turns, and the evidence images with their sha256.",
         examples=["robot-harness report --journal /tmp/rh/journal.sqlite3 --out /tmp/rh/mission.html",
+                  "robot-harness report mission-1a2b3c4d5e6f --journal /tmp/rh/journal.sqlite3",
                   "robot-harness report --journal /tmp/rh/journal.sqlite3 --mission last --json"],
         run=_report, exit_codes=(ExitCode.EVIDENCE,))
+    rep.add_argument("mission_arg", nargs="?", metavar="MISSION", help="mission id, or 'last' (default)")
     _journal_arg(rep)
-    rep.add_argument("--mission", default="last", help="mission id, or 'last' (default)")
+    rep.add_argument("--mission", default=None, help="the same as MISSION")
     rep.add_argument("--out", type=Path, help="the HTML file (default: report-<mission>.html here)")
     rep.add_argument("--artifacts", type=Path, help="look cited images up by file name here (a recording moved)")
 
@@ -696,7 +721,14 @@ def _replay(args: argparse.Namespace, console: Console) -> int:
         if not bag_dir.is_dir() or not bag.exists():
             raise UsageError(f"no bag at {bag}")
         # <journal dir>/bags/<mission>/<mission>.mcap
-        targets.append((args.journal or bag_dir.parent.parent / "journal.sqlite3", args.mission or bag_dir.name))
+        journal = args.journal or bag_dir.parent.parent / "journal.sqlite3"
+        if args.journal is None and not journal.is_file():
+            raise UsageError(
+                f"{bag} has no harness journal beside it (looked for {journal}): replaying a mission needs "
+                "its journal (--journal PATH), and a recording the harness did not make needs a contract "
+                "to judge it against (--scenario FILE, with --pose-topic if it is not /amcl_pose)",
+                bag=str(bag), journal=str(journal))
+        targets.append((journal, args.mission or bag_dir.name))
     if not targets:
         targets.append((args.journal, args.mission or "last"))
     overrides = _overrides(args.set)
@@ -774,8 +806,10 @@ def _replay_scenario(args: argparse.Namespace, console: Console, bags: list[Path
 def _report(args: argparse.Namespace, console: Console) -> int:
     from .evidence.report import render_report
 
+    if args.mission_arg and args.mission and args.mission_arg != args.mission:
+        raise UsageError(f"two missions given ({args.mission_arg} and --mission {args.mission}): give one")
     with open_journal(args.journal) as j:
-        mission = _mission_id(j, args.mission)
+        mission = _mission_id(j, args.mission_arg or args.mission or "last")
         page = render_report(j, mission, artifacts_dir=args.artifacts)
     out = args.out or Path(f"report-{mission}.html")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -821,16 +855,22 @@ def _eval(args: argparse.Namespace, console: Console) -> int:
 
 
 def _planner_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    if args.planner == "scripted":
+    planner = args.planner or ("replay" if args.replay else "scripted")
+    if planner == "scripted":
         if args.record or args.replay or args.model:
-            raise UsageError("--model, --record and --replay need --planner llm or replay")
+            raise UsageError("--model and --record need --planner llm (--replay FILE serves a recording)")
         return {}
-    if args.planner == "replay":
+    if planner == "replay":
         if not args.replay:
             raise UsageError("--planner replay needs --replay FILE")
+        if args.record or args.model:
+            raise UsageError("--model and --record need --planner llm; a replay serves the recorded turns")
         if not args.replay.is_file():
             raise UsageError(f"no replay file at {args.replay}")
         return {"planner": {"backend": "replay", "replay_file": str(args.replay.resolve())}}
+    if args.replay:
+        raise UsageError("--replay serves a recording instead of the model: drop --planner llm "
+                         "(or record with --record FILE)")
     out: dict[str, Any] = {"backend": "llm", "model": args.model}
     if args.record:
         args.record.parent.mkdir(parents=True, exist_ok=True)
@@ -842,8 +882,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     from .core.scenario import load_scenario
     from .runner import run_scenario
 
-    scenario = load_scenario(_demo_scenario() if args.command == "demo" else args.scenario)
     planner = _planner_overrides(args)
+    scenario = load_scenario(_demo_scenario() if args.command == "demo" else args.scenario)
     journal = args.journal
     if journal is None:
         out = Path(os.environ.get("ROBOT_HARNESS_RUNS", "runs")) / time.strftime("%Y%m%d-%H%M%S")
@@ -855,10 +895,12 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     progress.done(f"{report['mission_id']}: {report['status']} after {progress.elapsed():.1f} s; "
                   f"journal {report['journal']}")
     console.result(report, lambda: _run_text(report, args.report))
-    return mission_exit_code(report["status"])
+    return mission_exit_code(report["status"], require_success=args.require_success)
 
 
 def _run_text(report: dict[str, Any], report_path: Path | None) -> str:
+    """The timeline, the calls and where the records are; then, last, what the mission came to:
+    status, contract, the verifier's verdict and the evidence behind it."""
     from .core.timeline import render_timeline
 
     j = _open_journal(Path(report["journal"]))
@@ -866,7 +908,21 @@ def _run_text(report: dict[str, Any], report_path: Path | None) -> str:
         events = j.events(mission_id=report["mission_id"])
     finally:
         j.close()
-    lines = [render_timeline(events), "", f"status:  {report['status']}", f"summary: {report['summary']}"]
+    lines = [render_timeline(events), "", "tool calls:"]
+    for call in report["tool_calls"]:
+        res = call.get("result") or {}
+        state = f" -> {call['action_state']}" if call.get("action_state") else ""
+        lines.append(f"  {call['name']}({json.dumps(call['arguments'])}): {res.get('status')}{state}")
+    if not report["tool_calls"]:
+        lines.append("  none")
+    lines.append(f"journal: {report['journal']} (evidence at seqs {report['evidence_seqs']})")
+    bag = report.get("bag") or {}
+    if bag.get("path"):
+        lines.append(f"bag:     {bag['path']} ({bag.get('messages', 0)} messages"
+                     + (f", {bag['dropped']} dropped" if bag.get("dropped") else "") + ")")
+    if report_path:
+        lines.append(f"report:  {report_path}")
+    lines += ["", f"status:  {report['status']}", f"summary: {report['summary']}"]
     contract = report.get("contract")
     if contract:
         lines.append(f"contract {contract['contract_id']} (revision {contract['revision']}, "
@@ -877,20 +933,11 @@ def _run_text(report: dict[str, Any], report_path: Path | None) -> str:
         lines.append(f"verdict {verdict['verdict_id']} by {verdict['verifier']}: {verdict['goal_verdict']}"
                      f" (contract revision {verdict['contract_revision']}, state version {verdict['state_version']})")
         lines += [f"  {st['obligation_id']} {st['verdict']}: {st['reason']}" for st in verdict["steps"]]
+    else:
+        lines.append("verdict: none")
     if report.get("commit"):
         lines.append(f"committed by the gate: {report['commit']['commit_id']}")
     lines.append(f"evidence ids: {', '.join(report.get('evidence_ids') or []) or 'none'}")
-    lines.append(f"journal: {report['journal']} (seqs {report['evidence_seqs']})")
-    bag = report.get("bag") or {}
-    if bag.get("path"):
-        lines.append(f"bag:     {bag['path']} ({bag.get('messages', 0)} messages"
-                     + (f", {bag['dropped']} dropped" if bag.get("dropped") else "") + ")")
-    for call in report["tool_calls"]:
-        res = call.get("result") or {}
-        state = f" -> {call['action_state']}" if call.get("action_state") else ""
-        lines.append(f"  {call['name']}({json.dumps(call['arguments'])}): {res.get('status')}{state}")
-    if report_path:
-        lines.append(f"report:  {report_path}")
     return "\n".join(lines)
 
 
@@ -1017,4 +1064,4 @@ def _mission(args: argparse.Namespace, console: Console) -> int:
     console.result(out, f"mission: {out['mission_id']}\nstatus:  {out['status']}\nsummary: {out['summary']}"
                         f"\nverdict: {out['verdict_id'] or 'none'}\njournal: {out['journal']}"
                         f"\nbag:     {out['bag'] or 'not recorded'}")
-    return mission_exit_code(out["status"])
+    return mission_exit_code(out["status"], require_success=args.require_success)

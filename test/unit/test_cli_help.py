@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from robot_harness.cli import ExitCode, build_parser, exit_code_for, main
+from robot_harness.cli import ExitCode, build_parser, exit_code_for, main, mission_exit_code
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = (REPO / "docs" / "cli.md").read_text()
@@ -238,3 +238,72 @@ def test_reading_a_journal_needs_no_ros(journal):
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert len(json.loads(proc.stdout)) == 3
+
+
+# --------------------------------------------------------------------------- mission exit codes
+
+
+FINAL = ("SUCCEEDED", "FAILED", "UNKNOWN", "BLOCKED", "WAITING_USER", "CANCELLED")
+
+
+@pytest.mark.parametrize("status", FINAL)
+def test_a_mission_that_reached_a_final_status_exits_0_unless_success_is_required(status):
+    assert mission_exit_code(status) == ExitCode.OK
+    expected = ExitCode.OK if status == "SUCCEEDED" else ExitCode.NOT_SUCCEEDED
+    assert mission_exit_code(status, require_success=True) == expected
+
+
+def test_a_status_that_is_not_final_is_a_harness_bug():
+    with pytest.raises(RuntimeError, match="without a final status"):
+        mission_exit_code("RUNNING")
+
+
+@pytest.mark.parametrize("command", [["run", "--scenario", "x.yaml"], ["demo"], ["mission", "a goal"]])
+def test_run_demo_and_mission_take_require_success(command):
+    parser = build_parser()
+    assert parser.parse_args(command).require_success is False
+    assert parser.parse_args([*command, "--require-success"]).require_success is True
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--planner", "llm", "--replay", "r.jsonl"], "--replay serves a recording"),
+    (["--planner", "replay"], "needs --replay FILE"),
+    (["--replay", "r.jsonl", "--record", "out.jsonl"], "--record need --planner llm"),
+    (["--record", "out.jsonl"], "--record need --planner llm"),
+    (["--replay", "no-such.replay.jsonl"], "no replay file at no-such.replay.jsonl"),
+])
+def test_planner_flags_that_contradict_each_other_are_usage_errors(capsys, tmp_path, flags, needle):
+    # checked before the scenario is read: a missing scenario file would say so instead
+    code, out, err = run(capsys, "run", "--scenario", str(tmp_path / "never-read.yaml"), *flags)
+    assert code == 2 and out == "" and needle in err, err
+
+
+# --------------------------------------------------------------------------- report, replay
+
+
+def test_report_takes_the_mission_as_an_argument(capsys, journal, tmp_path):
+    out_file = tmp_path / "m-1.html"
+    code, out, err = run(capsys, "report", "m-1", "--journal", str(journal), "--out", str(out_file), "--json")
+    assert code == 0, err
+    assert json.loads(out)["mission_id"] == "m-1" and "Go to the spot." in out_file.read_text()
+    code, out, err = run(capsys, "report", "m-nope", "--journal", str(journal), "--json")
+    assert code == 2 and json.loads(out)["mission_id"] == "m-nope" and "no mission 'm-nope'" in err
+    code, _, err = run(capsys, "report", "m-1", "--mission", "m-2", "--journal", str(journal))
+    assert code == 2 and "two missions given" in err
+    code, _, err = run(capsys, "report", "m-1", "--mission", "m-1", "--journal", str(journal),
+                       "--out", str(out_file))
+    assert code == 0, err
+
+
+def test_replaying_a_recording_without_a_journal_asks_for_one_or_a_scenario(capsys, tmp_path):
+    fixture = REPO.parent / "shared" / "fixtures" / "bags" / "evo_nav2_turtlebot.mcap"
+    bag = tmp_path / "recordings" / "nav2_run.mcap"
+    bag.parent.mkdir()
+    bag.write_bytes(fixture.read_bytes() if fixture.is_file() else b"a recording from another robot")
+    code, out, err = run(capsys, "replay", str(bag), "--json")
+    assert code == 2 and "Traceback" not in err
+    assert "no harness journal beside it" in err and "--journal PATH" in err and "--scenario FILE" in err, err
+    assert json.loads(out)["bag"] == str(bag)
+    # a journal named on the command line is the one looked for
+    code, _, err = run(capsys, "replay", str(bag), "--journal", str(tmp_path / "none.sqlite3"))
+    assert code == 2 and f"no journal at {tmp_path / 'none.sqlite3'}" in err
