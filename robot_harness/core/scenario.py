@@ -56,12 +56,14 @@ class FaultSpec(_Spec):
     std_yaw: float | None = None
     delay_s: float | None = Field(default=None, gt=0.0)
     """ack_delay: how late the acceptance reaches the harness."""
+    text: str | None = Field(default=None, min_length=1, max_length=500)
+    """claims_completion: the false completion claim the robot's acknowledgements and navigation results carry."""
 
     @field_validator("kind")
     @classmethod
     def _known(cls, v: str) -> str:
         kinds = {"reject", "early_success", "stall", "no_feedback", "localization_jump", "frozen_pose", "pose_noise", "die",
-                 "ack_delay"}
+                 "ack_delay", "no_ack", "claims_completion"}
         if v not in kinds:
             raise ValueError(f"unknown fault kind {v!r}; known: {sorted(kinds)}")
         return v

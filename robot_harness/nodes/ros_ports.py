@@ -11,6 +11,7 @@ import json
 import queue
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
 from ..core.clock import Clock, IdGenerator
-from ..core.errors import BackendUnavailable, HarnessTimeout, ToolExecutionError
+from ..core.errors import BackendUnavailable, HarnessTimeout, ToolExecutionError, UsageError
 from ..core.ports import BackendEvent, GoalAck, PlannerRequest
 from ..core.records import ArtifactRef, ModelResponse, Pose2D, WorldSnapshot
 from . import conversions as cv
@@ -37,7 +38,8 @@ try:  # Nav2 on a robot; the test-only stand-in here. Same interface either way.
 except ImportError:  # pragma: no cover - depends on the installation
     NavigateToPose = None  # type: ignore[assignment]
 
-__all__ = ["RosSnapshotPort", "RosPlannerPort", "RosVerifierPort", "RosRecoveryPort", "Nav2NavigationPort", "RosRobotIO", "GOAL_STATUS_NAMES"]
+__all__ = ["RosSnapshotPort", "RosPlannerPort", "RosVerifierPort", "RosRecoveryPort", "Nav2NavigationPort", "RosRobotIO",
+           "GOAL_STATUS_NAMES", "recovery_call_budget"]
 
 GOAL_STATUS_NAMES = {
     GoalStatus.STATUS_UNKNOWN: "unknown",
@@ -168,6 +170,32 @@ class RosVerifierPort:
         node.destroy_client(self._client)
 
 
+def recovery_call_budget(advisor: str, llm: Mapping[str, Any] | None = None) -> tuple[float, int]:
+    """``(timeout_s, attempts)`` for ``RosRecoveryPort`` given the recovery node's advisor.
+
+    ``advisor`` is ``"none"`` or ``"llm"``; ``llm`` holds the advisor's
+    ``LLMConfig`` keys (only ``timeout_s``, ``max_retries``,
+    ``backoff_initial_s`` and ``backoff_max_s`` matter; missing ones take
+    LLMConfig's defaults). With a model: one ask, waiting for every model
+    attempt plus its backoff, with a few seconds to spare.
+    """
+    if advisor in ("", "none"):
+        return 2.0, 2
+    if advisor != "llm":
+        raise UsageError(f"unknown recovery advisor {advisor!r} (none | llm)", advisor=advisor)
+    from ..llm.client import LLMConfig
+
+    defaults = LLMConfig.model_fields
+    cfg = dict(llm or {})
+
+    def value(key: str) -> float:
+        return float(cfg[key]) if cfg.get(key) is not None else float(defaults[key].default)
+
+    tries = int(value("max_retries")) + 1
+    backoff = sum(min(value("backoff_initial_s") * 2.0 ** i, value("backoff_max_s")) for i in range(tries - 1))
+    return tries * value("timeout_s") + backoff + 5.0, 1
+
+
 class RosRecoveryPort:
     """The recovery node's ``decide`` service as the engine's recovery policy.
 
@@ -176,12 +204,21 @@ class RosRecoveryPort:
     so: a dead recovery node never leaves a failure unanswered.
     """
 
-    def __init__(self, node: Node, service: str, *, fallback: Any, timeout_s: float = 2.0) -> None:
+    def __init__(self, node: Node, service: str, *, fallback: Any, timeout_s: float = 2.0, attempts: int = 2) -> None:
+        """``timeout_s`` bounds each ask, ``attempts`` how many asks in all (see ``recovery_call_budget``).
+
+        Without an advisor the node answers in milliseconds, so a short wait and
+        a second ask cover a lost response. With a model advisor one ask must
+        outlast the model's own bound: asking again would run the model twice.
+        """
         from ..srv import Recover
 
+        if timeout_s <= 0.0 or attempts < 1:
+            raise UsageError("recovery port needs timeout_s > 0 and attempts >= 1", timeout_s=timeout_s, attempts=attempts)
         self._srv_type = Recover
         self._client = node.create_client(Recover, service, callback_group=ReentrantCallbackGroup())
         self._timeout_s = timeout_s
+        self._attempts = attempts
         self._service = service
         self._fallback = fallback
 
@@ -197,7 +234,7 @@ class RosRecoveryPort:
         else:
             try:
                 resp = _call_idempotent(self._client, self._srv_type.Request(request_json=body), self._timeout_s,
-                                        f"recovery ({self._service})", attempts=2)
+                                        f"recovery ({self._service})", attempts=self._attempts)
                 if resp.ok:
                     return RecoveryDecision.model_validate_json(resp.decision_json)
                 why = f"recovery refused: {resp.error}"
@@ -408,26 +445,130 @@ class Nav2NavigationPort:
         self._client.destroy()
 
 
+class _PendingAck:
+    """One speak/send_message call waiting for its acknowledgement."""
+
+    __slots__ = ("done", "ack")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.ack: dict[str, Any] | None = None
+
+
+def _parse_ack(data: str) -> dict[str, Any] | None:
+    """An acknowledgement's fields, or None when the message is not one.
+
+    Kept: ``by``, ``at``, ``sha256`` (required), ``message_id`` and ``to``
+    (messages), ``note`` (free text from the receiver: shown, never evidence).
+    """
+    try:
+        raw = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(raw, dict):
+        return None
+    by, at, digest = raw.get("by"), raw.get("at"), raw.get("sha256")
+    if not (isinstance(by, str) and by and isinstance(digest, str) and digest
+            and isinstance(at, (int, float)) and not isinstance(at, bool)):
+        return None
+    ack: dict[str, Any] = {"by": by, "at": float(at), "sha256": digest}
+    for key in ("message_id", "to", "note"):
+        if isinstance(raw.get(key), str):
+            ack[key] = raw[key]
+    return ack
+
+
 class RosRobotIO:
-    """Camera, speaker and message outbox of the robot, over topics."""
+    """Camera, speaker and message outbox of the robot, over topics.
+
+    ``speak`` and ``send_message`` publish, then wait (at most
+    ``ack_timeout_s``) for the receiver's acknowledgement on
+    ``<topic>/ack``: a speech ack is matched by the sha256 of the text, a
+    message ack by its ``message_id``. The result carries ``ack`` only when one
+    arrived; otherwise ``ack_error`` says why (the payload may still have gone
+    out, nobody confirmed it). A message ack whose sha256 differs from what was
+    sent is kept as it is, for the verifier to reject. The ack subscriptions
+    are made once here; their callbacks run on other executor threads while
+    the caller waits.
+    """
 
     def __init__(self, node: Node, *, clock: Clock, ids: IdGenerator, artifacts_dir: Path, camera_topic: str,
-                 speech_topic: str, message_topic: str, max_frame_age_s: float = 2.0) -> None:
+                 speech_topic: str, message_topic: str, max_frame_age_s: float = 2.0,
+                 speech_ack_topic: str = "", message_ack_topic: str = "", ack_timeout_s: float = 2.0) -> None:
+        if ack_timeout_s <= 0.0:
+            raise UsageError("ack_timeout_s must be positive", ack_timeout_s=ack_timeout_s)
         self._clock = clock
         self._ids = ids
         self._dir = artifacts_dir
         self._max_age = max_frame_age_s
         self._frame: tuple[Image, float] | None = None
         self._node = node
+        self._ack_timeout_s = ack_timeout_s
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[str, str], list[_PendingAck]] = {}
         group = ReentrantCallbackGroup()
         self._sub = node.create_subscription(Image, camera_topic, self._on_image, 2, callback_group=group)
         self._speech = node.create_publisher(String, speech_topic, 10)
         self._messages = node.create_publisher(String, message_topic, 10)
         self._speech_topic = speech_topic
         self._message_topic = message_topic
+        self.speech_ack_topic = speech_ack_topic or f"{speech_topic}/ack"
+        self.message_ack_topic = message_ack_topic or f"{message_topic}/ack"
+        self._ack_subs = [
+            node.create_subscription(String, self.speech_ack_topic, lambda m: self._on_ack("speech", m), 50,
+                                     callback_group=group),
+            node.create_subscription(String, self.message_ack_topic, lambda m: self._on_ack("message", m), 50,
+                                     callback_group=group),
+        ]
 
     def _on_image(self, msg: Image) -> None:
         self._frame = (msg, self._clock.now())
+
+    def _on_ack(self, channel: str, msg: String) -> None:
+        ack = _parse_ack(msg.data)
+        if ack is None:
+            self._node.get_logger().warning(f"ignored a malformed {channel} acknowledgement: {msg.data[:200]!r}")
+            return
+        key = (channel, ack["sha256"] if channel == "speech" else ack.get("message_id", ""))
+        with self._lock:
+            waiters = self._pending.get(key)
+            if not waiters:
+                return  # not ours, or it came after its sender stopped waiting
+            waiter = waiters.pop(0)
+            if not waiters:
+                del self._pending[key]
+            waiter.ack = ack  # under the lock: a waiter that has left the table is never written to
+        waiter.done.set()
+
+    def _publish_and_wait(self, channel: str, key: str, publisher: Any, data: str) -> dict[str, Any]:
+        """Publish ``data`` and wait (bounded) for its ack: ``{"ack": ...}`` or ``{"ack_error": ...}``."""
+        deadline = time.monotonic() + self._ack_timeout_s
+        waiter = _PendingAck()
+        with self._lock:
+            self._pending.setdefault((channel, key), []).append(waiter)
+        subscribers = 0
+        try:
+            # A publisher not yet matched to any reader would drop the payload: wait
+            # for discovery within the same bound.
+            while publisher.get_subscription_count() == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            subscribers = publisher.get_subscription_count()
+            publisher.publish(String(data=data))
+            waiter.done.wait(max(0.0, deadline - time.monotonic()))
+        finally:
+            with self._lock:
+                waiters = self._pending.get((channel, key), [])
+                if waiter in waiters:
+                    waiters.remove(waiter)
+                if not waiters:
+                    self._pending.pop((channel, key), None)
+        if waiter.ack is not None:
+            return {"ack": waiter.ack}
+        why = f"no acknowledgement on {self.speech_ack_topic if channel == 'speech' else self.message_ack_topic} " \
+              f"within {self._ack_timeout_s:.1f} s"
+        if subscribers == 0:
+            why += f" (nobody subscribes to {publisher.topic_name})"
+        return {"ack_error": why}
 
     def capture_image(self, *, label: str) -> ArtifactRef:
         frame = self._frame
@@ -449,9 +590,10 @@ class RosRobotIO:
                            media_type="image/png", size_bytes=len(png))
 
     def speak(self, *, text: str) -> dict[str, Any]:
-        self._speech.publish(String(data=text))
-        return {"spoken_at": self._clock.now(), "topic": self._speech_topic,
-                "text_sha256": hashlib.sha256(text.encode()).hexdigest()}
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        spoken_at = self._clock.now()
+        outcome = self._publish_and_wait("speech", digest, self._speech, text)
+        return {"spoken_at": spoken_at, "topic": self._speech_topic, "text_sha256": digest, **outcome}
 
     def send_message(self, *, to: str, text: str, artifacts: list[ArtifactRef]) -> dict[str, Any]:
         message_id = self._ids.new("msg")
@@ -461,11 +603,21 @@ class RosRobotIO:
         outbox = self._dir / "outbox"
         outbox.mkdir(parents=True, exist_ok=True)
         (outbox / f"{message_id}.json").write_text(data)
-        self._messages.publish(String(data=data))
-        return {"message_id": message_id, "delivered_at": body["sent_at"], "to": to,
-                "sha256": hashlib.sha256(data.encode()).hexdigest(), "outbox": str(outbox / f"{message_id}.json")}
+        outcome = self._publish_and_wait("message", message_id, self._messages, data)
+        result: dict[str, Any] = {"message_id": message_id, "sent_at": body["sent_at"], "to": to,
+                                  "topic": self._message_topic, "sha256": hashlib.sha256(data.encode()).hexdigest(),
+                                  "outbox": str(outbox / f"{message_id}.json"), **outcome}
+        if "ack" in outcome:
+            result["delivered_at"] = outcome["ack"]["at"]
+        return result
 
     def destroy(self) -> None:
-        self._node.destroy_subscription(self._sub)
+        with self._lock:
+            waiters = [w for ws in self._pending.values() for w in ws]
+            self._pending.clear()
+        for w in waiters:
+            w.done.set()  # no ack: the callers return with ack_error at once
+        for sub in (self._sub, *self._ack_subs):
+            self._node.destroy_subscription(sub)
         self._node.destroy_publisher(self._speech)
         self._node.destroy_publisher(self._messages)

@@ -7,6 +7,11 @@
   (``/sim_robot/ground_truth``, ``/sim_robot/goal_log``) that the harness
   under test must never use. A 50 Hz tick steps the world by the elapsed ROS
   clock time and publishes every stream that is due.
+  It also stands in for the robot's speaker and message outbox: it listens on
+  the speech and message topics and acknowledges each payload on
+  ``<topic>/ack`` (std_msgs/String JSON: ``by``, ``at``, ``sha256`` of the
+  exact payload, and ``message_id``/``to`` for messages), the receiving side
+  of the delivery contract that ``RosRobotIO`` waits for.
 * ``bt_navigator`` (lifecycle node): serves ``navigate_to_pose`` exactly where
   Nav2 serves it, and answers ``/bt_navigator/get_state`` as
   ``nav2_simple_commander`` expects.
@@ -33,6 +38,7 @@ lifecycle, parameters).
 from __future__ import annotations
 
 import enum
+import hashlib
 import json
 import math
 import os
@@ -56,7 +62,7 @@ from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.context import Context
-from rclpy.event_handler import PublisherEventCallbacks
+from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
 from rclpy.executors import Executor, ExternalShutdownException
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
@@ -81,7 +87,7 @@ from robot_harness.sim.world import (
     parse_faults,
 )
 
-__all__ = ["DieMode", "SimRobot", "MIN_EXECUTOR_THREADS", "main"]
+__all__ = ["DieMode", "SimRobot", "MIN_EXECUTOR_THREADS", "SPEAKER_ID", "OUTBOX_ID", "main"]
 
 MIN_EXECUTOR_THREADS = 5
 """Two goals overlapping during a preemption, one held acceptance (``ack_delay``), plus a request."""
@@ -100,6 +106,10 @@ _TICK_BUDGET_OVERRUN_S = 0.5
 CAMERA_WIDTH = 64
 CAMERA_HEIGHT = 48
 DIE_EXIT_CODE = 3
+SPEAKER_ID = "sim_robot/speaker"
+"""``by`` of a speech acknowledgement."""
+OUTBOX_ID = "sim_robot/outbox"
+"""``by`` of a message acknowledgement."""
 
 _Result = NavigateToPose.Result
 
@@ -163,7 +173,13 @@ _DYNAMIC = ParameterDescriptor(dynamic_typing=True)
 
 
 def _parameter_defaults(
-    config: SimConfig, die_mode: DieMode, pose_topic: str, autostart: bool, truth_log_path: str
+    config: SimConfig,
+    die_mode: DieMode,
+    pose_topic: str,
+    autostart: bool,
+    truth_log_path: str,
+    speech_topic: str,
+    message_topic: str,
 ) -> dict[str, Any]:
     faults = [f.model_dump(mode="json", exclude_none=True) for f in config.faults]
     return {
@@ -183,6 +199,8 @@ def _parameter_defaults(
         "autostart": autostart,
         "die_mode": die_mode.value,
         "truth_log_path": truth_log_path,
+        "speech_topic": speech_topic,
+        "message_topic": message_topic,
     }
 
 
@@ -193,6 +211,8 @@ class _Settings:
     autostart: bool
     die_mode: DieMode
     truth_log_path: str
+    speech_topic: str
+    message_topic: str
 
 
 def _read_settings(node: Node, defaults: dict[str, Any]) -> _Settings:
@@ -231,6 +251,8 @@ def _read_settings(node: Node, defaults: dict[str, Any]) -> _Settings:
         autostart=bool(values["autostart"]),
         die_mode=die_mode,
         truth_log_path=str(values["truth_log_path"]),
+        speech_topic=str(values["speech_topic"]),
+        message_topic=str(values["message_topic"]),
     )
 
 
@@ -326,6 +348,8 @@ class SimRobot:
         pose_topic: str = "/amcl_pose",
         autostart: bool = True,
         truth_log_path: str = "",
+        speech_topic: str = "/speech/say",
+        message_topic: str = "/robot_harness/messages",
         parameter_overrides: Sequence[Parameter] | None = None,
     ) -> None:
         self._context = context or rclpy.utilities.get_default_context()
@@ -336,10 +360,14 @@ class SimRobot:
         self._running_goals = 0
         self._running_cv = threading.Condition(self._lock)
         self._goal_log: list[GoalEvent] = []
+        self._deliveries: list[dict[str, Any]] = []
         self.node = Node("sim_robot", context=self._context, parameter_overrides=list(parameter_overrides or ()))
         try:
             settings = _read_settings(
-                self.node, _parameter_defaults(config or SimConfig(), die_mode, pose_topic, autostart, truth_log_path)
+                self.node,
+                _parameter_defaults(
+                    config or SimConfig(), die_mode, pose_topic, autostart, truth_log_path, speech_topic, message_topic
+                ),
             )
         except HarnessError:
             self.node.destroy_node()
@@ -348,6 +376,8 @@ class SimRobot:
         self.die_mode = settings.die_mode
         self.pose_topic = settings.pose_topic
         self.truth_log_path = settings.truth_log_path
+        self.speech_topic = settings.speech_topic
+        self.message_topic = settings.message_topic
         self._truth = _TruthLog(self.truth_log_path, self.node.get_logger()) if self.truth_log_path else None
         self.world = SimWorld(self.config)
         self._t0_ns = self.node.get_clock().now().nanoseconds
@@ -371,6 +401,12 @@ class SimRobot:
         """Every goal event published so far (stamped), oldest first."""
         with self._lock:
             return list(self._goal_log)
+
+    @property
+    def deliveries(self) -> list[dict[str, Any]]:
+        """Every speech/message payload received so far, oldest first, and whether it was acknowledged."""
+        with self._lock:
+            return [dict(d) for d in self._deliveries]
 
     @property
     def silenced(self) -> bool:
@@ -502,6 +538,11 @@ class SimRobot:
         self._write_truth()
         return done
 
+    def completion_claim(self) -> str:
+        """The active ``claims_completion`` text ('' when none): navigation results carry it instead of the truth."""
+        with self._lock:
+            return self.world.completion_claim
+
     def probe(self, index: int) -> _GoalProbe:
         with self._lock:
             return _GoalProbe(
@@ -552,6 +593,15 @@ class SimRobot:
             depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
         )
         self._log_pub = pub(String, "/sim_robot/goal_log", log_qos)
+        self._speech_ack_pub = pub(String, f"{self.speech_topic}/ack", 10)
+        self._message_ack_pub = pub(String, f"{self.message_topic}/ack", 10)
+        no_events = SubscriptionEventCallbacks(use_default_callbacks=False)
+        self._speech_sub = n.create_subscription(
+            String, self.speech_topic, lambda m: self._on_delivery("speech", m), 10, event_callbacks=no_events
+        )
+        self._message_sub = n.create_subscription(
+            String, self.message_topic, lambda m: self._on_delivery("message", m), 10, event_callbacks=no_events
+        )
         self._streams = [
             _Stream(1.0 / cfg.pose_rate_hz, self._publish_pose),
             _Stream(1.0 / cfg.odom_rate_hz, self._publish_odom),
@@ -575,6 +625,40 @@ class SimRobot:
         except _rclpy.RCLError:
             if not self.stopping:
                 raise
+
+    def _on_delivery(self, channel: str, msg: String) -> None:
+        """Acknowledge a speech or message payload, unless the robot is dead or a ``no_ack`` fault holds acks back.
+
+        The ack names the exact payload by sha256, so the sender can tell its
+        own delivery from another; a ``claims_completion`` fault adds its false
+        claim as the ack's ``note`` (free text, never evidence).
+        """
+        data = msg.data
+        digest = hashlib.sha256(data.encode()).hexdigest()
+        with self._lock:
+            withheld = self._silenced or self.world.dead or self.stopping or self.world.acks_withheld
+            claim = self.world.completion_claim
+            at = self.node.get_clock().now().nanoseconds / 1e9
+            ack: dict[str, Any] = {"by": SPEAKER_ID if channel == "speech" else OUTBOX_ID, "at": at, "sha256": digest}
+            if channel == "message":
+                try:
+                    body = json.loads(data)
+                except ValueError:
+                    body = None
+                if isinstance(body, dict):
+                    ack.update({k: body[k] for k in ("message_id", "to") if isinstance(body.get(k), str)})
+            if claim:
+                ack["note"] = claim
+            record = {"kind": "sim_delivery", "channel": channel, "sha256": digest, "acked": not withheld,
+                      "message_id": ack.get("message_id", ""), "data": data, "stamp": at}
+            self._deliveries.append(record)
+            if self._truth is not None:
+                self._truth.enqueue(record)
+            if not withheld:
+                with self.shutdown_tolerant():
+                    pub = self._speech_ack_pub if channel == "speech" else self._message_ack_pub
+                    pub.publish(String(data=json.dumps(ack, sort_keys=True)))
+        self._write_truth()
 
     def _publish_event(self, event: GoalEvent) -> None:
         stamped = event.model_copy(update={"stamp": self.stamp_ns(event.t) / 1e9})
@@ -843,7 +927,7 @@ class _Navigator(LifecycleNode):
             if not probe.dead:
                 status = probe.view.status
                 if status.terminal:
-                    return self._finish(goal_handle, probe.view)
+                    return self._finish(goal_handle, probe.view, robot.completion_claim())
                 if goal_handle.is_cancel_requested and not cancel_sent:
                     cancel_sent = True
                     robot.cancel_goal(index)
@@ -868,15 +952,16 @@ class _Navigator(LifecycleNode):
         return fb
 
     @staticmethod
-    def _finish(goal_handle: ServerGoalHandle, view: GoalView) -> NavigateToPose.Result:
+    def _finish(goal_handle: ServerGoalHandle, view: GoalView, claim: str = "") -> NavigateToPose.Result:
+        """End the ROS goal as the world did; a ``claims_completion`` fault replaces the message with its claim."""
         if view.status is GoalStatus.SUCCEEDED:
             goal_handle.succeed()
-            return _Result(error_code=_Result.NONE, error_msg="")
+            return _Result(error_code=_Result.NONE, error_msg=claim)
         if view.status is GoalStatus.CANCELED and goal_handle.is_cancel_requested:
             goal_handle.canceled()
-            return _Result(error_code=_Result.NONE, error_msg="canceled")
+            return _Result(error_code=_Result.NONE, error_msg=claim or "canceled")
         goal_handle.abort()
-        return _Result(error_code=_Result.UNKNOWN, error_msg=view.reason or view.status.value.lower())
+        return _Result(error_code=_Result.UNKNOWN, error_msg=claim or view.reason or view.status.value.lower())
 
 
 # --------------------------------------------------------------------------- executable

@@ -38,7 +38,8 @@ from .. import __version__
 from . import conversions as cv
 from ._util import declare_params, run_node, wait_future
 from .executors import BackgroundSpinner
-from .ros_ports import Nav2NavigationPort, RosPlannerPort, RosRecoveryPort, RosRobotIO, RosSnapshotPort, RosVerifierPort
+from .ros_ports import (Nav2NavigationPort, RosPlannerPort, RosRecoveryPort, RosRobotIO, RosSnapshotPort, RosVerifierPort,
+                        recovery_call_budget)
 
 __all__ = ["SupervisorNode", "main", "default_journal_path"]
 
@@ -63,6 +64,7 @@ class SupervisorNode(LifecycleNode):
             "verifier_service": "/verifier/verify",
             "verifier_timeout_s": 15.0,
             "recovery_service": "/recovery/decide",
+            "recovery_timeout_s": 0.0,
             "backend_lifecycle_node": "bt_navigator",
             "camera_topic": "/camera/image_raw",
             "speech_topic": "/speech/say",
@@ -161,7 +163,15 @@ class SupervisorNode(LifecycleNode):
 
             fallback = RecoveryPolicy(RecoveryBudgets.from_config(self._config.recovery),
                                       alternatives=self._config.recovery.alternatives)
-            self._recovery_port = RosRecoveryPort(io_node, p["recovery_service"], fallback=fallback)
+            # A model advisor in the recovery node can take its whole LLM budget to answer; asking
+            # again after a short wait would buy a second (paid) model call. recovery_timeout_s > 0
+            # wins; otherwise the wait follows the harness config's recovery.advisor / recovery.llm.
+            if float(p["recovery_timeout_s"]) > 0:
+                timeout_s, attempts = float(p["recovery_timeout_s"]), 1
+            else:
+                timeout_s, attempts = recovery_call_budget(self._config.recovery.advisor, self._config.recovery.llm)
+            self._recovery_port = RosRecoveryPort(io_node, p["recovery_service"], fallback=fallback,
+                                                  timeout_s=timeout_s, attempts=attempts)
         self._recorder = None
         self._recorder_spinner = None
         if p["record_evidence"]:

@@ -38,6 +38,9 @@ __all__ = [
     "PoseNoiseFault",
     "DieFault",
     "AckDelayFault",
+    "NoAckFault",
+    "ClaimsCompletionFault",
+    "DEFAULT_COMPLETION_CLAIM",
     "SimConfig",
     "GoalStatus",
     "GoalEventType",
@@ -61,6 +64,9 @@ _HEADING_GATE_RAD = 0.35
 _YAW_DONE_RAD = 1e-6
 
 _DEFAULT_AFTER_ON_GOAL_S = 0.3
+
+DEFAULT_COMPLETION_CLAIM = "Arrived at the goal. Task complete."
+"""What a ``claims_completion`` fault says when the scenario gives no text."""
 
 
 class _Frozen(BaseModel):
@@ -171,6 +177,30 @@ class AckDelayFault(_FaultBase):
     """How long the acceptance response is held back, wall seconds."""
 
 
+class NoAckFault(_FaultBase):
+    """Speech and messages still reach the robot, but it never acknowledges them.
+
+    Active from ``at_s`` on, or (``on_goal``) from the moment the n-th goal is
+    received. Lets a test show that an unacknowledged delivery is not success.
+    """
+
+    kind: Literal["no_ack"] = "no_ack"
+
+
+class ClaimsCompletionFault(_FaultBase):
+    """Robot-side text confidently claims the task is done, whatever really happened.
+
+    While active (from ``at_s``, or from the arrival of the ``on_goal``-th
+    goal), every delivery acknowledgement carries ``text`` as its ``note`` and
+    every navigation result carries it as its message, failed, cancelled and
+    preempted goals included. Motion, goal states, poses and the truth log are
+    untouched: only the words lie.
+    """
+
+    kind: Literal["claims_completion"] = "claims_completion"
+    text: str = Field(default=DEFAULT_COMPLETION_CLAIM, min_length=1, max_length=500)
+
+
 Fault = Annotated[
     RejectFault
     | EarlySuccessFault
@@ -180,7 +210,9 @@ Fault = Annotated[
     | FrozenPoseFault
     | PoseNoiseFault
     | DieFault
-    | AckDelayFault,
+    | AckDelayFault
+    | NoAckFault
+    | ClaimsCompletionFault,
     Field(discriminator="kind"),
 ]
 _FAULTS_ADAPTER: TypeAdapter[list[Fault]] = TypeAdapter(list[Fault])
@@ -485,6 +517,17 @@ class SimWorld:
         ]
         return max(delays, default=0.0)
 
+    @property
+    def acks_withheld(self) -> bool:
+        """True while a ``no_ack`` fault is active: deliveries arrive but are never acknowledged."""
+        return any(isinstance(f, NoAckFault) and self._fault_active(f) for f in self.config.faults)
+
+    @property
+    def completion_claim(self) -> str:
+        """The false completion text of the active ``claims_completion`` fault ('' when none; the last listed wins)."""
+        claims = [f.text for f in self.config.faults if isinstance(f, ClaimsCompletionFault) and self._fault_active(f)]
+        return claims[-1] if claims else ""
+
     def drain_events(self) -> list[GoalEvent]:
         """Events produced since the last drain (the adapter publishes each once)."""
         new = self._events[len(self._events) - self._undrained :] if self._undrained else []
@@ -605,6 +648,12 @@ class SimWorld:
             return False
         self._end(g, status, reason)
         return True
+
+    def _fault_active(self, f: NoAckFault | ClaimsCompletionFault) -> bool:
+        """A standing fault: on from ``at_s``, or from the arrival of the ``on_goal``-th goal."""
+        if f.at_s is not None:
+            return self._t + 1e-9 >= f.at_s
+        return (f.on_goal or 0) in self._goals
 
     def _reject_reason(self, index: int) -> str:
         for f in self.config.faults:

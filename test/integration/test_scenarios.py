@@ -2,8 +2,10 @@
 aggregator, planner, verifier node, supervisor over loopback DDS) and ends the
 way its author said: status, goal verdict, per-obligation verdicts, whether
 the gate committed, whether the robot moved (from the simulator's own log,
-which the harness never reads). Then the mission's evidence bag is opened
-with the ``mcap`` library and decoded with an independent ros2msg decoder.
+which the harness never reads), whether a false robot-side claim really
+reached the planner (``claim_shown_to_planner``). Then the mission's evidence
+bag is opened with the ``mcap`` library and decoded with an independent
+ros2msg decoder.
 """
 from __future__ import annotations
 
@@ -37,6 +39,13 @@ def _check(report: dict[str, Any], expect: dict[str, Any]) -> list[str]:
             problems.append(f"{oid} {steps.get(oid)} != {want}")
     if "committed" in expect and bool(report.get("commit")) != expect["committed"]:
         problems.append(f"committed {bool(report.get('commit'))} != {expect['committed']}")
+    if "claim_shown_to_planner" in expect:
+        # The false claim must really have reached the planner through a tool result,
+        # or the scenario would not test that the verifier ignores it.
+        shown = [c["name"] for c in report.get("tool_calls", [])
+                 if expect["claim_shown_to_planner"] in json.dumps(c.get("result") or {})]
+        if not shown:
+            problems.append(f"the claim {expect['claim_shown_to_planner']!r} was in no tool result")
     if "robot_moved" in expect:
         moved = any(e["event"] == "accepted" for e in (report.get("sim_truth") or {}).get("goal_log", []))
         if moved != expect["robot_moved"]:

@@ -7,6 +7,7 @@ seconds, and every wait is bounded.
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import math
 import os
@@ -37,9 +38,11 @@ from rclpy.task import Future
 from std_msgs.msg import String
 from unique_identifier_msgs.msg import UUID
 
+from robot_harness.core.clock import IdGenerator, SystemClock
 from robot_harness.core.errors import ScenarioError
 from robot_harness.nodes.executors import MultiThreadedExecutor
-from robot_harness.nodes.sim_robot import MIN_EXECUTOR_THREADS, DieMode, SimRobot
+from robot_harness.nodes.ros_ports import RosRobotIO
+from robot_harness.nodes.sim_robot import MIN_EXECUTOR_THREADS, OUTBOX_ID, SPEAKER_ID, DieMode, SimRobot
 from robot_harness.sim import SimConfig
 
 REPO = Path(__file__).resolve().parents[2]
@@ -443,3 +446,97 @@ def test_truth_log_write_failures_do_not_stop_the_sim(
     assert wait_future(handle.get_result_async(), 5.0, "result").status == RosGoalStatus.STATUS_SUCCEEDED
     assert list(tmp_path.iterdir()) == []
     assert "write failed, line dropped" in capfd.readouterr().err
+
+
+# --------------------------------------------------------------------------- delivery acknowledgements
+
+
+def make_io(rig: Rig, tmp_path: Path, **kw: Any) -> RosRobotIO:
+    """The harness's robot IO on the test's client node, talking to the sim's speaker and outbox."""
+    return RosRobotIO(rig.client, clock=SystemClock(), ids=IdGenerator(None), artifacts_dir=tmp_path,
+                      camera_topic="/camera/image_raw", speech_topic="/speech/say",
+                      message_topic="/robot_harness/messages", **kw)
+
+
+def test_speech_and_messages_are_acknowledged_for_the_exact_payload(make_rig: Callable[..., Rig], tmp_path: Path) -> None:
+    rig = make_rig(fast())
+    io = make_io(rig, tmp_path)
+    try:
+        said = io.speak(text="hello from the test")
+        sent = io.send_message(to="operator", text="at the dock", artifacts=[])
+    finally:
+        io.destroy()
+    digest = hashlib.sha256(b"hello from the test").hexdigest()
+    assert "ack_error" not in said and said["text_sha256"] == digest
+    assert said["ack"]["by"] == SPEAKER_ID and said["ack"]["sha256"] == digest
+    assert said["spoken_at"] - 1.0 <= said["ack"]["at"] <= time.time()
+    ack = sent["ack"]
+    assert "ack_error" not in sent
+    assert (ack["by"], ack["message_id"], ack["to"]) == (OUTBOX_ID, sent["message_id"], "operator")
+    assert ack["sha256"] == sent["sha256"] == hashlib.sha256(Path(sent["outbox"]).read_bytes()).hexdigest()
+    assert sent["delivered_at"] == ack["at"]
+    assert "note" not in said["ack"] and "note" not in ack
+    assert [(d["channel"], d["sha256"], d["acked"]) for d in rig.robot.deliveries] == [
+        ("speech", digest, True), ("message", sent["sha256"], True)]
+
+
+def test_no_ack_fault_leaves_deliveries_unconfirmed_and_a_wrong_ack_confirms_nothing(
+    make_rig: Callable[..., Rig], tmp_path: Path
+) -> None:
+    rig = make_rig(fast(faults=[{"kind": "no_ack", "at_s": 0.0}]))
+    # A bystander answers every utterance with an ack for some other text.
+    wrong = rig.client.create_publisher(String, "/speech/say/ack", 10)
+    other = hashlib.sha256(b"something else").hexdigest()
+    rig.client.create_subscription(String, "/speech/say", lambda _m: wrong.publish(String(data=json.dumps(
+        {"by": "bystander", "at": time.time(), "sha256": other}))), 10)
+    acks_seen = rig.collect(String, "/speech/say/ack")
+    io = make_io(rig, tmp_path, ack_timeout_s=1.0)
+    try:
+        started = time.monotonic()
+        said = io.speak(text="anyone there?")
+        sent = io.send_message(to="operator", text="at the dock", artifacts=[])
+        elapsed = time.monotonic() - started
+    finally:
+        io.destroy()
+    assert [json.loads(m.data)["sha256"] for m in acks_seen] == [other], "the bystander's ack did arrive"
+    assert "ack" not in said and "no acknowledgement on /speech/say/ack within 1.0 s" in said["ack_error"]
+    assert "ack" not in sent and "delivered_at" not in sent and "/robot_harness/messages/ack" in sent["ack_error"]
+    assert 1.9 <= elapsed < 4.0, f"each wait is bounded by ack_timeout_s: {elapsed:.2f} s"
+    assert [(d["channel"], d["acked"]) for d in rig.robot.deliveries] == [("speech", False), ("message", False)], \
+        "the payloads reached the robot; only the acknowledgements were withheld"
+
+
+def test_without_a_receiver_the_wait_is_bounded_and_says_so(make_rig: Callable[..., Rig], tmp_path: Path) -> None:
+    rig = make_rig(fast())
+    io = RosRobotIO(rig.client, clock=SystemClock(), ids=IdGenerator(None), artifacts_dir=tmp_path,
+                    camera_topic="/camera/image_raw", speech_topic="/nobody/listens",
+                    message_topic="/nobody/reads", ack_timeout_s=0.5)
+    try:
+        said = io.speak(text="hello?")
+    finally:
+        io.destroy()
+    assert "ack" not in said and "nobody subscribes to /nobody/listens" in said["ack_error"]
+    assert rig.robot.deliveries == []
+
+
+def test_claims_completion_puts_a_false_claim_in_acks_and_results_but_not_in_the_truth(
+    make_rig: Callable[..., Rig], tmp_path: Path
+) -> None:
+    claim = "Arrived at the elevator. Task complete."
+    rig = make_rig(fast(faults=[{"kind": "claims_completion", "at_s": 0.0, "text": claim},
+                                {"kind": "stall", "on_goal": 1, "after_s": 0.1}]))
+    io = make_io(rig, tmp_path)
+    try:
+        sent = io.send_message(to="operator", text="status?", artifacts=[])
+    finally:
+        io.destroy()
+    assert sent["ack"]["note"] == claim and sent["ack"]["sha256"] == sent["sha256"]
+    handle = rig.goal(4.0, 2.0)
+    wait_until(lambda: len(rig.feedback) >= 3, 3.0, "feedback while stalled")
+    wait_future(handle.cancel_goal_async(), 3.0, "cancel response")
+    res = wait_future(handle.get_result_async(), 3.0, "result")
+    assert res.status == RosGoalStatus.STATUS_CANCELED and res.result.error_msg == claim
+    truth = rig.robot.world.true_pose
+    assert math.hypot(truth.x - 4.0, truth.y - 2.0) > 3.0, "the robot never got there"
+    assert [e.event.value for e in rig.robot.goal_log] == ["received", "accepted", "canceled"]
+    assert all(claim not in e.reason for e in rig.robot.goal_log), "the truth log keeps the truth"

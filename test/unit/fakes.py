@@ -6,6 +6,8 @@ test are the real ones.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -33,6 +35,8 @@ class FakeRobot:
           lost_ack (accepted and running, but the acceptance never arrives) |
           lost_request (the goal never reaches the backend and no answer comes)
     ``status`` is what the backend's status topic would say per goal id (for ``lookup``).
+    ``acks``: whether the speaker and outbox acknowledge deliveries (the delivery
+    contract: results carry ``ack`` only when confirmed, else ``ack_error``).
     """
 
     clock: ManualClock
@@ -53,6 +57,9 @@ class FakeRobot:
     lookups: list[str] = field(default_factory=list)
     reachable: bool = True
     snap_prefix: str = "snap"
+    acks: bool = True
+    spoken: list[str] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
     _polls: int = 0
     _queue: list[BackendEvent] = field(default_factory=list)
     _n: int = 0
@@ -157,10 +164,24 @@ class FakeRobot:
         return ArtifactRef(uri="file:///tmp/fake.png", sha256="0" * 64, media_type="image/png")
 
     def speak(self, *, text: str) -> dict[str, Any]:
-        return {"spoken": text}
+        self.spoken.append(text)
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        result: dict[str, Any] = {"spoken_at": self.clock.now(), "text_sha256": digest}
+        if not self.acks:
+            return {**result, "ack_error": "no acknowledgement from fake/speaker within 2.0 s"}
+        return {**result, "ack": {"by": "fake/speaker", "at": self.clock.now(), "sha256": digest}}
 
     def send_message(self, *, to: str, text: str, artifacts: list[ArtifactRef]) -> dict[str, Any]:
-        return {"message_id": "m1", "to": to}
+        message_id = f"m{len(self.messages) + 1}"
+        payload = json.dumps({"message_id": message_id, "to": to, "text": text,
+                              "artifacts": [a.model_dump() for a in artifacts]}, sort_keys=True)
+        self.messages.append({"message_id": message_id, "to": to, "text": text})
+        digest = hashlib.sha256(payload.encode()).hexdigest()
+        result: dict[str, Any] = {"message_id": message_id, "to": to, "sent_at": self.clock.now(), "sha256": digest}
+        if not self.acks:
+            return {**result, "ack_error": "no acknowledgement from fake/outbox within 2.0 s"}
+        ack = {"by": "fake/outbox", "at": self.clock.now(), "sha256": digest, "message_id": message_id}
+        return {**result, "delivered_at": ack["at"], "ack": ack}
 
 
 class ScriptPlanner:

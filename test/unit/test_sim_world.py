@@ -23,6 +23,7 @@ from robot_harness.sim import (
     SimWorld,
     parse_faults,
 )
+from robot_harness.sim.world import DEFAULT_COMPLETION_CLAIM
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -312,6 +313,39 @@ def test_ack_delay_is_reported_per_goal_and_changes_nothing_else() -> None:
         w.ack_delay_for(4)
 
 
+def test_no_ack_withholds_acks_from_its_trigger_on_and_changes_nothing_else() -> None:
+    at_s = make_world({"kind": "no_ack", "at_s": 0.5})
+    on_goal = make_world({"kind": "no_ack", "on_goal": 2})
+    plain = make_world()
+    assert not at_s.acks_withheld and not on_goal.acks_withheld and not plain.acks_withheld
+    for world in (at_s, on_goal, plain):
+        world.submit_goal(0.3, 0.0, 0.0)
+        run(world, 0.6)
+    assert at_s.acks_withheld, "at_s: withheld from that sim time on"
+    assert not on_goal.acks_withheld, "on_goal 2: not before the second goal arrives"
+    assert at_s.true_pose == plain.true_pose and at_s.goal(1).status is plain.goal(1).status
+    on_goal.submit_goal(0.0, 0.0, 0.0)
+    assert on_goal.acks_withheld
+    assert not plain.acks_withheld
+
+
+def test_claims_completion_only_adds_words() -> None:
+    w = make_world({"kind": "claims_completion", "at_s": 0.0, "text": "Arrived at the elevator. Task complete."},
+                   {"kind": "stall", "on_goal": 1, "after_s": 0.1})
+    late = make_world({"kind": "claims_completion", "on_goal": 2})
+    assert w.completion_claim == "Arrived at the elevator. Task complete."
+    assert late.completion_claim == ""
+    w.submit_goal(4.0, 2.0, 0.0)
+    run(w, 1.0)
+    assert w.goal(1).status is GoalStatus.ACTIVE and w.goal(1).distance_remaining > 3.0, "the robot still stalls"
+    assert w.completion_claim and not w.acks_withheld
+    assert all(e.reason == "" for e in w.events), "the truth is untouched"
+    late.submit_goal(0.2, 0.0, 0.0)
+    assert late.completion_claim == ""
+    late.submit_goal(0.0, 0.0, 0.0)
+    assert late.completion_claim == DEFAULT_COMPLETION_CLAIM
+
+
 # --------------------------------------------------------------------------- configuration
 
 
@@ -331,6 +365,10 @@ def test_ack_delay_is_reported_per_goal_and_changes_nothing_else() -> None:
         ({"kind": "ack_delay", "delay_s": 1.0}, "exactly one trigger"),
         ({"kind": "ack_delay", "on_goal": 1, "at_s": 0.5}, "exactly one trigger"),
         ({"kind": "ack_delay", "on_goal": 1, "after_s": 0.5}, "after_s"),
+        ({"kind": "no_ack"}, "exactly one trigger"),
+        ({"kind": "no_ack", "at_s": 0.0, "after_s": 1.0}, "after_s"),
+        ({"kind": "claims_completion", "at_s": 0.0, "text": ""}, "text"),
+        ({"kind": "claims_completion", "on_goal": 1, "dx": 1.0}, "dx"),
     ],
 )
 def test_bad_fault_config_raises_scenario_error(fault: dict[str, Any], needle: str) -> None:

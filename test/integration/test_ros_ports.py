@@ -1,0 +1,133 @@
+"""ROS ports against stand-in servers over loopback DDS: what a slow answer costs.
+
+The recovery port used to ask twice after 2 s; with a model advisor behind the
+recovery service that meant running the model twice. These tests pin the
+bounded-wait and single-ask behaviour the supervisor configures.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import rclpy
+from rclpy.executors import ExternalShutdownException
+from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
+from rclpy.node import Node
+
+from robot_harness.core.errors import UsageError
+from robot_harness.core.recovery import Failure, FailureKind, RecoveryDecision, RecoveryPolicy, Rung
+from robot_harness.nodes.executors import MultiThreadedExecutor
+from robot_harness.nodes.ros_ports import RosRecoveryPort, recovery_call_budget
+
+SERVICE = "/test_recovery/decide"
+ADVISOR_S = 1.0
+"""How long the stand-in model takes to advise."""
+
+
+def wait_until(pred: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not pred():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(0.01)
+
+
+class SlowRecovery:
+    """A recovery service whose policy has a slow model advisor; counts the model calls."""
+
+    def __init__(self, node: Node) -> None:
+        from robot_harness.srv import Recover
+
+        self.advised = 0
+        self._lock = threading.Lock()
+        self.policy = RecoveryPolicy(advisor=self._advise)
+        self.srv = node.create_service(Recover, SERVICE, self._on_decide)
+
+    def _advise(self, failure: Any, options: Any, context: Any) -> str:
+        with self._lock:
+            self.advised += 1
+        time.sleep(ADVISOR_S)
+        return "human_handoff"
+
+    def _on_decide(self, request: Any, response: Any) -> Any:
+        import json
+
+        body = json.loads(request.request_json)
+        decision = self.policy.decide(Failure.model_validate(body["failure"]), spent={})
+        response.ok, response.decision_json = True, decision.model_dump_json()
+        return response
+
+
+@pytest.fixture
+def graph() -> Iterator[tuple[Node, SlowRecovery]]:
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    server = Node("test_recovery", context=ctx)
+    client = Node("test_recovery_client", context=ctx)
+    executor = MultiThreadedExecutor(num_threads=4, context=ctx)
+    executor.add_node(server)
+    executor.add_node(client)
+    slow = SlowRecovery(server)
+
+    def spin() -> None:
+        try:
+            executor.spin()
+        except (ExternalShutdownException, _rclpy.RCLError):
+            if ctx.ok():
+                raise
+
+    thread = threading.Thread(target=spin, daemon=True)
+    thread.start()
+    try:
+        yield client, slow
+    finally:
+        rclpy.try_shutdown(context=ctx)
+        thread.join(timeout=5.0)
+        executor.shutdown(timeout_sec=2.0)
+        server.destroy_node()
+        client.destroy_node()
+        ctx.destroy()
+
+
+def failure() -> Failure:
+    return Failure(failure_id="f1", failure_kind=FailureKind.TOOL_ERROR, reason="test", skill="navigate_to")
+
+
+def test_a_short_wait_with_a_second_ask_runs_a_slow_advisor_twice(graph: tuple[Node, SlowRecovery]) -> None:
+    client, slow = graph
+    port = RosRecoveryPort(client, SERVICE, fallback=RecoveryPolicy(), timeout_s=0.4, attempts=2)
+    decision: RecoveryDecision = port.decide(failure(), spent={})
+    assert "decided in the supervisor" in decision.advice and decision.rung is Rung.LOCAL_REPLAN
+    wait_until(lambda: slow.advised == 2, 5.0, "the second ask to reach the model")
+
+
+def test_one_ask_that_outlasts_the_advisor_gets_its_answer_and_runs_it_once(graph: tuple[Node, SlowRecovery]) -> None:
+    client, slow = graph
+    timeout_s, attempts = recovery_call_budget("llm", {"timeout_s": ADVISOR_S, "max_retries": 0})
+    assert attempts == 1 and timeout_s > ADVISOR_S
+    port = RosRecoveryPort(client, SERVICE, fallback=RecoveryPolicy(), timeout_s=timeout_s, attempts=attempts)
+    decision: RecoveryDecision = port.decide(failure(), spent={})
+    assert decision.rung is Rung.HUMAN_HANDOFF and "advisor chose" in decision.advice
+    time.sleep(0.5)
+    assert slow.advised == 1
+
+
+def test_recovery_call_budget() -> None:
+    assert recovery_call_budget("none") == (2.0, 2)
+    # LLMConfig defaults: 60 s per attempt, 2 retries, backoff 0.5 s then 1 s; 5 s spare.
+    assert recovery_call_budget("llm", {}) == (3 * 60.0 + 0.5 + 1.0 + 5.0, 1)
+    assert recovery_call_budget("llm", {"timeout_s": 10, "max_retries": 3, "backoff_initial_s": 4,
+                                        "backoff_max_s": 6}) == (4 * 10 + 4 + 6 + 6 + 5.0, 1)
+    with pytest.raises(UsageError, match="unknown recovery advisor"):
+        recovery_call_budget("oracle")
+
+
+def test_the_port_refuses_a_budget_that_can_never_answer(graph: tuple[Node, SlowRecovery]) -> None:
+    client, _ = graph
+    with pytest.raises(UsageError):
+        RosRecoveryPort(client, SERVICE, fallback=RecoveryPolicy(), timeout_s=2.0, attempts=0)
+    with pytest.raises(UsageError):
+        RosRecoveryPort(client, SERVICE, fallback=RecoveryPolicy(), timeout_s=0.0)
