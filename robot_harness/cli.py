@@ -646,6 +646,14 @@ def _journal_show(args: argparse.Namespace, console: Console) -> int:
     with open_journal(args.journal) as journal:
         missions = journal.missions()
         if args.mission == "list":
+            from .core.mission_view import live_status, pending_interactions
+            from .core.records import EventType
+
+            # An unfinished mission reads RUNNING, or WAITING_USER while an operator interaction is pending.
+            waiting = pending_interactions(journal.events(types=[EventType.INTERACTION_REQUESTED,
+                                                                 EventType.INTERACTION_RESOLVED]))
+            missions = [{**m, "status": live_status(m.get("status"), pending_interactions=waiting.get(m["mission_id"], 0)),
+                         "finished": m.get("status") is not None} for m in missions]
             console.result(missions, lambda: "\n".join(
                 f"{m['mission_id']}  {m.get('status') or '-':<10} {m.get('goal') or ''}" for m in missions)
                 or "no missions")

@@ -9,8 +9,9 @@ them as they are), so a recorded journal always renders the same way.
 What the view guarantees:
 
 * **Nothing is inferred that the journal does not say.** A mission without
-  ``MISSION_FINISHED`` is ``RUNNING`` (or was interrupted and not yet
-  reconciled); an obligation no verdict judged is ``pending``; an obligation
+  ``MISSION_FINISHED`` is ``WAITING_USER`` while one of its interactions is
+  pending and ``RUNNING`` otherwise (either may also be a mission interrupted
+  and not yet reconciled); an obligation no verdict judged is ``pending``; an obligation
   counts as committed only when a ``COMMIT_RECORDED`` of the current contract
   names it. The planner's words (``DONE_PROPOSED``, response text) are shown
   as what the planner said, never as a state.
@@ -36,16 +37,41 @@ from pydantic import ValidationError
 from .durable import DurableIndex
 from .errors import UsageError
 from .interactions import InteractionKind, allowed_resolutions, interactions
-from .records import ActionStatus, Availability, EventType, JournalEvent, WorldSnapshot
+from .records import ActionStatus, Availability, EventType, JournalEvent, MissionStatus, WorldSnapshot
 from .timeline import render_timeline
 
-__all__ = ["VIEW_FORMAT_VERSION", "RUNNING", "UnknownMission", "mission_view", "missions_list"]
+__all__ = ["VIEW_FORMAT_VERSION", "RUNNING", "WAITING_USER", "UnknownMission", "live_status", "mission_view",
+           "missions_list", "pending_interactions"]
 
 VIEW_FORMAT_VERSION = 1
 """Bumped when a key of the view changes meaning or disappears (the page checks it)."""
 
 RUNNING = "RUNNING"
 """The status of a mission with no ``MISSION_FINISHED`` event (running, or interrupted and not reconciled)."""
+WAITING_USER = MissionStatus.WAITING_USER.value
+"""The status of an unfinished mission while one of its interactions waits for the operator."""
+
+
+def live_status(final_status: str | None, *, pending_interactions: int) -> str:
+    """A mission's status as an operator should read it now.
+
+    A final status (``MISSION_FINISHED``) always wins; an unfinished mission is
+    ``WAITING_USER`` while any of its interactions is pending and ``RUNNING``
+    otherwise, so it goes back to ``RUNNING`` as soon as the last one is resolved.
+    """
+    if final_status:
+        return final_status
+    return WAITING_USER if pending_interactions > 0 else RUNNING
+
+
+def pending_interactions(interaction_events: Iterable[JournalEvent]) -> dict[str, int]:
+    """Pending interactions per mission id, from INTERACTION_* events (any missions, seq order; others are ignored)."""
+    out: dict[str, int] = {}
+    for i in interactions(e for e in interaction_events
+                          if e.type in (EventType.INTERACTION_REQUESTED, EventType.INTERACTION_RESOLVED)).values():
+        if i.pending:
+            out[i.mission_id] = out.get(i.mission_id, 0) + 1
+    return out
 
 
 class UnknownMission(UsageError):
@@ -491,7 +517,7 @@ def _interactions(events: Sequence[JournalEvent], now: float) -> list[dict[str, 
 
 def _activity(status: str, fold: _Fold, pending: list[dict[str, Any]]) -> str:
     """One line: what the mission is doing now, as far as the journal says."""
-    if status != RUNNING:
+    if fold.finished is not None:
         return f"finished: {status}"
     if pending:
         return f"waiting for the operator: {pending[0]['kind']} {pending[0]['interaction_id']}"
@@ -529,7 +555,6 @@ def mission_view(events: Sequence[JournalEvent], *, now: float, mission_id: str 
     sp = started.payload if started is not None else {}
     fp = finished.payload if finished is not None else {}
     config = sp.get("config") if isinstance(sp.get("config"), Mapping) else {}
-    status = str(fp.get("status", RUNNING)) if finished is not None else RUNNING
     pose_limit = _num(((config.get("navigation") or {}).get("preconditions") or {}).get("max_observation_age_s"))
 
     snapshot = None
@@ -541,6 +566,8 @@ def mission_view(events: Sequence[JournalEvent], *, now: float, mission_id: str 
                                   "error": f"{type(exc).__name__}: {exc}"})
     interaction_rows = _interactions(events, now)
     pending = [i for i in interaction_rows if i["pending"]]
+    status = live_status(str(fp.get("status", RUNNING)) if finished is not None else None,
+                         pending_interactions=len(pending))
     for v in fold.verdicts:
         v["commit_id"] = next((c["commit_id"] for c in fold.commits if c["verdict_id"] == v["verdict_id"]), None)
         v["rejected"] = next((g for g in fold.gate_rejections if g["verdict_id"] == v["verdict_id"]), None)
@@ -600,20 +627,16 @@ def missions_list(summaries: Iterable[Mapping[str, Any]], *,
     ``summaries`` are ``Journal.missions()`` rows; ``interaction_events`` the
     journal's INTERACTION_* events (any missions), which give each row its
     count of pending interactions. A mission with no ``MISSION_FINISHED`` is
-    ``RUNNING``.
+    ``WAITING_USER`` while it has a pending interaction, else ``RUNNING``.
     """
-    pending: dict[str, int] = {}
-    for i in interactions(e for e in interaction_events
-                          if e.type in (_E.INTERACTION_REQUESTED, _E.INTERACTION_RESOLVED)).values():
-        if i.pending:
-            pending[i.mission_id] = pending.get(i.mission_id, 0) + 1
+    pending = pending_interactions(interaction_events)
     rows = []
     for s in summaries:
         mid = str(s["mission_id"])
         rows.append({
             "mission_id": mid,
             "goal": s.get("goal") or "",
-            "status": s.get("status") or RUNNING,
+            "status": live_status(s.get("status"), pending_interactions=pending.get(mid, 0)),
             "finished": s.get("status") is not None,
             "started_at": s.get("started_at"),
             "finished_at": s.get("finished_at"),

@@ -11,9 +11,26 @@ Two moments need it:
   (``confirmed_stopped``). Otherwise the resource stays blocked until an
   operator clears it.
 * **Restart.** Every mission left open in the journal was interrupted: its
-  non-terminal actions are looked up and marked UNKNOWN (never re-sent, never
-  cancelled, never resumed), their leases settled as above, and the mission is
-  finished UNKNOWN with what the backend said.
+  in-flight actions are looked up (never re-sent, never cancelled, never
+  resumed), their leases settled as above, and the mission is finished
+  UNKNOWN (its goal was never verified) with what the backend said.
+
+What the backend says about an in-flight (non-terminal) action decides the
+state its record ends in, fail-closed (an action already terminal keeps its
+record; only its resource is settled):
+
+* ``succeeded``, ``aborted``, ``canceled``: VERIFYING, then the engine's own
+  outcome check (``check_navigation_outcome``) on a fresh snapshot whose pose
+  was observed after the lookup. Only a pose within tolerance (and no
+  localization jump since dispatch) makes it SUCCEEDED; with no usable
+  snapshot a ``succeeded`` is UNKNOWN and the others FAILED. The resource is
+  released: the backend confirmed the goal is over.
+* ``rejected`` (for backends that track refused goals): FAILED, released.
+* ``accepted``, ``executing``, ``canceling`` (still running after the
+  restart): UNKNOWN, and the resource stays blocked; it is not cancelled.
+* not tracked: UNKNOWN; the resource is released only if the navigator is
+  idle and the robot stationary.
+* backend unreachable, or no lookup by goal id: UNKNOWN, resource blocked.
 
 Every write is a revision-checked transition of the mission it concerns.
 """
@@ -26,24 +43,45 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from .clock import Clock
+from .config import OutcomeTolerance
 from .durable import DispatchRecord, Lease, LeaseState, ReleaseReason
-from .errors import HarnessError, StaleRevision
-from .journal import Journal
+from .errors import HarnessError, IllegalTransition, StaleRevision
+from .journal import Journal, UnknownSnapshot
+from .lifecycle import ALLOWED_TRANSITIONS
+from .outcome import BackendTerminal, OutcomeVerdict, check_navigation_outcome
 from .ports import NavigationPort, SnapshotPort
-from .records import ActionStatus, Availability, ControllerState, EventDraft, EventType, MissionStatus
+from .records import (
+    ActionStatus,
+    ActionView,
+    Availability,
+    ControllerState,
+    EventDraft,
+    EventType,
+    JournalEvent,
+    MissionStatus,
+    Pose2D,
+    WorldSnapshot,
+)
 
 __all__ = ["ACTIVE_STATUSES", "TERMINAL_STATUSES", "Finding", "Reconciler", "Settlement", "clear_resource"]
 
 ACTIVE_STATUSES = frozenset({"accepted", "executing", "canceling"})
 TERMINAL_STATUSES = frozenset({"succeeded", "aborted", "canceled"})
+REJECTED_STATUS = "rejected"
+"""A goal the backend refused: it never ran (not in ``TERMINAL_STATUSES``: it was never accepted)."""
 
 _STATIONARY_SPEED = 0.02
 """m/s and rad/s: below this the base counts as stopped."""
+_CAPTURE_BUDGET = 20
+"""At most this many snapshots while waiting for a pose observed after the lookup."""
+_CAPTURE_PERIOD_S = 0.05
 
 
 class Finding(str, enum.Enum):
     BACKEND_TERMINAL = "backend_terminal"
     """The backend reports the goal ended (its outcome is still unverified)."""
+    BACKEND_REJECTED = "backend_rejected"
+    """The backend refused the goal: it never ran."""
     BACKEND_ACTIVE = "backend_active"
     """The backend is still executing the goal."""
     NOT_TRACKED_STOPPED = "not_tracked_stopped"
@@ -52,6 +90,8 @@ class Finding(str, enum.Enum):
     """The backend does not know the goal and the robot's stillness is not established."""
     BACKEND_UNREACHABLE = "backend_unreachable"
     """The backend could not be asked."""
+    LOOKUP_UNSUPPORTED = "lookup_unsupported"
+    """The backend cannot look a goal up by its id."""
 
 
 class Settlement(BaseModel):
@@ -63,18 +103,28 @@ class Settlement(BaseModel):
     released: tuple[str, ...] = ()
     blocked: tuple[str, ...] = ()
     detail: str = ""
+    action_state: ActionStatus | None = None
+    """The state the action was moved to; None when it was already terminal (its record stands)."""
+    reason: str = ""
+    """Why the action ended in ``action_state``."""
 
 
 class Reconciler:
     """Looks actions up on the backend and records what it found (core; no ROS)."""
 
     def __init__(self, *, journal: Journal, navigation: NavigationPort, snapshots: SnapshotPort, clock: Clock,
-                 lookup_timeout_s: float = 2.0, on_events: Callable[[list[Any]], None] | None = None) -> None:
+                 lookup_timeout_s: float = 2.0, on_events: Callable[[list[Any]], None] | None = None,
+                 outcome: OutcomeTolerance | None = None, sleep: Callable[[float], None] | None = None) -> None:
+        """``outcome`` is the tolerance the engine judges navigation with (``config.navigation.outcome``);
+        ``sleep`` paces the bounded wait for a pose observed after a lookup (without it the snapshots
+        are asked again at once, up to a small budget)."""
         self.journal = journal
         self.navigation = navigation
         self.snapshots = snapshots
         self.clock = clock
         self.lookup_timeout_s = lookup_timeout_s
+        self.outcome = outcome or OutcomeTolerance()
+        self._sleep = sleep
         self._on_events = on_events
 
     # -- asking ---------------------------------------------------------------
@@ -87,10 +137,16 @@ class Reconciler:
                 status = self.navigation.lookup(record.goal_id, timeout_s=self.lookup_timeout_s)
             except HarnessError as exc:
                 return Finding.BACKEND_UNREACHABLE, "", exc.message
+            except NotImplementedError:
+                return Finding.LOOKUP_UNSUPPORTED, "", f"{self.navigation.name} cannot look goals up by id"
+        if status == REJECTED_STATUS:
+            return Finding.BACKEND_REJECTED, status, "backend reports the goal rejected; it never ran"
         if status in TERMINAL_STATUSES:
             return Finding.BACKEND_TERMINAL, status or "", f"backend reports the goal {status}"
-        if status is not None:
+        if status in ACTIVE_STATUSES:
             return Finding.BACKEND_ACTIVE, status, f"backend is still running the goal ({status})"
+        if status is not None:  # e.g. GoalStatus UNKNOWN: tracked, but says nothing about its end
+            return Finding.BACKEND_ACTIVE, status, f"backend tracks the goal as {status!r}; it may still be running"
         stopped, why = self._stationary()
         if stopped:
             return Finding.NOT_TRACKED_STOPPED, "", f"backend does not track the goal; {why}"
@@ -124,8 +180,9 @@ class Reconciler:
         if lease.state is LeaseState.HELD and not lease.expired(self.clock.now()):
             return None
         record = self.journal.dispatch_for_action(lease.owner)
+        asked_at = self.clock.now()
         finding, status, detail = self.inspect(record)
-        return self._record(lease.mission_id, lease.owner, record, finding, status, detail, [lease])
+        return self._record(lease.mission_id, lease.owner, record, finding, status, detail, [lease], asked_at)
 
     # -- restart --------------------------------------------------------------
 
@@ -146,17 +203,24 @@ class Reconciler:
             mine = [lease for lease in leases if lease.owner == record.action_id]
             if record.state.terminal and not mine:
                 continue
+            asked_at = self.clock.now()
             finding, status, detail = self.inspect(record)
-            s = self._record(mission_id, record.action_id, record, finding, status, detail, mine)
+            s = self._record(mission_id, record.action_id, record, finding, status, detail, mine, asked_at)
             if s is not None:
                 settled.append(s)
-        parts = [f"{s.action_id}: {s.detail}" + (f" (resource {', '.join(s.blocked)} blocked until reconciled)"
-                                                 if s.blocked else "") for s in settled]
+        parts = [f"{s.action_id}: " + (f"{s.action_state.value} ({s.reason})" if s.action_state is not None
+                                        else s.detail)
+                 + (f" (resource {', '.join(s.blocked)} blocked until reconciled)" if s.blocked else "")
+                 for s in settled]
         closing = self._close_open_calls(mission_id)
-        if closing:
-            parts.append(f"{len(closing)} call(s) left unanswered were cancelled")
-        summary = ("interrupted: the harness restarted while this mission was running; nothing was resumed or "
-                   "re-sent" + (f"; {'; '.join(parts)}" if parts else ""))
+        dismissed = sum(d.type is EventType.INTERACTION_RESOLVED for d in closing)
+        if len(closing) > dismissed:
+            parts.append(f"{len(closing) - dismissed} call(s) left unanswered were cancelled")
+        if dismissed:
+            parts.append(f"{dismissed} pending interaction(s) were dismissed (their record stands; a different "
+                         "answer later is refused)")
+        summary = ("interrupted: the harness restarted while this mission was running; its goal was never "
+                   "verified; nothing was resumed or re-sent" + (f"; {'; '.join(parts)}" if parts else ""))
         self._append(mission_id, [*closing, EventDraft(type=EventType.MISSION_FINISHED, mission_id=mission_id, payload={
             "status": MissionStatus.UNKNOWN.value, "summary": summary, "evidence_seqs": [], "evidence_ids": [],
             "reconciled": [s.model_dump(mode="json") for s in settled]})])
@@ -183,21 +247,135 @@ class Reconciler:
                                          payload=result.model_dump(mode="json")))
         return drafts
 
+    # -- judging --------------------------------------------------------------
+
+    def _judge(self, mission_id: str, record: DispatchRecord, finding: Finding, status: str, detail: str,
+               asked_at: float) -> tuple[list[EventDraft], ActionStatus, str]:
+        """The drafts that move an in-flight action to what the backend's answer supports, its end state, and why.
+
+        A terminal answer goes through the engine's own outcome check on a
+        fresh snapshot observed after the lookup: the controller's word alone
+        never makes an action SUCCEEDED.
+        """
+        if finding is Finding.BACKEND_REJECTED:
+            why = f"reconciled after a restart: {detail}"
+            return [self._move(mission_id, record, record.state, record.revision, ActionStatus.FAILED, why)], \
+                ActionStatus.FAILED, why
+        if finding is not Finding.BACKEND_TERMINAL:
+            why = f"supervision was cut short; {detail}"
+            return [self._move(mission_id, record, record.state, record.revision, ActionStatus.UNKNOWN, why)], \
+                ActionStatus.UNKNOWN, why
+        terminal = BackendTerminal(status)
+        drafts: list[EventDraft] = []
+        state, revision = record.state, record.revision
+        if state is not ActionStatus.VERIFYING:
+            drafts.append(self._move(mission_id, record, state, revision, ActionStatus.VERIFYING,
+                                     f"backend {status} (looked up after a restart)"))
+            state, revision = ActionStatus.VERIFYING, revision + 1
+        started = self._started(mission_id, record.action_id)
+        verdict, post = self._check(mission_id, started, terminal, asked_at)
+        reason = f"reconciled after a restart: {verdict.reason}"
+        if post is not None:
+            drafts.append(EventDraft(type=EventType.WORLD_SNAPSHOT_CAPTURED, mission_id=mission_id,
+                                     snapshot_id=post.snapshot_id, payload={
+                                         "reason": post.reason, "snapshot": post.model_dump(mode="json")}))
+        drafts.append(self._move(mission_id, record, state, revision, verdict.state, reason))
+        view = self._view(started, record, status, verdict.state, revision + 1, reason, post)
+        drafts.append(EventDraft(
+            type=EventType.ROBOT_ACTION_OUTCOME, mission_id=mission_id, tool_call_id=record.tool_call_id,
+            robot_action_id=record.action_id, snapshot_id=post.snapshot_id if post is not None else "", payload={
+                "state": verdict.state.value, "reason": reason, "evidence": {**verdict.evidence, "reconciled": True},
+                "action": view.model_dump(mode="json")}))
+        return drafts, verdict.state, reason
+
+    def _check(self, mission_id: str, started: JournalEvent | None, terminal: BackendTerminal,
+               asked_at: float) -> tuple[OutcomeVerdict, WorldSnapshot | None]:
+        evidence: dict[str, Any] = {"backend_terminal": terminal.value}
+        failed = ActionStatus.UNKNOWN if terminal is BackendTerminal.SUCCEEDED else ActionStatus.FAILED
+        target: Pose2D | None = None
+        dispatch: WorldSnapshot | None = None
+        if started is not None:
+            raw = ((started.payload.get("intent") or {}).get("target")
+                   or (started.payload.get("action") or {}).get("target"))
+            try:
+                target = Pose2D.model_validate(raw) if raw else None
+            except ValueError:
+                target = None
+            try:
+                dispatch = self.journal.get_snapshot(started.snapshot_id) if started.snapshot_id else None
+            except UnknownSnapshot:
+                dispatch = None
+        if target is None or dispatch is None:
+            return OutcomeVerdict(state=failed, evidence=evidence, reason=(
+                f"backend {terminal.value}, but the journal lacks the action's target or pre-dispatch snapshot "
+                "to check it against")), None
+        try:
+            post = self._capture_after(mission_id, asked_at)
+        except HarnessError as exc:
+            return OutcomeVerdict(state=failed, evidence=evidence, reason=(
+                f"backend {terminal.value}; no snapshot to check the pose against ({exc.message})")), None
+        verdict = check_navigation_outcome(target=target, backend=terminal, post=post, dispatch=dispatch,
+                                           tol=self.outcome, not_before=asked_at)
+        return verdict, post
+
+    def _capture_after(self, mission_id: str, not_before: float) -> WorldSnapshot:
+        """A snapshot whose pose was observed after ``not_before`` if one arrives (bounded); else the last one."""
+        deadline = self.clock.monotonic() + self.outcome.settle_s
+        snap = self.snapshots.capture(reason="reconcile_outcome", mission_id=mission_id)
+        for _ in range(_CAPTURE_BUDGET):
+            stamp = snap.pose_meta.source_stamp
+            if (stamp is not None and stamp >= not_before) or self.clock.monotonic() >= deadline:
+                break
+            if self._sleep is not None:
+                self._sleep(_CAPTURE_PERIOD_S)
+            snap = self.snapshots.capture(reason="reconcile_outcome", mission_id=mission_id)
+        return snap.model_copy(update={"mission_id": snap.mission_id or mission_id})
+
+    def _started(self, mission_id: str, action_id: str) -> JournalEvent | None:
+        return next((e for e in self.journal.events(mission_id=mission_id, types=[EventType.ROBOT_ACTION_STARTED])
+                     if e.robot_action_id == action_id), None)
+
+    @staticmethod
+    def _view(started: JournalEvent | None, record: DispatchRecord, backend_status: str, state: ActionStatus, revision: int,
+              reason: str, post: WorldSnapshot | None) -> ActionView:
+        action = dict((started.payload.get("action") or {}) if started is not None else {})
+        base = {"action_id": record.action_id, "tool_call_id": record.tool_call_id, "skill": record.skill,
+                "state": ActionStatus.REQUESTED.value}
+        try:
+            view = ActionView.model_validate({**base, **action})
+        except ValueError:
+            view = ActionView.model_validate(base)
+        return view.model_copy(update={
+            "state": state, "revision": revision, "backend_goal_id": record.goal_id, "backend_status": backend_status,
+            "reason": reason, "outcome_snapshot_id": post.snapshot_id if post is not None else ""})
+
+    @staticmethod
+    def _move(mission_id: str, record: DispatchRecord, state: ActionStatus, revision: int, to: ActionStatus,
+              reason: str) -> EventDraft:
+        if to not in ALLOWED_TRANSITIONS[state]:
+            raise IllegalTransition(f"{record.action_id}: {state.value} -> {to.value} is not allowed",
+                                    action_id=record.action_id, from_state=state.value, to_state=to.value)
+        return EventDraft(type=EventType.ROBOT_ACTION_STATE_CHANGED, mission_id=mission_id,
+                          robot_action_id=record.action_id, tool_call_id=record.tool_call_id, payload={
+                              "from": state.value, "to": to.value, "revision": revision + 1, "reason": reason,
+                              "backend_goal_id": record.goal_id})
+
     # -- writing --------------------------------------------------------------
 
     def _record(self, mission_id: str, action_id: str, record: DispatchRecord | None, finding: Finding, status: str,
-                detail: str, leases: list[Lease]) -> Settlement | None:
+                detail: str, leases: list[Lease], asked_at: float) -> Settlement | None:
+        judged: list[EventDraft] = []
+        state: ActionStatus | None = None
+        reason = ""
+        if record is not None and not record.state.terminal:
+            judged, state, reason = self._judge(mission_id, record, finding, status, detail, asked_at)
         drafts = [EventDraft(type=EventType.ROBOT_ACTION_RECONCILED, mission_id=mission_id, robot_action_id=action_id,
                              payload={"finding": finding.value, "backend_status": status, "detail": detail,
-                                      "goal_id": record.goal_id if record else ""})]
-        if record is not None and not record.state.terminal:
-            drafts.append(EventDraft(
-                type=EventType.ROBOT_ACTION_STATE_CHANGED, mission_id=mission_id, robot_action_id=action_id,
-                tool_call_id=record.tool_call_id, payload={
-                    "from": record.state.value, "to": ActionStatus.UNKNOWN.value, "revision": record.revision + 1,
-                    "reason": f"supervision was cut short; {detail}", "backend_goal_id": record.goal_id}))
-        release = finding in (Finding.BACKEND_TERMINAL, Finding.NOT_TRACKED_STOPPED)
-        why = ReleaseReason.CONFIRMED_TERMINAL if finding is Finding.BACKEND_TERMINAL else ReleaseReason.CONFIRMED_STOPPED
+                                      "goal_id": record.goal_id if record else "",
+                                      "action_state": state.value if state is not None else ""}), *judged]
+        release = finding in (Finding.BACKEND_TERMINAL, Finding.BACKEND_REJECTED, Finding.NOT_TRACKED_STOPPED)
+        why = (ReleaseReason.CONFIRMED_STOPPED if finding is Finding.NOT_TRACKED_STOPPED
+               else ReleaseReason.CONFIRMED_TERMINAL)
         released, blocked = [], []
         for lease in leases:
             if release:
@@ -214,7 +392,8 @@ class Reconciler:
         except StaleRevision:
             return None  # someone else settled it first; their record stands
         return Settlement(action_id=action_id, mission_id=mission_id, finding=finding, backend_status=status,
-                          released=tuple(released), blocked=tuple(blocked), detail=detail)
+                          released=tuple(released), blocked=tuple(blocked), detail=detail, action_state=state,
+                          reason=reason)
 
     def _append(self, mission_id: str, drafts: list[EventDraft]) -> None:
         events = self.journal.append(drafts, expected_revision=self.journal.revision(mission_id))

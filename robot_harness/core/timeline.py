@@ -246,7 +246,8 @@ def _lease(p: Mapping[str, Any]) -> str:
 
 def _reconciled(p: Mapping[str, Any]) -> str:
     status = f" (backend: {p['backend_status']})" if p.get("backend_status") else ""
-    return f"{p.get('finding', '?')}{status} | {p.get('detail', '')}"
+    state = f" -> action {p['action_state']}" if p.get("action_state") else ""
+    return f"{p.get('finding', '?')}{status}{state} | {p.get('detail', '')}"
 
 
 def _stop(p: Mapping[str, Any]) -> str:

@@ -261,7 +261,8 @@ class SupervisorNode(LifecycleNode):
         """
         assert self._journal is not None and self._config is not None
         reconciler = Reconciler(journal=self._journal, navigation=self._nav, snapshots=self._snapshots, clock=self._wall,
-                                lookup_timeout_s=self._config.navigation.lookup_timeout_s)
+                                lookup_timeout_s=self._config.navigation.lookup_timeout_s,
+                                outcome=self._config.navigation.outcome, sleep=time.sleep)
         try:
             settled = reconciler.reconcile_open_missions(skip=frozenset({self._runner_mission_id()}) - {""})
         except HarnessError as exc:

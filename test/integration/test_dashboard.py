@@ -195,7 +195,7 @@ def test_an_approval_clicked_on_the_page_lets_the_mission_succeed(tmp_path, brow
             approve.wait_for(state="visible", timeout=30_000)
             card = page.locator("[data-testid^='interaction-ask-'][data-state='pending']")
             assert "navigate_to" in card.inner_text() and '"spot"' in card.inner_text()
-            assert page.get_by_test_id("mission-status").inner_text() == "RUNNING"
+            assert page.get_by_test_id("mission-status").inner_text() == "WAITING_USER"
             assert page.get_by_test_id("mission-activity").inner_text().startswith("waiting for the operator")
             assert g.sim.goal_log == [], "nothing moves before the approval"
             _shot(page, tmp_path, "dashboard-approval.png")
@@ -367,7 +367,7 @@ def test_the_live_feed_reports_new_journal_events_as_they_commit(tmp_path):
         assert data == {"last_seq": j.last_seq(), "missions": ["m-wait"]}
         assert any(line.startswith(f"id: {j.last_seq()}") for line in lines), "the seq is the event id (resumable)"
         (row,) = _request(dash.url + "api/missions")[1]["missions"]
-        assert (row["mission_id"], row["status"], row["pending_interactions"]) == ("m-wait", "RUNNING", 2)
+        assert (row["mission_id"], row["status"], row["pending_interactions"]) == ("m-wait", "WAITING_USER", 2)
         j.close()
     t.join(5)
     assert not t.is_alive(), "stopping the dashboard ends its live feeds"

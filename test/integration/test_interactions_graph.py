@@ -161,3 +161,103 @@ def test_a_pending_approval_survives_a_supervisor_kill_as_a_durable_record(tmp_p
             except Exception:
                 p.kill()
                 p.wait()
+
+
+QUESTION_TURNS = [{"tool_calls": [{"name": "ask_operator", "arguments": {
+    "question": "Which door should I use?", "choices": ["north", "south"]}}]},
+    {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "spot"}}]}, {"done": "at the spot"}]
+
+
+@pytest.mark.skipif(LIB is None, reason="robot_harness is not built/installed (run make setup)")
+def test_a_pending_question_survives_a_supervisor_kill_and_a_late_answer_meets_the_first_resolution(
+        tmp_path, ros_client):
+    from robot_harness.cli import main as cli_main
+    from robot_harness.core.clock import IdGenerator, SystemClock
+    from robot_harness.core.journal import SqliteJournal
+    from robot_harness.core.mission_view import mission_view
+
+    ctx, client = ros_client
+    script = tmp_path / "turns.yaml"
+    script.write_text(yaml.safe_dump({"turns": QUESTION_TURNS}))
+    harness = tmp_path / "harness.yaml"
+    harness.write_text(yaml.safe_dump({"places": PLACES, "interactions": {"ask_operator": True, "timeout_s": 60.0}}))
+    journal = tmp_path / "journal.sqlite3"
+    sup_args = ("autostart:=true", f"journal_path:={journal}", f"harness_config_file:={harness}")
+    procs = {
+        "sim_robot": start("sim_robot", "autostart:=true", "speed:=3.0", param_file="sim_robot.yaml"),
+        "snapshot_aggregator": start("snapshot_aggregator", "autostart:=true", param_file="snapshot_aggregator.yaml"),
+        "planner": start("planner", "autostart:=true", f"script_file:={script}", param_file="planner.yaml"),
+        "verifier": start("verifier", "autostart:=true", param_file="verifier.yaml"),
+        "recovery": start("recovery", "autostart:=true", param_file="recovery.yaml"),
+        "supervisor": start("supervisor", *sup_args, param_file="supervisor.yaml"),
+    }
+    try:
+        import threading
+
+        from robot_harness.core.errors import HarnessTimeout
+
+        wait_until_world_is_observed(ctx)
+
+        def first_send():  # its answer dies with the supervisor
+            try:
+                client.send("Go to the spot.", mission_id="m-question-1", owner="alice", owner_token=TOKEN,
+                            timeout_s=40.0, answer_timeout_s=5.0)
+            except HarnessTimeout:
+                pass
+
+        threading.Thread(target=first_send, daemon=True).start()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (journal.exists() and _events(journal, "INTERACTION_REQUESTED")):
+            time.sleep(0.1)
+        ((_, ask),) = _events(journal, "INTERACTION_REQUESTED")
+        assert ask["kind"] == "question" and ask["choices"] == ["north", "south"]
+        procs["supervisor"].send_signal(signal.SIGKILL)
+        procs["supervisor"].wait()
+        procs["supervisor"] = start("supervisor", *sup_args, param_file="supervisor.yaml")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not _events(journal, "MISSION_FINISHED"):
+            time.sleep(0.2)
+        # the question's record survives the kill; the restarted supervisor dismisses it (the mission is
+        # over: nobody waits for the answer any more) and finishes the mission UNKNOWN, resuming nothing
+        ((_, finished),) = _events(journal, "MISSION_FINISHED")
+        assert finished["status"] == "UNKNOWN" and "interrupted" in finished["summary"]
+        assert "pending interaction(s) were dismissed" in finished["summary"]
+        ((_, asked_after),) = _events(journal, "INTERACTION_REQUESTED")
+        assert asked_after == ask, "the question's record is unchanged"
+        ((_, dismissed),) = _events(journal, "INTERACTION_RESOLVED")
+        assert dismissed["resolution"] == "dismiss" and dismissed["operator"] == "harness"
+        assert [p["status"] for _, p in _events(journal, "TOOL_RESULT_RECORDED")] == ["cancelled"]
+        assert _events(journal, "ROBOT_ACTION_STARTED") == [], "nothing moved, before or after the restart"
+        assert len(_events(journal, "MODEL_TURN_STARTED")) == 1, "no turn after the question: nothing resumed"
+        # a late answer gets a clear refusal (the first resolution stands); the same dismissal again is
+        # accepted and changes nothing
+        answer = ["answer", ask["interaction_id"], "answer", "--choice", "south", "--token", TOKEN,
+                  "--journal", str(journal)]
+        assert cli_main(answer) == 3
+        same = ["answer", ask["interaction_id"], "dismiss", "--token", TOKEN, "--journal", str(journal)]
+        assert cli_main(same) == 0
+        assert len(_events(journal, "INTERACTION_RESOLVED")) == 1
+        j = SqliteJournal(journal, clock=SystemClock(), ids=IdGenerator())
+        try:
+            j.setup()
+            view = mission_view(j.events(mission_id="m-question-1"), now=time.time())
+        finally:
+            j.close()
+        assert view["mission"]["status"] == "UNKNOWN" and view["pending_interactions"] == []
+        assert [i["state"] for i in view["interactions"]] == ["dismiss"]
+        # the client's retry of the same mission gets the recorded outcome and nothing runs
+        accepted, result = client.send("Go to the spot.", mission_id="m-question-1", owner_token=TOKEN,
+                                       server_timeout_s=20.0, timeout_s=60.0)
+        assert accepted and result.status == "UNKNOWN" and result.summary.startswith("repeated request")
+        assert len(_events(journal, "MISSION_STARTED")) == 1
+        assert _events(journal, "ROBOT_ACTION_STARTED") == []
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        for p in procs.values():
+            try:
+                p.wait(timeout=15)
+            except Exception:
+                p.kill()
+                p.wait()

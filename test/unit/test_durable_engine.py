@@ -182,13 +182,16 @@ def interrupted(journal, robot):
     return runner
 
 
-@pytest.mark.parametrize("backend, finding, lease_after", [
-    ("executing", Finding.BACKEND_ACTIVE, LeaseState.BLOCKED),
-    ("succeeded", Finding.BACKEND_TERMINAL, None),
-    (None, Finding.NOT_TRACKED_STOPPED, None),
-    ("unreachable", Finding.BACKEND_UNREACHABLE, LeaseState.BLOCKED),
+@pytest.mark.parametrize("backend, arrived, finding, state, lease_after", [
+    ("executing", False, Finding.BACKEND_ACTIVE, "UNKNOWN", LeaseState.BLOCKED),
+    ("succeeded", True, Finding.BACKEND_TERMINAL, "SUCCEEDED", None),
+    ("succeeded", False, Finding.BACKEND_TERMINAL, "FAILED", None),
+    ("aborted", False, Finding.BACKEND_TERMINAL, "FAILED", None),
+    ("canceled", False, Finding.BACKEND_TERMINAL, "FAILED", None),
+    (None, False, Finding.NOT_TRACKED_STOPPED, "UNKNOWN", None),
+    ("unreachable", False, Finding.BACKEND_UNREACHABLE, "UNKNOWN", LeaseState.BLOCKED),
 ])
-def test_restart_reconciles_the_in_flight_action_without_resending(backend, finding, lease_after):
+def test_restart_reconciles_the_in_flight_action_without_resending(backend, arrived, finding, state, lease_after):
     clock = ManualClock()
     robot = FakeRobot(clock=clock)
     journal = MemoryJournal(clock=clock, ids=IdGenerator(seed=3))
@@ -203,13 +206,24 @@ def test_restart_reconciles_the_in_flight_action_without_resending(backend, find
         robot.controller = ControllerState.IDLE
     else:
         robot.status[goal["goal_id"]] = backend
-    settled = Reconciler(journal=journal, navigation=robot, snapshots=robot, clock=clock).reconcile_open_missions()
+    if arrived:
+        robot.pose, robot.controller = goal["target"], ControllerState.IDLE
+    settled = Reconciler(journal=journal, navigation=robot, snapshots=robot, clock=clock,
+                         sleep=clock.advance).reconcile_open_missions()
     assert [s.finding for s in settled] == [finding]
+    assert [s.action_state.value for s in settled] == [state]
     assert len(robot.goals) == 1 and robot.cancels == [], "nothing re-sent, nothing cancelled"
     states = [e.payload["to"] for e in journal.events(types=[E.ROBOT_ACTION_STATE_CHANGED])]
-    assert states[-1] == "UNKNOWN"
+    assert states[-1] == state
+    if finding is Finding.BACKEND_TERMINAL:  # judged like any terminal report: VERIFYING, then the outcome check
+        assert states[-2] == "VERIFYING"
+        (outcome,) = of(journal, E.ROBOT_ACTION_OUTCOME)
+        assert outcome["state"] == state and outcome["evidence"]["backend_terminal"] == backend
+    else:
+        assert of(journal, E.ROBOT_ACTION_OUTCOME) == []
     (finished,) = of(journal, E.MISSION_FINISHED)
-    assert finished["status"] == "UNKNOWN" and "interrupted" in finished["summary"]
+    assert finished["status"] == "UNKNOWN" and "interrupted" in finished["summary"], \
+        "the mission's goal was never verified, whatever its action ended as"
     assert journal.open_missions() == []
     lease = journal.leases().get("base")
     assert (lease.state if lease else None) is lease_after

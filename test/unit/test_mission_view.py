@@ -13,7 +13,14 @@ import json
 import pytest
 
 from robot_harness.core.interactions import interactions, resolve, token_sha256
-from robot_harness.core.mission_view import RUNNING, UnknownMission, mission_view, missions_list
+from robot_harness.core.mission_view import (
+    RUNNING,
+    WAITING_USER,
+    UnknownMission,
+    live_status,
+    mission_view,
+    missions_list,
+)
 from robot_harness.core.records import EventDraft, EventType
 
 from .test_engine import GO_OFFICE
@@ -157,13 +164,15 @@ def test_a_pending_approval_carries_what_an_operator_needs_to_answer_it():
             seen["view"] = mission_view(journal.events(mission_id=runner.mission_id), now=clock.now())
             seen["list"] = missions_list(journal.missions(), interaction_events=journal.events())
             resolve(journal, interaction_id=asks[0].interaction_id, resolution="approve", token=TOKEN, clock=clock)
+            seen["after"] = mission_view(journal.events(mission_id=runner.mission_id), now=clock.now())
+            seen["list_after"] = missions_list(journal.missions(), interaction_events=journal.events())
 
     runner, robot, journal, clock = make([GO_OFFICE, {"done": "arrived"}], operator=operator)
     runner.run("go to the office", **OWNER)
     view = seen["view"]
     _json_ready(view)
     (i,) = view["interactions"]
-    assert view["mission"]["status"] == RUNNING and not view["mission"]["finished"]
+    assert view["mission"]["status"] == WAITING_USER and not view["mission"]["finished"]
     assert view["pending_interactions"] == [i["interaction_id"]]
     assert view["mission"]["activity"].startswith("waiting for the operator: approval " + i["interaction_id"])
     assert i["pending"] and i["state"] == "pending" and i["allowed"] == ["approve", "deny", "dismiss"]
@@ -172,7 +181,14 @@ def test_a_pending_approval_carries_what_an_operator_needs_to_answer_it():
     assert view["actions"] == [] and view["turns"][0]["tool_calls"][0]["result"] is None
     assert view["contract"]["obligations"][0]["state"] == "pending"
     (row,) = seen["list"]
-    assert row["status"] == RUNNING and row["pending_interactions"] == 1
+    assert row["status"] == WAITING_USER and row["pending_interactions"] == 1
+    # answered: the same mission, still unfinished, is RUNNING again everywhere
+    after = seen["after"]
+    assert after["mission"]["status"] == RUNNING and after["pending_interactions"] == []
+    assert not after["mission"]["activity"].startswith("waiting")
+    (row,) = seen["list_after"]
+    assert (row["status"], row["pending_interactions"]) == (RUNNING, 0)
+    assert mission_view(journal.events(), now=clock.now())["mission"]["status"] == "SUCCEEDED"
 
 
 def test_a_question_lists_its_choices_and_the_answer_resolution():
@@ -239,9 +255,41 @@ def test_the_missions_list_is_newest_first_with_running_missions_and_their_pendi
         "interaction_id": "ask-1", "kind": "approval", "prompt": "go?", "owner_sha256": "x"})])
     rows = missions_list(summaries, interaction_events=journal.events())
     assert [r["mission_id"] for r in rows] == ["m-2", "m-1"]
-    assert (rows[0]["status"], rows[0]["finished"], rows[0]["pending_interactions"]) == (RUNNING, False, 1)
+    assert (rows[0]["status"], rows[0]["finished"], rows[0]["pending_interactions"]) == (WAITING_USER, False, 1)
     assert (rows[1]["status"], rows[1]["finished"], rows[1]["pending_interactions"]) == ("SUCCEEDED", True, 0)
     assert len(interactions(journal.events())) == 1
+
+
+def test_a_question_waits_as_waiting_user_and_an_answer_makes_it_running_again():
+    ask = {"tool_calls": [{"name": "ask_operator", "arguments": {"question": "Which door?", "choices": ["n", "s"]}}]}
+    seen = []
+
+    def operator(runner, journal, clock):
+        statuses = lambda: (mission_view(journal.events(), now=clock.now())["mission"]["status"],  # noqa: E731
+                            missions_list(journal.missions(), interaction_events=journal.events())[0]["status"])
+        for i in pending(journal):
+            seen.append(statuses())
+            resolve(journal, interaction_id=i.interaction_id, resolution="answer", choice="s", token=TOKEN,
+                    clock=clock)
+            seen.append(statuses())
+
+    runner, robot, journal, clock = make([ask], operator=operator)
+    runner.run("find the right door", **OWNER)
+    assert seen == [(WAITING_USER, WAITING_USER), (RUNNING, RUNNING)]
+
+
+def test_a_final_status_wins_over_a_pending_interaction():
+    """A finished mission shows how it finished, even if its journal left an interaction unresolved."""
+    assert live_status("UNKNOWN", pending_interactions=1) == "UNKNOWN"
+    assert live_status(None, pending_interactions=2) == WAITING_USER
+    assert live_status(None, pending_interactions=0) == RUNNING
+    summaries = [{"mission_id": "m-1", "first_seq": 1, "last_seq": 3, "event_count": 3, "started_at": 1.0,
+                  "goal": "a", "finished_at": 2.0, "status": "CANCELLED", "summary": "stopped"}]
+    _, _, journal, _ = make([])
+    journal.append([EventDraft(type=E.INTERACTION_REQUESTED, mission_id="m-1", payload={
+        "interaction_id": "ask-1", "kind": "question", "prompt": "which?", "owner_sha256": "x"})])
+    (row,) = missions_list(summaries, interaction_events=journal.events())
+    assert (row["status"], row["finished"], row["pending_interactions"]) == ("CANCELLED", True, 1)
 
 
 def events_of(events, type_):

@@ -175,6 +175,19 @@ def test_a_snapshot_with_missing_fields_says_missing_and_wraps_between_parts():
     assert lines[3].strip() == "snap=ws-x"
 
 
+def test_a_reconciliation_names_the_backends_answer_and_the_state_it_gave_the_action():
+    j = MemoryJournal(clock=ManualClock(), ids=IdGenerator(seed=1))
+    j.append([d(E.ROBOT_ACTION_RECONCILED, robot_action_id="ra-1", payload={
+        "finding": "backend_terminal", "backend_status": "aborted", "action_state": "FAILED",
+        "detail": "backend reports the goal aborted"}),
+        d(E.ROBOT_ACTION_RECONCILED, robot_action_id="ra-2", payload={
+            "finding": "operator_cleared", "backend_status": "", "detail": "alice: parked"})])
+    text = render_timeline(j.events(), width=140)
+    line = _line_for(text, 1)
+    assert "backend_terminal (backend: aborted) -> action FAILED | backend reports the goal aborted" in line
+    assert "operator_cleared | alice: parked" in _line_for(text, 2), "no state: the record was already final"
+
+
 def test_empty_timeline():
     assert render_timeline([]) == "(no events)\n"
 
