@@ -232,8 +232,10 @@ class TemplateVerbs(_Cfg):
     photograph: tuple[str, ...] = ("photograph",)
     image_nouns: tuple[str, ...] = ("image", "photo", "picture", "photograph", "snapshot")
     report: tuple[str, ...] = ("report",)
-    notify: tuple[str, ...] = ("notify", "tell", "inform", "alert")
-    send: tuple[str, ...] = ("send",)
+    notify: tuple[str, ...] = ("notify", "tell", "inform", "alert", "message", "email")
+    """Followed by the recipient: ``tell bob``."""
+    send: tuple[str, ...] = ("send", "deliver", "email", "message")
+    """Followed by a message noun [+ ``to <recipient>``]: ``deliver a message to bob``."""
     message_nouns: tuple[str, ...] = ("message", "report", "notification", "update", "summary")
     say: tuple[str, ...] = ("say", "announce", "speak")
     semantic: tuple[str, ...] = ("identify", "find", "look for", "search for", "check", "count", "determine",
@@ -257,6 +259,10 @@ class TemplateConfig(_Cfg):
     self_recipients: tuple[str, ...] = ("me", "us")
     """Recipients that mean the user, i.e. the default recipient."""
     final_pose_max_age_s: float = Field(default=2.0, gt=0.0)
+    """Bound on the age of the fresh pose that proves the final at_place at verification."""
+    evidence_max_age_s: float | None = Field(default=None, gt=0.0)
+    """``max_age_s`` of every other obligation: how old its evidence may be at verification.
+    None: evidence of what happened does not expire (set it above the longest mission if used)."""
     min_departure_m: float = Field(default=1.0, ge=0.0)
     fillers: tuple[str, ...] = ("please", "first", "then", "and", "finally", "next", "also", "now",
                                 "afterwards", "after that")
@@ -444,6 +450,9 @@ class TemplateContractCompiler:
         for clause in clauses:
             continues = self._clause(clause, st, continues)
         self._mark_final(st)
+        for d in st.drafts:
+            if d.max_age_s is None:
+                d.max_age_s = self.config.evidence_max_age_s
         obligations = [
             Obligation(id=f"o{i + 1}", kind=d.kind, description=d.description, params=d.params,
                        evidence=d.evidence, max_age_s=d.max_age_s, depends_on=tuple(d.depends_on), source=d.source)
@@ -515,10 +524,15 @@ class TemplateContractCompiler:
                           _MESSAGE_EVIDENCE, source, depends_on=deps))
             return False
         if m := rx.say.fullmatch(clause):
-            text = st.restore(m.group("text"), quoted=False).strip()
-            params = {"text": text} if text else {}
-            st.add(_Draft(ObligationKind.SPOKEN, f"The robot said: {text}" if text else "The robot spoke.", params,
-                          _SPEECH_EVIDENCE, source))
+            # Only quoted words are a sentence to say verbatim (the verifier checks the spoken text's
+            # sha256 against it); "say hello to the operator" leaves the wording to the planner.
+            raw = m.group("text").strip()
+            text = st.restore(raw, quoted=False).strip()
+            quoted = bool((q := _PLACEHOLDER.fullmatch(raw)) and q.group(1) == "Q")
+            params = {"text": text} if quoted and text else {}
+            desc = f"The robot said: {text}" if params else (
+                f"The robot spoke ({text})." if text else "The robot spoke.")
+            st.add(_Draft(ObligationKind.SPOKEN, desc, params, _SPEECH_EVIDENCE, source))
             return False
         if rx.semantic.fullmatch(clause):
             params: dict[str, Any] = {"question": source}
@@ -792,12 +806,12 @@ _REVIEW_VERBS: dict[str, tuple[str, frozenset[ObligationKind]]] = {
     "patrol": ("place", frozenset({ObligationKind.ROUTE_CLOSED})),
     "inspect": ("place", frozenset({ObligationKind.AT_PLACE, ObligationKind.IMAGE_CAPTURED, ObligationKind.SEMANTIC})),
     **dict.fromkeys(("capture", "photograph", "snap", "take"), ("capture", frozenset({ObligationKind.IMAGE_CAPTURED}))),
-    **dict.fromkeys(("report", "send", "notify", "tell", "inform", "alert", "message", "email"),
+    **dict.fromkeys(("report", "send", "deliver", "notify", "tell", "inform", "alert", "message", "email"),
                     ("message", frozenset({ObligationKind.MESSAGE_DELIVERED}))),
     **dict.fromkeys(("say", "announce", "speak"), ("speech", frozenset({ObligationKind.SPOKEN}))),
     **dict.fromkeys(("identify", "find", "look", "check", "count", "search", "detect", "verify", "determine",
                      "locate"), ("semantic", frozenset({ObligationKind.SEMANTIC}))),
-    **dict.fromkeys(("deliver", "pick", "place", "put", "bring", "fetch", "carry", "open", "close", "push", "press",
+    **dict.fromkeys(("pick", "place", "put", "bring", "fetch", "carry", "open", "close", "push", "press",
                      "grab", "drop", "wait", "follow", "charge", "dock", "clean", "lift", "give", "turn", "lock",
                      "unlock"), ("other", frozenset())),
 }
@@ -810,6 +824,9 @@ _STOP = frozenset({"the", "a", "an", "to", "of", "at", "in", "on", "there", "her
                    "then", "back", "up", "down", "over", "for", "whether", "if", "is", "are", "with", "from", "into",
                    "me", "us", "please", "some", "any", "all", "one", "out", "around", "my", "our", "your"})
 _IMAGE_WORDS = frozenset({"image", "images", "photo", "photos", "picture", "pictures", "photograph", "snapshot"})
+_MESSAGE_WORDS = frozenset({"message", "messages", "report", "reports", "notification", "notifications", "update",
+                            "updates", "summary", "summaries", "note", "notes", "email", "news"}) | _IMAGE_WORDS
+"""What "deliver" must deliver to be a message; "deliver the package" is a physical delivery."""
 _WORD = re.compile(r"[A-Za-z0-9]+")  # the same alphabet as _tokens: place names like p0 or room_101
 _REVIEW_BOUNDARY = re.compile(r"[,;]|\.(?=\s|$)|\b(?:and|then)\b", re.IGNORECASE)
 
@@ -905,9 +922,11 @@ class RuleCoverageReviewer:
             else:
                 m = re.search(r"\b(?:at|in|inside)\s+(.+)$", masked, re.IGNORECASE)
                 obj = _tokens(m.group(1)) - _STOP if m else set()
+        elif role == "message" and verb == "deliver" and not _MESSAGE_WORDS & set(rest):
+            role, kinds = "other", frozenset()
         elif role == "message":
             m = re.search(r"\bto\s+(?:(?:the|my|our)\s+)?([A-Za-z_]+)", masked)
-            if verb not in ("report", "send"):
+            if verb not in ("report", "send", "deliver"):
                 m = m or re.search(rf"{verb}\s+(?:(?:the|my|our)\s+)?([A-Za-z_]+)", masked, re.IGNORECASE)
             who = m.group(1).lower() if m else ""
             obj = set() if who in ("", "me", "us") else _tokens(who)

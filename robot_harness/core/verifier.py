@@ -5,6 +5,14 @@ contract, executed receipts, named places and the journaled pose history)
 plus one fresh snapshot. There is no field for planner text, messages or
 reasoning, so nothing the planner *said* can count as evidence.
 
+Receipts still hold the planner's tool arguments (the text of a message, a
+speech, an image label). Those words never leave the predicates: the semantic
+judge gets receipts reduced to their structure (``judge_view``: structural
+arguments such as the place or the recipient, identifier-like result values,
+ids, hashes and times; no free text and nothing that echoes the planner's
+words), and verdict reasons quote no planner-authored text. Delivery is
+checked on hashes, never on what was said.
+
 Each obligation is judged in layers, cheapest first, stopping at the first
 failure:
 
@@ -12,7 +20,8 @@ failure:
    revision, written at or before the request's state version and terminal
    ``SUCCEEDED`` count as positive evidence; an obligation whose
    dependencies are not satisfied is ``ambiguous`` (unless its own evidence
-   is already ``violated``).
+   is already ``violated``); with ``Obligation.max_age_s``, evidence older
+   than that at verification time (``clock.now()``) is ``stale``.
 2. **predicate** — one deterministic check per ``ObligationKind``.
 3. **semantic** — only for ``SEMANTIC`` obligations, or obligations that
    list ``SEMANTIC_JUDGEMENT`` evidence, after their predicate passed.
@@ -26,13 +35,32 @@ Choices worth knowing:
 
 * "No evidence" is ``ambiguous``; evidence that contradicts the obligation
   (ended elsewhere, wrong recipient, checksum mismatch, wrong order, fresh
-  pose elsewhere) is ``violated``; a fresh pose that is missing, stale or
-  observed before the evidence it should confirm is ``stale``.
+  pose elsewhere, an acknowledgement of another payload) is ``violated``; a
+  fresh pose that is missing, stale or observed before the evidence it should
+  confirm is ``stale``, and so is evidence older than ``max_age_s``.
+* Freshness: for a final AT_PLACE and a ROUTE_CLOSED's return (with
+  ``require_fresh_pose``) ``max_age_s`` bounds the fresh pose, which proves
+  the state *now*; the navigations behind it are history and may be older.
+  For every other obligation it bounds the evidence itself: a receipt's
+  ``pose_stamp`` (pose-based kinds) or ``ended_at``, a pose sample's stamp.
+  ``max_age_s=None``: the evidence does not expire.
+* Delivery (``MESSAGE_DELIVERED``, ``SPOKEN``) needs the receiver's ``ack``
+  in the robot I/O result: its sha256 must equal the sender's (and, for a
+  speech whose obligation quotes ``params.text``, sha256 of that text), its
+  message id the sent message's; the recipient must match. No ack is
+  ``ambiguous``; an ack of something else is ``violated``.
 * A localization jump (``fresh.last_pose_jump_at``) at or after the start of
   the evidence window makes a pose-based obligation ``ambiguous``, not
   ``unsafe``: the jump says the pose cannot be trusted, not that the robot is
-  in danger, and a later re-observation can settle it. ``unsafe`` comes only
-  from the semantic layer.
+  in danger, and a later re-observation can settle it.
+* ``unsafe`` comes from the semantic layer, or from the floor when the latest
+  current attempt at an obligation was refused because its resource is
+  blocked by an action of unknown outcome (nothing may move it until it is
+  reconciled). Any ``unsafe`` step makes the goal ``blocked``.
+* ``waiting_user``: every unsatisfied obligation passed its predicate and
+  waits only for a semantic judgement no configured checker can give (or
+  depends only on such an obligation). A human has to judge; the planner
+  cannot do more.
 * Ordering: a dependent's receipt must *start* at or after its dependencies'
   satisfying receipts *ended* (the earliest satisfying receipt of each
   dependency anchors it), so a message sent while the robot was still driving
@@ -45,6 +73,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +111,7 @@ __all__ = [
     "ArtifactCheck",
     "Verifier",
     "check_file_artifact",
+    "judge_view",
 ]
 
 NAVIGATE_SKILL = "navigate_to"
@@ -190,6 +220,8 @@ class _Outcome:
     """When the satisfying evidence ended (anchors dependents' ordering)."""
     receipts: tuple[Receipt, ...] = ()
     """The receipts that satisfied the predicate (handed to the semantic layer)."""
+    awaits_judgement: bool = False
+    """Not satisfied only because a semantic judgement is needed that no configured checker can give."""
 
 
 @dataclass
@@ -263,12 +295,162 @@ def _artifact_of(r: Receipt) -> tuple[str, str] | None:
     return None
 
 
-def _delivery_ack(r: Receipt) -> Mapping[str, Any] | None:
-    for view in _result_views(r):
-        for candidate in (view.get("receipt"), view):
-            if isinstance(candidate, Mapping) and (candidate.get("delivered_at") or candidate.get("message_id")):
-                return candidate
+_STRUCTURAL_ARGS = frozenset({"place", "to", "x", "y", "yaw", "frame_id"})
+"""Tool arguments a judge may see (where, to whom); every other argument is the planner's free text."""
+_FREE_TEXT_KEYS = frozenset({"text", "message", "label", "summary", "speech", "spoken", "note", "notes",
+                             "description", "caption", "title", "body", "comment", "reason", "answer", "question",
+                             "claim", "explanation", "details", "detail", "content_text"})
+"""Result keys that hold prose, whoever wrote it: never shown to a judge."""
+_IDENT = re.compile(r"[\w.:/@+\-]{1,256}")
+"""An identifier-like string (ids, codes, states, place names, URIs, hashes): no whitespace, no prose."""
+_MIN_ECHO = 4
+_DROP = object()
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _planner_words(r: Receipt) -> tuple[str, ...]:
+    """The free text the planner wrote into this call's arguments (normalized), to find echoes of it."""
+    out: list[str] = []
+    for key, value in _arguments(r).items():
+        for text in _strings(value):
+            if key in _STRUCTURAL_ARGS and _IDENT.fullmatch(text):
+                continue
+            norm = " ".join(text.split()).casefold()
+            if len(norm) >= _MIN_ECHO:
+                out.append(norm)
+    return tuple(out)
+
+
+def _echoes(text: str, words: tuple[str, ...]) -> bool:
+    norm = " ".join(text.split()).casefold()
+    return any(w in norm for w in words)
+
+
+def _scrub(value: Any, words: tuple[str, ...]) -> Any:
+    """``value`` without prose and without anything echoing ``words`` (``_DROP`` if nothing is left of it)."""
+    if isinstance(value, str):
+        return value if _IDENT.fullmatch(value) and not _echoes(value, words) else _DROP
+    if isinstance(value, bool) or value is None or isinstance(value, (int, float)):
+        return value
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str) or k.casefold() in _FREE_TEXT_KEYS or _echoes(k, words):
+                continue
+            kept = _scrub(v, words)
+            if kept is not _DROP:
+                out[k] = kept
+        return out
+    if isinstance(value, (list, tuple)):
+        return [kept for v in value if (kept := _scrub(v, words)) is not _DROP]
+    return _DROP
+
+
+def judge_view(r: Receipt) -> Receipt:
+    """``r`` as a semantic judge may see it: its structure, never the planner's words.
+
+    Arguments keep only the structural keys (place, recipient, coordinates)
+    with identifier-like values; the resolved target and the result keep
+    numbers, booleans and identifier-like strings that do not echo the
+    planner's arguments, and drop every prose key (text, label, summary,
+    reason...). Ids, times, status, poses and evidence refs are kept.
+    """
+    words = _planner_words(r)
+    args = {k: v for k, v in _arguments(r).items()
+            if k in _STRUCTURAL_ARGS and (isinstance(v, (int, float)) and not isinstance(v, bool)
+                                          or isinstance(v, str) and _IDENT.fullmatch(v))}
+    request: dict[str, Any] = {"arguments": args}
+    target = _scrub(r.request.get("target"), words)
+    if isinstance(target, Mapping) and target:
+        request["target"] = target
+    result = _scrub(r.result, words)
+    return r.model_copy(update={"request": request, "result": result if isinstance(result, dict) else {}})
+
+
+def _show(value: Any) -> str:
+    """A receipt value fit for a verdict reason: identifier-like values quoted, anything else withheld."""
+    if isinstance(value, str) and _IDENT.fullmatch(value) and len(value) <= 64:
+        return repr(value)
+    return "<free text withheld>"
+
+
+def _io_result(r: Receipt) -> Mapping[str, Any] | None:
+    """What the robot I/O returned for a speak/send_message call (the tools nest it under ``receipt``)."""
+    views = _result_views(r)
+    for view in views:
+        inner = view.get("receipt")
+        if isinstance(inner, Mapping):
+            return inner
+    for view in views:
+        if any(k in view for k in ("ack", "ack_error", "message_id", "text_sha256", "sha256")):
+            return view
     return None
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _ack_problem(rid: str, io: Mapping[str, Any], *, sent_sha_key: str, expected_sha: str | None = None,
+                 message: bool, words: tuple[str, ...] = ()) -> tuple[_Sev, str] | None:
+    """Why the acknowledgement in ``io`` does not prove this delivery, or None if it does.
+
+    No ack, a malformed ack, or no sender hash to hold it against is ambiguous;
+    an ack confirming another payload or another message is violated.
+    """
+    ack = io.get("ack")
+    if ack is None:
+        err = io.get("ack_error")
+        why = f" ({err[:160]})" if isinstance(err, str) and err and not _echoes(err, words) else ""
+        return _Sev.AMBIGUOUS, f"{rid} has no delivery acknowledgement{why}"
+    if not isinstance(ack, Mapping):
+        return _Sev.AMBIGUOUS, f"{rid}: malformed delivery acknowledgement (not an object)"
+    missing = [k for k, ok in (
+        ("by", isinstance(ack.get("by"), str) and bool(ack.get("by"))),
+        ("at", isinstance(ack.get("at"), (int, float)) and not isinstance(ack.get("at"), bool)),
+        ("sha256", isinstance(ack.get("sha256"), str) and bool(_SHA256.fullmatch(ack.get("sha256", "")))),
+        ("message_id", not message or isinstance(ack.get("message_id"), str) and bool(ack.get("message_id"))),
+    ) if not ok]
+    if missing:
+        return _Sev.AMBIGUOUS, f"{rid}: malformed delivery acknowledgement (missing/invalid {', '.join(missing)})"
+    sent = io.get(sent_sha_key)
+    if not (isinstance(sent, str) and _SHA256.fullmatch(sent)):
+        return _Sev.AMBIGUOUS, f"{rid}: the sender recorded no {sent_sha_key} to hold the acknowledgement against"
+    if ack["sha256"] != sent:
+        return _Sev.VIOLATED, (f"{rid}: the acknowledgement confirms payload sha256 {ack['sha256'][:12]}…, "
+                               f"not the one sent ({sent[:12]}…)")
+    if expected_sha is not None and ack["sha256"] != expected_sha:
+        return _Sev.VIOLATED, f"{rid}: the acknowledged sentence is not the one the contract names (sha256 differs)"
+    if message:
+        mid = io.get("message_id")
+        if not (isinstance(mid, str) and mid):
+            return _Sev.AMBIGUOUS, f"{rid}: the sender recorded no message_id to hold the acknowledgement against"
+        if ack["message_id"] != mid:
+            return _Sev.VIOLATED, f"{rid}: the acknowledgement is for message {_show(ack['message_id'])}, not {_show(mid)}"
+    return None
+
+
+def _blocked_resource(r: Receipt) -> str:
+    """Why ``r`` was refused as unsafe to attempt (a resource blocked by an action of unknown outcome), or ""."""
+    if r.status is not ReceiptStatus.REJECTED:
+        return ""
+    for view in _result_views(r):
+        code = view.get("code")
+        lease = view.get("lease")
+        if code == "lease_conflict" and isinstance(lease, Mapping) and lease.get("state") == "blocked":
+            return (f"resource {_show(lease.get('resource'))} is blocked by an action of unknown outcome "
+                    f"({_show(lease.get('owner'))}) until it is reconciled")
+        if code == "physical_blocked":
+            return "physical work is blocked"
+    return ""
 
 
 def _norm(s: Any) -> str:
@@ -326,7 +508,7 @@ class Verifier:
                 outcomes[ob.id] = self._judge_obligation(ob, request, fresh, eligible, excluded, outcomes)
             except Exception as exc:  # noqa: BLE001 - fail closed: a malformed record is never evidence
                 outcomes[ob.id] = _Outcome(
-                    StepVerdict.AMBIGUOUS, "predicate", f"could not evaluate: {type(exc).__name__}: {exc}"
+                    StepVerdict.AMBIGUOUS, "predicate", f"could not evaluate: {type(exc).__name__}: {str(exc)[:240]}"
                 )
 
         steps = tuple(
@@ -342,12 +524,16 @@ class Verifier:
         evidence_ids = _dedupe([i for s in steps for i in s.evidence_ids])
         missing = tuple(s.obligation_id for s in steps if s.verdict is not StepVerdict.SATISFIED)
         cited_receipts = seen.intersection(evidence_ids)
+        executed = bool(cited_receipts) or all(_observation_only(ob) for ob in contract.obligations)
         if any(s.verdict is StepVerdict.UNSAFE for s in steps):
             goal = GoalVerdict.BLOCKED
-        elif steps and not missing and (cited_receipts or all(_observation_only(ob) for ob in contract.obligations)):
+        elif steps and not missing and executed:
             # Execution evidence is required, unless the contract itself says observations suffice
             # (a recording of a robot the harness did not drive).
             goal = GoalVerdict.VERIFIED_DONE
+        elif missing and executed and all(outcomes[o].awaits_judgement for o in missing):
+            # Everything the robot can prove is proven; what is left needs a judgement nobody here can give.
+            goal = GoalVerdict.WAITING_USER
         else:
             goal = GoalVerdict.CONTINUE
         return Verdict(
@@ -413,7 +599,10 @@ class Verifier:
         excluded: dict[str, list[str]],
         prior: dict[str, _Outcome],
     ) -> _Outcome:
-        unmet = [d for d in ob.depends_on if prior[d].verdict is not StepVerdict.SATISFIED]
+        # A dependency that waits only for a judgement counts as done for ordering (its evidence is
+        # there), but not as satisfied: this obligation then waits for that judgement too.
+        waiting = [d for d in ob.depends_on if prior[d].awaits_judgement]
+        unmet = [d for d in ob.depends_on if prior[d].verdict is not StepVerdict.SATISFIED and d not in waiting]
         not_before: float | None = None
         anchors: list[str] = []
         if not unmet and ob.depends_on:
@@ -430,7 +619,11 @@ class Verifier:
         if own.verdict is not StepVerdict.SATISFIED:
             return own
         if ob.kind is ObligationKind.SEMANTIC or EvidenceKind.SEMANTIC_JUDGEMENT in ob.evidence:
-            return self._semantic_layer(ob, request, own)
+            own = self._semantic_layer(ob, request, own)
+        if waiting and (own.verdict is StepVerdict.SATISFIED or own.awaits_judgement):
+            return _Outcome(StepVerdict.AMBIGUOUS, "floor",
+                            f"own evidence holds; dependency {', '.join(waiting)} awaits a semantic judgement",
+                            own.evidence, own.done_at, own.receipts, awaits_judgement=True)
         return own
 
     # ------------------------------------------------------------------ layer 2: predicates
@@ -454,14 +647,20 @@ class Verifier:
         }.get(ob.kind)
         if _observation_only(ob):
             return self._observed_at_place(ob, request, not_before)
-        if skill is None:  # SEMANTIC: any current receipt may be what the judge looks at
-            if not eligible:
-                return _Outcome(StepVerdict.AMBIGUOUS, "floor", self._no_evidence("any skill", request, excluded, None))
-            return _Outcome(StepVerdict.SATISFIED, "floor", "current receipts exist",
-                            [i for r in eligible for i in _receipt_ids(r)], max(r.ended_at for r in eligible), tuple(eligible))
+        if skill is None:
+            return self._semantic_floor(ob, request, eligible, excluded)
         candidates = [r for r in eligible if r.skill == skill]
         if not candidates:
-            failed = self._failed_attempts(ob, request, skill)
+            attempts = self._attempts(ob, request, skill)
+            if attempts:
+                latest = max(attempts, key=lambda r: (r.ended_at, r.started_at))
+                why = _blocked_resource(latest)
+                if why:
+                    # The robot was not allowed to try: acting could have collided with an action whose
+                    # outcome nobody knows. Not something the planner can fix by trying again now.
+                    return _Outcome(StepVerdict.UNSAFE, "floor", f"no success; {latest.receipt_id} was refused: {why}",
+                                    [latest.receipt_id])
+            failed = self._failed_attempts(attempts)
             if failed:
                 # No success, and the attempts that were made ended in a known
                 # failure: that is evidence against, not missing evidence.
@@ -471,6 +670,41 @@ class Verifier:
                                 [r.receipt_id for r in failed])
             return _Outcome(StepVerdict.AMBIGUOUS, "floor", self._no_evidence(skill, request, excluded, skill))
 
+        current, stale = self._by_age(ob, candidates)
+        out = self._in_order(ob, request, fresh, eligible, current, not_before, anchors) if current else None
+        if out is not None and (out.verdict is StepVerdict.SATISFIED or not stale):
+            return out
+        old = self._in_order(ob, request, fresh, eligible, stale, not_before, anchors)
+        if old.verdict is StepVerdict.SATISFIED:
+            return self._stale(ob, list(old.receipts) or stale, old.reason, old.evidence)
+        return out if out is not None else old
+
+    def _semantic_floor(self, ob: Obligation, request: VerifyRequest, eligible: list[Receipt],
+                        excluded: dict[str, list[str]]) -> _Outcome:
+        """SEMANTIC: the current receipts a judge may look at.
+
+        Messages and speech are words, not observations, so they are not
+        evidence for a judgement. The obligation counts as done (for its
+        dependents' ordering) from the earliest image it may be judged on,
+        else from the earliest receipt: not from the latest, which may well be
+        a dependent's own receipt (which would put every dependent "out of
+        order"). Which receipts suffice is the judge's call.
+        """
+        pool = [r for r in eligible if r.skill not in (MESSAGE_SKILL, SPEAK_SKILL)]
+        if not pool:
+            return _Outcome(StepVerdict.AMBIGUOUS, "floor",
+                            self._no_evidence("observation or action", request, excluded, None))
+        current, stale = self._by_age(ob, pool)
+        if not current:
+            return self._stale(ob, stale, f"{len(stale)} current receipt(s)", [i for r in stale for i in _receipt_ids(r)])
+        images = [r for r in current if _artifact_of(r) is not None] if EvidenceKind.IMAGE_ARTIFACT in ob.evidence else []
+        return _Outcome(StepVerdict.SATISFIED, "floor", f"{len(current)} current receipt(s) to judge on",
+                        [i for r in current for i in _receipt_ids(r)], min(r.ended_at for r in images or current),
+                        tuple(current))
+
+    def _in_order(self, ob: Obligation, request: VerifyRequest, fresh: WorldSnapshot, eligible: list[Receipt],
+                  candidates: list[Receipt], not_before: float | None, anchors: list[str]) -> _Outcome:
+        """The kind's predicate over ``candidates`` that started after the dependencies were satisfied."""
         ordered: list[Receipt] = []
         early: list[str] = []
         for r in candidates:
@@ -489,7 +723,7 @@ class Verifier:
                 if ob.kind is ObligationKind.MESSAGE_DELIVERED:
                     return self._message_delivered(ob, receipts)
                 if ob.kind is ObligationKind.SPOKEN:
-                    return self._spoken(receipts)
+                    return self._spoken(ob, receipts)
                 return self._route_closed(ob, request, fresh, eligible, receipts)
             except _Unresolved as exc:
                 return _Outcome(StepVerdict.AMBIGUOUS, "predicate", str(exc))
@@ -505,8 +739,44 @@ class Verifier:
                             f"{too_early.reason}, but out of order: {'; '.join(early)}", too_early.evidence)
         return out
 
-    def _failed_attempts(self, ob: Obligation, request: VerifyRequest, skill: str) -> list[Receipt]:
-        """Current attempts at this obligation that ended FAILED/REJECTED, when none ended UNKNOWN.
+    # ------------------------------------------------------------------ freshness
+
+    def _judged_on_fresh_pose(self, ob: Obligation) -> bool:
+        """Whether ``max_age_s`` bounds the pose that shows the state now rather than each receipt.
+
+        A route is history by nature (its first legs are old when it closes):
+        its return is bounded, by the fresh pose or, offline, by the last
+        recorded one. A final AT_PLACE is bounded by the fresh pose.
+        """
+        return ob.kind is ObligationKind.ROUTE_CLOSED or (
+            self.config.require_fresh_pose and ob.kind is ObligationKind.AT_PLACE and bool(ob.params.get("final")))
+
+    @staticmethod
+    def _evidence_time(ob: Obligation, r: Receipt) -> float:
+        """When a receipt's evidence was observed: the pose stamp for pose-based kinds, else its end."""
+        if ob.kind in (ObligationKind.AT_PLACE, ObligationKind.IMAGE_CAPTURED, ObligationKind.ROUTE_CLOSED) \
+                and r.pose_stamp is not None:
+            return r.pose_stamp
+        return r.ended_at
+
+    def _by_age(self, ob: Obligation, receipts: list[Receipt]) -> tuple[list[Receipt], list[Receipt]]:
+        """``receipts`` split into those within ``ob.max_age_s`` of now and those older."""
+        if ob.max_age_s is None or self._judged_on_fresh_pose(ob):
+            return list(receipts), []
+        now = self._clock.now()
+        current = [r for r in receipts if now - self._evidence_time(ob, r) <= ob.max_age_s]
+        kept = {r.receipt_id for r in current}
+        return current, [r for r in receipts if r.receipt_id not in kept]
+
+    def _stale(self, ob: Obligation, receipts: list[Receipt], what: str, evidence: list[str]) -> _Outcome:
+        now = self._clock.now()
+        ages = ", ".join(f"{r.receipt_id} {now - self._evidence_time(ob, r):.1f} s" for r in receipts)
+        return _Outcome(StepVerdict.STALE, "floor",
+                        f"{what}; but the evidence is older than max_age_s={ob.max_age_s} s at verification ({ages})",
+                        list(evidence))
+
+    def _attempts(self, ob: Obligation, request: VerifyRequest, skill: str) -> list[Receipt]:
+        """Current attempts at this obligation, whatever their outcome.
 
         For AT_PLACE only navigations toward the obligation's place count (a
         navigation elsewhere is neither for nor against it).
@@ -522,6 +792,11 @@ class Verifier:
                 return []
             mine = [r for r in mine if (t := _nav_target(r, request.places)) is not None
                     and t.distance_to(place.pose) <= self.config.xy_tolerance_m]
+        return mine
+
+    @staticmethod
+    def _failed_attempts(mine: list[Receipt]) -> list[Receipt]:
+        """The attempts that ended FAILED/REJECTED, when none ended UNKNOWN."""
         if not mine or any(r.status is ReceiptStatus.UNKNOWN for r in mine):
             return []
         # A call refused before anything was tried (preconditions changed, or
@@ -601,11 +876,20 @@ class Verifier:
         samples = sorted((p for p in request.trajectory if not_before is None or p.t >= not_before), key=lambda p: p.t)
         if not samples:
             return _Outcome(StepVerdict.AMBIGUOUS, "predicate", f"no pose observation to judge {place.label} on")
+        now = self._clock.now()
+        too_old: PoseSample | None = None
         for p in samples:
             if not self._pose_error(p.pose, place):
+                if ob.max_age_s is not None and now - p.t > ob.max_age_s:
+                    too_old = too_old or p
+                    continue
                 return _Outcome(StepVerdict.SATISFIED, "predicate",
                                 f"observed within tolerance of {place.label} at t={p.t:.3f} ({p.source_id})",
                                 [p.source_id], p.t)
+        if too_old is not None:
+            return _Outcome(StepVerdict.STALE, "floor",
+                            f"observed within tolerance of {place.label} only {now - too_old.t:.1f} s before "
+                            f"verification ({too_old.source_id}; max_age_s={ob.max_age_s} s)", [too_old.source_id])
         closest = min(samples, key=lambda p: p.pose.distance_to(place.pose))
         return _Outcome(StepVerdict.VIOLATED, "predicate",
                         f"{len(samples)} pose observations, none within tolerance of {place.label}; closest "
@@ -678,28 +962,49 @@ class Verifier:
         want = ob.params.get("to")
         problems: list[tuple[_Sev, str, list[str]]] = []
         for r in msgs:
-            ack = _delivery_ack(r)
-            if ack is None:
-                problems.append((_Sev.AMBIGUOUS, f"{r.receipt_id} has no delivery acknowledgement", [r.receipt_id]))
+            io = _io_result(r)
+            if io is None:
+                problems.append((_Sev.AMBIGUOUS, f"{r.receipt_id} carries no delivery result", [r.receipt_id]))
                 continue
+            bad = _ack_problem(r.receipt_id, io, sent_sha_key="sha256", message=True, words=_planner_words(r))
+            if bad is not None:
+                problems.append((bad[0], bad[1], _receipt_ids(r) if bad[0] is _Sev.VIOLATED else [r.receipt_id]))
+                continue
+            to = io.get("to", _arguments(r).get("to"))
             if want is not None:
-                to = _arguments(r).get("to", ack.get("to"))
                 if to is None:
                     problems.append((_Sev.AMBIGUOUS, f"{r.receipt_id} does not say its recipient", [r.receipt_id]))
                     continue
                 if _norm(to) != _norm(want):
-                    problems.append((_Sev.VIOLATED, f"{r.receipt_id} went to {to!r}, not {want!r}", _receipt_ids(r)))
+                    problems.append((_Sev.VIOLATED, f"{r.receipt_id} went to {_show(to)}, not {want!r}", _receipt_ids(r)))
                     continue
-            return _Outcome(StepVerdict.SATISFIED, "predicate", f"{r.receipt_id} delivered (ack {ack.get('message_id') or ack.get('delivered_at')})",
+            ack = io["ack"]
+            return _Outcome(StepVerdict.SATISFIED, "predicate",
+                            f"{r.receipt_id} delivered to {_show(to)}; acknowledged by {_show(ack['by'])} "
+                            f"(message {_show(ack['message_id'])}, sha256 {ack['sha256'][:12]}…)",
                             _receipt_ids(r), r.ended_at, (r,))
         return self._worst(problems, f"no SUCCEEDED {MESSAGE_SKILL} receipt")
 
-    @staticmethod
-    def _spoken(speaks: list[Receipt]) -> _Outcome:
-        if not speaks:
-            return _Outcome(StepVerdict.AMBIGUOUS, "predicate", f"no SUCCEEDED {SPEAK_SKILL} receipt")
-        r = speaks[0]
-        return _Outcome(StepVerdict.SATISFIED, "predicate", f"{r.receipt_id} spoke", _receipt_ids(r), r.ended_at, (r,))
+    def _spoken(self, ob: Obligation, speaks: list[Receipt]) -> _Outcome:
+        text = ob.params.get("text")
+        expected = hashlib.sha256(text.encode()).hexdigest() if isinstance(text, str) and text else None
+        problems: list[tuple[_Sev, str, list[str]]] = []
+        for r in speaks:
+            io = _io_result(r)
+            if io is None:
+                problems.append((_Sev.AMBIGUOUS, f"{r.receipt_id} carries no speech result", [r.receipt_id]))
+                continue
+            bad = _ack_problem(r.receipt_id, io, sent_sha_key="text_sha256", expected_sha=expected, message=False,
+                               words=_planner_words(r))
+            if bad is not None:
+                problems.append((bad[0], bad[1], _receipt_ids(r) if bad[0] is _Sev.VIOLATED else [r.receipt_id]))
+                continue
+            ack = io["ack"]
+            which = "the sentence the contract names" if expected else "a sentence"
+            return _Outcome(StepVerdict.SATISFIED, "predicate",
+                            f"{r.receipt_id} spoke {which}; acknowledged by {_show(ack['by'])} "
+                            f"(sha256 {ack['sha256'][:12]}…)", _receipt_ids(r), r.ended_at, (r,))
+        return self._worst(problems, f"no SUCCEEDED {SPEAK_SKILL} receipt")
 
     def _route_closed(self, ob: Obligation, request: VerifyRequest, fresh: WorldSnapshot,
                       eligible: list[Receipt], navs: list[Receipt]) -> _Outcome:
@@ -761,6 +1066,10 @@ class Verifier:
             here, here_id, here_t = pose, fresh.snapshot_id, fresh.captured_at
         else:
             here, here_id, here_t = window[-1].pose, window[-1].source_id, window[-1].t
+            age = self._clock.now() - here_t
+            if ob.max_age_s is not None and age > ob.max_age_s:
+                return _Outcome(StepVerdict.STALE, "floor", f"the last recorded pose ({here_id}) is {age:.1f} s old "
+                                f"at verification (max_age_s={ob.max_age_s} s)", [*evidence, here_id])
         evidence.append(here_id)
         err = self._pose_error(here, start, yaw=False)
         if err:
@@ -785,7 +1094,12 @@ class Verifier:
                 continue
             artifacts.append(ArtifactRef(uri=art[0], sha256=art[1]))
             evidence.append(artifact_evidence_id(art[1]))
-        verdict, reason = self._judge(ob, goal=request.goal, receipts=tuple(receipts), artifacts=tuple(artifacts))
+        if self._semantic is None:
+            # Everything a predicate can check holds; only a judgement is missing, and none is configured.
+            return _Outcome(StepVerdict.AMBIGUOUS, "semantic", "no semantic checker configured", evidence,
+                            passed.done_at, passed.receipts, awaits_judgement=True)
+        shown = tuple(judge_view(r) for r in receipts)  # the judge never sees the planner's words
+        verdict, reason = self._judge(ob, goal=request.goal, receipts=shown, artifacts=tuple(artifacts))
         return _Outcome(verdict, "semantic", reason, evidence, passed.done_at if verdict is StepVerdict.SATISFIED else None)
 
     def _judge(self, ob: Obligation, *, goal: str, receipts: tuple[Receipt, ...],
@@ -803,13 +1117,21 @@ class Verifier:
 
 
 def _failure_reason(r: Receipt) -> str:
+    """The executor's reason for a failure, unless it repeats the planner's words (then its code or status)."""
     res = r.result or {}
-    if isinstance(res.get("reason"), str):
-        return res["reason"]
     content = res.get("content")
-    if isinstance(content, dict) and isinstance(content.get("reason"), str):
-        return content["reason"]
     err = res.get("error")
-    if isinstance(err, dict) and err.get("message"):
-        return str(err["message"])
+    found = ""
+    if isinstance(res.get("reason"), str):
+        found = res["reason"]
+    elif isinstance(content, dict) and isinstance(content.get("reason"), str):
+        found = content["reason"]
+    elif isinstance(err, dict) and err.get("message"):
+        found = str(err["message"])
+    if found and not _echoes(found, _planner_words(r)):
+        return found[:240]
+    for code in ((err or {}).get("code") if isinstance(err, dict) else None,
+                 content.get("code") if isinstance(content, dict) else None):
+        if isinstance(code, str) and _IDENT.fullmatch(code):
+            return code
     return r.status.value.lower()

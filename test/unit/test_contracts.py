@@ -151,6 +151,51 @@ def test_only_the_last_at_place_is_final_and_inspect_is_place_plus_image(compile
     assert sum(o.params.get("final", False) for o in c.obligations) == 1
 
 
+@pytest.mark.parametrize("goal, where, expected", [
+    ("Deliver a message to bob.", places("dock"), [(ObligationKind.MESSAGE_DELIVERED, {"to": "bob"})]),
+    ("Go to the lab and deliver a message to the operator.", places("dock", "lab"),
+     [(ObligationKind.AT_PLACE, {"place": "lab", "final": True}),
+      (ObligationKind.MESSAGE_DELIVERED, {"to": "operator"})]),
+    ("Deliver the report to me", places("dock"), [(ObligationKind.MESSAGE_DELIVERED, {"to": "operator"})]),
+    ("Tell bob.", places("dock"), [(ObligationKind.MESSAGE_DELIVERED, {"to": "bob"})]),
+    ("Email the summary to ops", places("dock"), [(ObligationKind.MESSAGE_DELIVERED, {"to": "ops"})]),
+    ("Email ops", places("dock"), [(ObligationKind.MESSAGE_DELIVERED, {"to": "ops"})]),
+    ("Message the supervisor", places("dock"), [(ObligationKind.MESSAGE_DELIVERED, {"to": "supervisor"})]),
+])
+def test_deliver_tell_email_and_message_are_message_verbs_and_the_review_covers_them(compiler, goal, where, expected):
+    c = compile_contract(goal, compiler=compiler, reviewer=RuleCoverageReviewer(), mission_id="m", contract_id="c",
+                         places=where)
+    assert [(o.kind, o.params) for o in c.obligations] == expected
+    assert c.coverage is not None and c.coverage.ok, c.coverage
+
+
+def test_delivering_a_thing_is_not_a_message():
+    with pytest.raises(ContractError):
+        compile_(TemplateContractCompiler(), "Go to the lab and deliver the package to bob", places("lab"))
+    report = RuleCoverageReviewer().review("Go to the lab and deliver the package to bob",
+                                           [Obligation.model_validate(at("o1", "lab", True, source="Go to the lab")),
+                                            Obligation(id="o2", kind=ObligationKind.MESSAGE_DELIVERED,
+                                                       description="msg", params={"to": "bob"},
+                                                       evidence=(EvidenceKind.DELIVERY_RECEIPT,))])
+    assert report.uncovered == ("deliver the package to bob",)
+
+
+def test_only_quoted_speech_is_a_sentence_to_say_verbatim(compiler):
+    where = places("dock")
+    quoted = compile_(compiler, "Say 'The meeting starts in five minutes.'", where).obligations[0]
+    assert quoted.params == {"text": "The meeting starts in five minutes."}
+    free = compile_(compiler, "Say hello to the operator", where).obligations[0]
+    assert free.kind is ObligationKind.SPOKEN and free.params == {}
+    assert "hello to the operator" in free.description
+
+
+def test_evidence_max_age_applies_to_every_obligation_but_the_final_place():
+    c = compile_(TemplateContractCompiler({"evidence_max_age_s": 600.0}), DEMO_GOAL)
+    assert [o.max_age_s for o in c.obligations] == [600.0, 600.0, 2.0, 600.0]
+    with pytest.raises(UsageError):
+        TemplateContractCompiler({"evidence_max_age_s": 0})
+
+
 def test_compiling_is_deterministic(compiler):
     a = compile_(compiler, DEMO_GOAL)
     b = compile_(TemplateContractCompiler.from_yaml(TEMPLATES), DEMO_GOAL)

@@ -1,6 +1,7 @@
 """The commit gate and task state derived from journal records."""
 from __future__ import annotations
 
+import hashlib
 import json
 from types import SimpleNamespace
 
@@ -58,9 +59,13 @@ def contract(revision: int = 1) -> CompletionContract:
 
 def receipt(rid: str, skill: str, *, start: float, end: float, revision: int = 1, state_version: int = 0,
             args: dict | None = None, pose: Pose2D | None = None) -> Receipt:
+    result: dict = {}
+    if skill == "speak":  # what RobotIO.speak returns once the speaker acknowledged the sentence
+        digest = hashlib.sha256(str((args or {}).get("text", "")).encode()).hexdigest()
+        result = {"receipt": {"text_sha256": digest, "ack": {"by": "test/speaker", "at": end, "sha256": digest}}}
     return Receipt(receipt_id=rid, mission_id=MISSION, contract_revision=revision, state_version=state_version,
                    plan_node_id="turn-1", invocation_id=f"call-{rid}", skill=skill, request={"arguments": args or {}},
-                   result={}, status=ReceiptStatus.SUCCEEDED, started_at=start, ended_at=end, pose_at_end=pose)
+                   result=result, status=ReceiptStatus.SUCCEEDED, started_at=start, ended_at=end, pose_at_end=pose)
 
 
 def good_receipts(revision: int = 1, offset: float = 0.0) -> list[Receipt]:
