@@ -9,10 +9,11 @@ turns, silent turns, tool calls per turn, mission time, action time.
 """
 from __future__ import annotations
 
+import copy
 import json
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -36,7 +37,7 @@ from .contracts import (
     RuleCoverageReviewer,
     compile_contract,
 )
-from .context import compile_planner_context, context_size
+from .context import compile_planner_context, compile_skill_view, context_size
 from .durable import TRANSITION_TYPES, DispatchKey, DuplicateDispatch, LeaseConflict, ReleaseReason, goal_uuid_for
 from .errors import HarnessError, HarnessTimeout, JournalWriteError, StaleRevision, UsageError
 from .gate import CommitGate, GateRejection, TaskState, commit_drafts, original_goal_check, record_draft
@@ -77,7 +78,7 @@ from .reconcile import ACTIVE_STATUSES, TERMINAL_STATUSES, Reconciler
 from .recovery import Failure, FailureKind, RecoveryBudgets, RecoveryPolicy, Rung
 from .views import ContextItem, Provenance, Role, ViewBudget, build_view
 
-__all__ = ["MissionOutcome", "MissionRunner", "MAX_GOAL_CHARS", "MALFORMED_ARGUMENTS"]
+__all__ = ["MissionOutcome", "MissionRunner", "ModelCallSource", "MAX_GOAL_CHARS", "MALFORMED_ARGUMENTS"]
 
 MAX_GOAL_CHARS = 2000
 MALFORMED_ARGUMENTS = "__malformed_arguments__"
@@ -127,7 +128,84 @@ class MissionOutcome(BaseModel):
     bag: dict[str, Any] = {}
     """The evidence bag's summary (path, messages, dropped); empty when not recorded."""
     model_usage: dict[str, Any] = {}
-    """Planner turns, LLM calls, tokens and LLM latency of the mission."""
+    """Planner turns; LLM calls (planner, contract compiler/reviewer, recovery advisor: ``llm_calls_by_role``),
+    tokens and LLM latency of the mission."""
+
+
+@runtime_checkable
+class ModelCallSource(Protocol):
+    """A component that calls a model of its own (a contract compiler, a coverage reviewer, a
+    recovery advisor) and hands back the records of those calls, each once, for the journal.
+
+    Each record is an ``llm_call`` (``robot_harness.llm.client.LLMCall`` or its JSON form):
+    redacted request and response, token counts, latency. The runner journals them with the
+    event they belong to (``CONTRACT_FROZEN``, ``RECOVERY_DECIDED``) and counts them in the
+    mission's model usage.
+    """
+
+    def drain_calls(self) -> Sequence[Any]: ...
+
+
+class _ModelCallTap:
+    """Takes, once each, the model-call records that components made since the last look.
+
+    A ``ModelCallSource`` hands them over itself. A component that only keeps a
+    ``calls`` list of ``llm_call`` records (the llm package's ``ChatCompleteFn``
+    and ``LLMRecoveryAdvisor``, also when wrapped as a compiler's ``complete`` or
+    a policy's ``advisor``) is read from where the tap left off; other entries
+    in such a list (a test double's recorded messages) are not model calls and
+    are skipped.
+    """
+
+    def __init__(self) -> None:
+        self._read: list[list[Any]] = []
+        """[the list, how many of its entries were taken], per list seen (held by identity)."""
+
+    def take(self, *sources: Any, error: BaseException | None = None) -> list[dict[str, Any]]:
+        found: list[Any] = []
+        lists: list[list[Any]] = []
+        for source in sources:
+            for part in (source, getattr(source, "complete", None), getattr(source, "advisor", None)):
+                if part is None:
+                    continue
+                if isinstance(part, ModelCallSource):
+                    found.extend(part.drain_calls())
+                    continue
+                calls = getattr(part, "calls", None)
+                if isinstance(calls, list) and not any(calls is seen for seen in lists):
+                    lists.append(calls)
+                    found.extend(self._unread(calls))
+        failed = getattr(error, "call", None)
+        if failed is not None and not any(failed is f for f in found):
+            found.append(failed)  # the failed call's record, when the component did not keep it
+        return [r for r in map(_llm_call_record, found) if r is not None]
+
+    def _unread(self, calls: list[Any]) -> list[Any]:
+        entry = next((e for e in self._read if e[0] is calls), None)
+        if entry is None:
+            entry = [calls, 0]
+            self._read.append(entry)
+        start, entry[1] = entry[1], len(calls)
+        return calls[start:]
+
+
+def _llm_call_record(value: Any) -> dict[str, Any] | None:
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    if isinstance(value, dict) and value.get("kind") == "llm_call":
+        return json.loads(json.dumps(value, default=str))
+    return None
+
+
+def _error_record(exc: BaseException) -> dict[str, Any]:
+    """An exception as the journal keeps it: code, message, type and (JSON-safe) structured details."""
+    if isinstance(exc, HarnessError):
+        details = {k: v for k, v in exc.details.items() if k not in ("meta", "call")}
+        out = {"code": exc.code, "message": exc.message, "type": type(exc).__name__}
+        if details:
+            out["details"] = json.loads(json.dumps(details, default=str))
+        return out
+    return {"code": "unexpected_error", "message": f"{type(exc).__name__}: {exc}"[:2000], "type": type(exc).__name__}
 
 
 class _Stop(Exception):
@@ -223,6 +301,9 @@ class MissionRunner:
         self._attempts: dict[str, int] = {}
         self._node_of_call: dict[str, str] = {}
         self._approvals: dict[str, str] = {}
+        self._model_calls = _ModelCallTap()
+        self._turn_done: set[str] = set()
+        """Obligations committed or already evidenced, as of this turn's planner view (scopes C2)."""
         self.reconciler = Reconciler(journal=journal, navigation=navigation, snapshots=snapshots, clock=clock,
                                      lookup_timeout_s=config.navigation.lookup_timeout_s,
                                      on_events=self._notify)
@@ -271,6 +352,8 @@ class MissionRunner:
         self._state_events, self._state_seq, self._state_cache = [], 0, None
         self._revision, self._turn_state_version, self._attempts, self._node_of_call = 0, 0, {}, {}
         self._owner, self._owner_sha, self._approvals = owner, owner_token_sha256, {}
+        self._turn_done = set()
+        self._active = None
         self._deadline = self.clock.monotonic() + self.config.limits.mission_timeout_s
         self._recorder_error = ""
         self._start_recorder()  # first, so the bag holds the whole journal of the mission
@@ -293,6 +376,10 @@ class MissionRunner:
             self._physical_blocked = str(exc)
             self._bag = self._stop_recorder(MissionStatus.BLOCKED, f"journal unavailable: {exc}")
             return self._outcome(MissionStatus.BLOCKED, f"journal unavailable, mission not started: {exc}")
+        except Exception as exc:  # noqa: BLE001 - not admitted: nothing to finish, but the bag is closed
+            self._bag = self._stop_recorder(MissionStatus.BLOCKED, f"mission not started: {type(exc).__name__}: {exc}")
+            raise
+        internal_error: dict[str, Any] | None = None
         try:
             self._freeze_contract(goal)
             status, summary = self._loop(goal)
@@ -308,13 +395,23 @@ class MissionRunner:
             self._bag = self._stop_recorder(MissionStatus.BLOCKED, f"journal failed: {exc}")
             what = "write" if isinstance(exc, JournalWriteError) else "read"
             return self._outcome(MissionStatus.BLOCKED, f"journal {what} failed; no new physical work: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a bug or a port's unexpected error must not leave the mission open
+            # Fail closed: the outcome is unknown, the robot is asked to stop, the bag is
+            # closed and the mission is finished in the journal with the error.
+            status = MissionStatus.UNKNOWN
+            summary = f"harness internal error, outcome unknown: {type(exc).__name__}: {exc}"
+            internal_error = _error_record(exc)
+            stopped = self._abandon_active()
+            if stopped:
+                summary += f"; in-flight action {stopped} was asked to stop"
         bag = self._bag = self._stop_recorder(status, summary)
         try:
             ev = self._append(EventType.MISSION_FINISHED, payload={
                 "status": status.value, "summary": summary, "evidence_seqs": list(self._evidence),
                 "evidence_ids": self._evidence_ids(), "bag": bag,
                 "verdict_id": self._last_verdict.verdict_id if self._last_verdict else "",
-                "model_usage": dict(self._usage),
+                "model_usage": copy.deepcopy(self._usage),
+                **({"internal_error": internal_error} if internal_error else {}),
             })
             self._evidence.append(ev.seq)
         except JournalWriteError as exc:
@@ -369,7 +466,8 @@ class MissionRunner:
                 }),
                 *(self._draft(EventType.TOOL_CALL_RECORDED, model_turn_id=turn_id, tool_call_id=call.id,
                               snapshot_id=snap.snapshot_id,
-                              payload={"name": call.name, "arguments": call.arguments, "index": index})
+                              payload={"name": call.name, "arguments": call.arguments, "index": index,
+                                       **self._skill_view(call, snap)})
                   for index, call in enumerate(response.tool_calls)),
             ])
             if response.text_only and planner_error is None:
@@ -414,11 +512,53 @@ class MissionRunner:
         self._usage["planner_turns"] += 1
         call = response.meta.get("llm_call") if isinstance(response.meta, dict) else None
         if isinstance(call, dict):
-            self._usage["llm_calls"] += 1
-            usage = call.get("usage") or {}
-            for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
-                self._usage[key] += int(usage.get(key) or 0)
-            self._usage["llm_latency_ms"] += float(call.get("latency_ms") or 0.0)
+            self._count_llm_call(call, "planner")
+
+    def _count_llm_call(self, call: dict[str, Any], role: str) -> None:
+        """One model call's tokens and latency, into the mission's usage (in total and per role)."""
+        self._usage["llm_calls"] += 1
+        by_role = self._usage["llm_calls_by_role"]
+        by_role[role] = by_role.get(role, 0) + 1
+        usage = call.get("usage") or {}
+        for key in ("prompt_tokens", "completion_tokens", "total_tokens"):
+            self._usage[key] += int(usage.get(key) or 0)
+        self._usage["llm_latency_ms"] += float(call.get("latency_ms") or 0.0)
+
+    def _take_model_calls(self, role: str, *sources: Any, error: BaseException | None = None) -> list[dict[str, Any]]:
+        """The model calls ``sources`` made since the last look (journaled by the caller), counted."""
+        calls = self._model_calls.take(*sources, error=error)
+        for call in calls:
+            self._count_llm_call(call, role)
+        return calls
+
+    def _skill_view(self, call: ToolCall, snapshot: WorldSnapshot) -> dict[str, Any]:
+        """C2, the skill's view of this call's subgoal, journaled with the call (``{"skill_view": ...}``);
+        empty for what is not a skill invocation (unknown tools, invalid arguments, done proposals,
+        operator questions). Built from harness state only: see ``context.compile_skill_view``."""
+        if call.name in (PROPOSE_DONE, ASK_OPERATOR) or MALFORMED_ARGUMENTS in call.arguments:
+            return {}
+        try:
+            skill = self.skills.get(call.name)
+            args = skill.validate(call.arguments)
+        except UsageError:
+            return {}
+        place: str | None = None
+        target: Pose2D | None = None
+        if isinstance(args, NavigateToArgs):
+            try:
+                target = resolve_target(args, self._places)
+            except UsageError:
+                target = None
+            place = args.place if target is not None else None
+        state = self._task_state()
+        nav = skill.managed.navigation if skill.managed is not None else None
+        view = compile_skill_view(
+            contract=state.contract, skill=skill.name, now=self.clock.now(),
+            done=self._turn_done | set(state.committed), place=place, target=target, places=self._places,
+            near_m=nav.outcome.xy_m if nav is not None else 0.5, snapshot=snapshot, receipts=state.receipts)
+        return {"skill_view": {"role": view.role.value, "scope": view.scope, "items": view.as_list(),
+                               "dropped": dict(view.dropped), "withheld_conflicts": list(view.withheld_conflicts),
+                               "bytes": view.bytes}}
 
     def _ask_planner(self, turn_id: str, turn_index: int, ctx: dict[str, Any]) -> tuple[ModelResponse, str | None]:
         request = PlannerRequest(
@@ -524,13 +664,26 @@ class MissionRunner:
         env = ToolEnv(places=self._places, robot_io=self.robot_io, snapshot=decision)
         assert skill.handler is not None
         if skill.resources:
+            # Keyed like a navigation: the same request again returns the existing execution record.
+            key = self._dispatch_key(skill, args)
+            self._node_of_call[call.id] = key.node
+            existing = self._capability_record(key)
+            if existing is not None:
+                return self._duplicate_capability_result(call, existing), None
             conflict = self._free_resources(skill)
+            # The intent (keyed, under which policy decision) rides on the leases: durable before the call runs.
+            intent = {"key": key.text, "node": key.node, "attempt": key.attempt, "state_version": key.state_version,
+                      "tool_call_id": call.id, "skill": skill.name,
+                      "policy": {"approval": self._approvals.get(call.id, ""), "authorized_attempt": key.attempt}}
             try:
                 if conflict is not None:
                     raise conflict
-                self._append_many(self._lease_drafts(skill, call.id, self.clock.now() + _LEASE_MARGIN_S))
+                self._append_many(self._lease_drafts(skill, call.id, self.clock.now() + _LEASE_MARGIN_S, intent=intent))
             except LeaseConflict as exc:
                 return self._lease_conflict_result(call, exc), None
+            except _StoppedBeforeDispatch as stop:
+                return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.CANCELLED,
+                                  content={"reason": f"stopped before the call ran: {stop}; nothing was run"}), None
         try:
             content = skill.handler(env, args)
         except HarnessError as exc:
@@ -783,10 +936,52 @@ class MissionRunner:
         return DispatchKey(mission_id=self._mission_id, node=node, attempt=self._attempts.get(node, 1),
                            state_version=self._turn_state_version)
 
-    def _lease_drafts(self, skill: Skill, owner: str, expires_at: float) -> list[EventDraft]:
-        return [self._draft(EventType.LEASE_ACQUIRED, robot_action_id=owner if skill.physical else "", payload={
-            "resource": r, "owner": owner, "expires_at": round(expires_at, 3), "skill": skill.name})
+    def _lease_drafts(self, skill: Skill, owner: str, expires_at: float, *,
+                      intent: dict[str, Any] | None = None) -> list[EventDraft]:
+        """``intent``: a capability call's keyed dispatch intent, carried by each of its leases."""
+        return [self._draft(EventType.LEASE_ACQUIRED, robot_action_id=owner if skill.physical else "",
+                            tool_call_id="" if skill.physical or intent is None else owner, payload={
+            "resource": r, "owner": owner, "expires_at": round(expires_at, 3), "skill": skill.name,
+            **({"intent": intent} if intent is not None else {})})
             for r in skill.resources]
+
+    def _capability_record(self, key: DispatchKey) -> dict[str, Any] | None:
+        """The execution record of a keyed capability call that this request repeats, or None.
+
+        A repeat is the same key (task, node, attempt, state version), or, as for
+        a navigation (``_just_done``), the same node and attempt when that call is
+        the mission's last keyed invocation and it succeeded. Read from the
+        journal, the source of truth.
+        """
+        intents: list[tuple[str, str]] = []
+        """(key, tool call id) of every keyed invocation of the mission, navigation or capability, in order."""
+        results: dict[str, dict[str, Any]] = {}
+        receipts: dict[str, str] = {}
+        for ev in self.journal.events(mission_id=self._mission_id, types=[
+                EventType.ROBOT_ACTION_STARTED, EventType.LEASE_ACQUIRED, EventType.TOOL_RESULT_RECORDED,
+                EventType.RECEIPT_RECORDED]):
+            if ev.type is EventType.ROBOT_ACTION_STARTED and (ev.payload.get("dispatch") or {}).get("key"):
+                intents.append((ev.payload["dispatch"]["key"], ev.tool_call_id))
+            elif ev.type is EventType.LEASE_ACQUIRED and isinstance(ev.payload.get("intent"), dict):
+                k = str(ev.payload["intent"].get("key", ""))
+                if k and not (intents and intents[-1][0] == k):  # one intent, one lease per resource
+                    intents.append((k, str(ev.payload["intent"].get("tool_call_id", ""))))
+            elif ev.type is EventType.TOOL_RESULT_RECORDED:
+                results[ev.tool_call_id] = ev.payload
+            elif ev.type is EventType.RECEIPT_RECORDED:
+                receipts[ev.tool_call_id] = str((ev.payload.get("receipt") or {}).get("receipt_id", ""))
+        match, why = next((i for i in intents if i[0] == key.text), None), "same_key"
+        if match is None and intents:
+            last = intents[-1]
+            if last[0].startswith(f"{key.mission_id}/{key.node}/a{key.attempt}/") \
+                    and (results.get(last[1]) or {}).get("status") == ToolResultStatus.OK.value:
+                match, why = last, "just_done"
+        if match is None:
+            return None
+        result = results.get(match[1]) or {}
+        return {"key": match[0], "match": why, "tool_call_id": match[1], "status": result.get("status", ""),
+                "content": result.get("content") or {}, "error": result.get("error"),
+                "receipt_id": receipts.get(match[1], "")}
 
     def _lease_end_drafts(self, skill: Skill, owner: str, why: ReleaseReason | None, detail: str) -> list[EventDraft]:
         """Release (``why`` given: confirmed terminal or stopped) or block (None: outcome unknown) a call's leases."""
@@ -817,6 +1012,14 @@ class MissionRunner:
                           content={"code": "duplicate_dispatch", "reason": "duplicate request: this exact dispatch (task, node, attempt, state version) "
                                              "already exists; nothing new was sent",
                                    "existing": rec.model_dump(mode="json")})
+
+    @staticmethod
+    def _duplicate_capability_result(call: ToolCall, existing: dict[str, Any]) -> ToolResult:
+        why = ("this exact invocation (task, node, attempt, state version) already ran"
+               if existing["match"] == "same_key" else "the same invocation just ran and succeeded, and nothing ran since")
+        return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.REJECTED, content={
+            "code": "duplicate_dispatch", "reason": f"duplicate request: {why}; nothing was run again",
+            "existing": existing})
 
     @staticmethod
     def _lease_conflict_result(call: ToolCall, exc: LeaseConflict) -> ToolResult:
@@ -894,11 +1097,13 @@ class MissionRunner:
                 why_none += "; cancel requested, backend confirmed canceled"
             else:
                 why_none += "; cancel requested, stop NOT confirmed by the backend" + ("" if acknowledged else " (refused)")
+        self._update("verifying", action)
+        # The post-terminal snapshot before the move to VERIFYING: when it cannot be captured the
+        # action is abandoned from the state the journal holds, not from an uncommitted one.
+        post, post_draft = self._capture_after(action.terminal_reported_at, nav_cfg.outcome.settle_s)
         verifying = self._transition(action, ActionStatus.VERIFYING,
                                      f"backend {terminal.value}" if terminal is not BackendTerminal.NONE else why_none,
                                      defer=True)
-        self._update("verifying", action)
-        post, post_draft = self._capture_after(action.terminal_reported_at, nav_cfg.outcome.settle_s)
         assert action.target is not None and action.dispatch_snapshot is not None
         verdict = check_navigation_outcome(
             target=action.target, backend=terminal, post=post, dispatch=action.dispatch_snapshot, tol=nav_cfg.outcome,
@@ -956,10 +1161,12 @@ class MissionRunner:
     def _abandon_active(self) -> str:
         """Supervision failed mid-action: ask the backend to stop rather than move unsupervised.
 
-        The action ends UNKNOWN (its outcome was never verified); its leases are
-        released only when the backend confirms the goal ended, else blocked.
-        Best effort: the journal itself may be what failed. Returns the
-        abandoned action's id (empty when none was in flight).
+        The action ends UNKNOWN (its outcome was never verified), with its
+        receipt (status UNKNOWN; the backend's last word in its result); its
+        leases are released only when the backend confirmed the goal ended (a
+        terminal report before or after the cancel), else blocked. Best
+        effort: the journal itself may be what failed. Returns the abandoned
+        action's id (empty when none was in flight).
         """
         action = self._active
         self._active = None
@@ -973,15 +1180,16 @@ class MissionRunner:
             try:
                 self.navigation.cancel(action.backend_goal_id, timeout_s=nav.cancel_timeout_s)
                 ended = self._await_terminal(action, nav.cancel_timeout_s)
-            except HarnessError:
+            except Exception:  # noqa: BLE001 - best effort: the backend may be what failed; the stop stays unconfirmed
                 pass
-        confirmed = ended is not BackendTerminal.NONE
+        confirmed = ended is not BackendTerminal.NONE or action.backend_status in _TERMINAL_STATUS
         detail = (f"supervision was cut short; backend confirmed the goal {action.backend_status}" if confirmed
                   else "supervision was cut short; the backend did not confirm the goal ended")
         try:
             self._append_many([self._transition(action, ActionStatus.UNKNOWN, detail, defer=True),
                                *self._lease_end_drafts(self.skills.get(action.skill), action.action_id,
-                                                       ReleaseReason.CONFIRMED_TERMINAL if confirmed else None, detail)])
+                                                       ReleaseReason.CONFIRMED_TERMINAL if confirmed else None, detail),
+                               *self._action_receipt_draft(action, None, detail)])
         except (HarnessError, _StoppedBeforeDispatch):
             pass
         return action.action_id
@@ -994,16 +1202,27 @@ class MissionRunner:
         try:
             contract = compile_contract(goal, compiler=self.contract_compiler, reviewer=self.coverage_reviewer,
                                         mission_id=self._mission_id, contract_id=contract_id, places=self._places)
-        except ContractError as exc:
-            self._append(EventType.CONTRACT_FROZEN, payload={"error": {"code": exc.code, "message": exc.message}})
-            raise _Stop(MissionStatus.BLOCKED, f"no completion contract for this goal, nothing was planned: {exc.message}") from None
+        except Exception as exc:  # noqa: BLE001 - any compiler/reviewer failure refuses the goal, on the record
+            # A refused goal, an unreachable or refusing model endpoint, a compiler's own bug:
+            # the failure and every model call made for it are journaled, and nothing is planned.
+            calls = self._take_model_calls("contract", self.contract_compiler, self.coverage_reviewer, error=exc)
+            self._append(EventType.CONTRACT_FROZEN, payload={"error": _error_record(exc), "llm_calls": calls})
+            if isinstance(exc, ContractError):
+                why = exc.message
+            elif isinstance(exc, HarnessError):
+                why = f"the contract compiler failed ({exc.code}: {exc.message})"
+            else:
+                why = f"the contract compiler raised {type(exc).__name__}: {exc}"
+            raise _Stop(MissionStatus.BLOCKED,
+                        f"no completion contract for this goal, nothing was planned: {why}") from None
         # The recovery budget is part of what the mission was admitted with.
         contract = contract.model_copy(update={
             "recovery_budgets": RecoveryBudgets.from_config(self.config.recovery).model_dump()})
         self._contract = contract
         self._state_version += 1
+        calls = self._take_model_calls("contract", self.contract_compiler, self.coverage_reviewer)
         self._append(EventType.CONTRACT_FROZEN, payload={"contract": contract.model_dump(mode="json"),
-                                                         "state_version": self._state_version})
+                                                         "state_version": self._state_version, "llm_calls": calls})
         coverage = contract.coverage
         if coverage is not None and not coverage.ok and self.config.contract.require_coverage:
             raise _Stop(MissionStatus.WAITING_USER, (
@@ -1029,39 +1248,43 @@ class MissionRunner:
             pose_snapshot=decision, evidence=evidence,
         )
 
-    def _action_receipt_draft(self, action: ManagedAction, post: WorldSnapshot, reason: str) -> list[EventDraft]:
-        """The receipt of an accepted physical action, written with its verified outcome."""
+    def _action_receipt_draft(self, action: ManagedAction, post: WorldSnapshot | None, reason: str) -> list[EventDraft]:
+        """The receipt of an accepted physical action, written with its terminal state: the verified
+        outcome, or (``post`` None: supervision cut short, nothing observed after it) UNKNOWN."""
         status = {ActionStatus.SUCCEEDED: ReceiptStatus.SUCCEEDED, ActionStatus.FAILED: ReceiptStatus.FAILED}.get(
             action.state, ReceiptStatus.UNKNOWN)
         call = next((c for c in self._calls if c["id"] == action.tool_call_id), None)
         arguments = call["arguments"] if call is not None else {}
-        evidence = [EvidenceRef.for_journal(f"snapshot:{post.snapshot_id}")]
-        if post.snapshot_id in self._snapshot_refs:
-            evidence.append(self._snapshot_refs[post.snapshot_id])
+        evidence = []
+        if post is not None:
+            evidence.append(EvidenceRef.for_journal(f"snapshot:{post.snapshot_id}"))
+            if post.snapshot_id in self._snapshot_refs:
+                evidence.append(self._snapshot_refs[post.snapshot_id])
         return self._new_receipt(
             turn_id=action.model_turn_id, call=ToolCall(id=action.tool_call_id, name=action.skill, arguments=arguments),
             physical=True, status=status, started_at=self._call_started.pop(action.tool_call_id, self.clock.now()),
             result={"state": action.state.value, "reason": reason, "backend_goal_id": action.backend_goal_id,
                     "backend_status": action.backend_status,
                     "target": action.target.model_dump() if action.target else None},
-            decision_snapshot_id=action.decision_snapshot_id, outcome_snapshot_id=post.snapshot_id,
+            decision_snapshot_id=action.decision_snapshot_id, outcome_snapshot_id=post.snapshot_id if post else "",
             action_id=action.action_id, pose_snapshot=post, evidence=evidence,
         )
 
     def _new_receipt(self, *, turn_id: str, call: ToolCall, physical: bool, result: dict[str, Any], status: ReceiptStatus,
-                     started_at: float, decision_snapshot_id: str, action_id: str, pose_snapshot: WorldSnapshot,
+                     started_at: float, decision_snapshot_id: str, action_id: str, pose_snapshot: WorldSnapshot | None,
                      evidence: list[EvidenceRef], outcome_snapshot_id: str = "") -> list[EventDraft]:
         assert self._contract is not None
         self._state_version += 1
-        pose_ok = pose_snapshot.pose is not None and pose_snapshot.pose_meta.availability is Availability.AVAILABLE
+        seen = pose_snapshot if pose_snapshot is not None and pose_snapshot.pose is not None \
+            and pose_snapshot.pose_meta.availability is Availability.AVAILABLE else None
         receipt = Receipt(
             receipt_id=self.ids.new("rcpt"), mission_id=self._mission_id, contract_revision=self._contract.revision,
             state_version=self._state_version, plan_node_id=turn_id, invocation_id=call.id, skill=call.name,
             physical=physical, request={"arguments": call.arguments}, result=result, status=status,
             started_at=started_at, ended_at=self.clock.now(), decision_snapshot_id=decision_snapshot_id,
             outcome_snapshot_id=outcome_snapshot_id, action_id=action_id,
-            pose_at_end=pose_snapshot.pose if pose_ok else None,
-            pose_stamp=pose_snapshot.pose_meta.source_stamp if pose_ok else None,
+            pose_at_end=seen.pose if seen is not None else None,
+            pose_stamp=seen.pose_meta.source_stamp if seen is not None else None,
             evidence=tuple(evidence),
         )
         type_, payload = record_draft(receipt)
@@ -1144,6 +1367,7 @@ class MissionRunner:
                           now=self.clock.now(), budget=_PLANNER_PROGRESS_BUDGET)
         obligations = [i.value for i in view.of_kind("obligation")]
         evidenced = self._evidenced(state, snapshot)
+        self._turn_done = evidenced | set(state.committed)
         return {
             "frontier": [{k: o[k] for k in ("id", "kind", "description", "depends_on")} for o in obligations
                          if not o["committed"] and o["id"] not in evidenced],
@@ -1212,17 +1436,24 @@ class MissionRunner:
                 return (MissionStatus.UNKNOWN, f"the verifier was unavailable ({exc.message}); completion not established"), None
             return None, event
         self._last_verdict = verdict
-        self._verdict_evidence = [verdict.verdict_id, *verdict.evidence_ids]
         self._record("/robot_harness/verdicts", verdict)
         fresh_ref = self._record("/robot_harness/snapshots", fresh)
+        if fresh_ref is not None:
+            self._snapshot_refs[fresh.snapshot_id] = fresh_ref
+        # The fresh snapshot the verdict was judged on is evidence of the outcome whether or not
+        # a step cited it: by id, and by its bag ref when recorded (see _evidence_ids).
+        self._verdict_evidence = [verdict.verdict_id, *verdict.evidence_ids, fresh.snapshot_id]
         fresh_draft = self._draft(EventType.WORLD_SNAPSHOT_CAPTURED, snapshot_id=fresh.snapshot_id,
                                   payload={"reason": "verification", "snapshot": fresh.model_dump(mode="json"),
                                            **({"bag_ref": fresh_ref.model_dump(mode="json")} if fresh_ref else {})})
         # The exact request beside the verdict: with the fresh snapshot (journaled too) a replay can
         # re-run the verifier on precisely what it saw.
         verdict_draft = self._draft(EventType.VERDICT_RECORDED, model_turn_id=turn_id, tool_call_id=invocation_id,
-                                    snapshot_id=fresh.snapshot_id, payload={"verdict": verdict.model_dump(mode="json"),
-                                                                            "request": request.model_dump(mode="json")})
+                                    snapshot_id=fresh.snapshot_id, payload={
+                                        "verdict": verdict.model_dump(mode="json"),
+                                        "request": request.model_dump(mode="json"),
+                                        "fresh_snapshot": {"snapshot_id": fresh.snapshot_id, **(
+                                            {"bag_ref": fresh_ref.model_dump(mode="json")} if fresh_ref else {})}})
         if verdict.goal_verdict is GoalVerdict.VERIFIED_DONE:
             return self._commit(turn_id, invocation_id, verdict, [fresh_draft, verdict_draft])
         self._append_many([fresh_draft, verdict_draft])
@@ -1313,13 +1544,15 @@ class MissionRunner:
             context = {"failure": failure.model_dump(mode="json"), "spent": {r.value: n for r, n in self._spent.items()},
                        "view": view.as_list()}
         decision = self.recovery.decide(failure, spent=self._spent, context=context, budgets=budgets)
+        calls = self._take_model_calls("recovery", self.recovery)
         self._spent[decision.rung] = self._spent.get(decision.rung, 0) + 1
         node = self._node_of_call.get(failure.tool_call_id)
         if node is not None and decision.rung not in (Rung.SAFE_STOP, Rung.HUMAN_HANDOFF):
             self._attempts[node] = self._attempts.get(node, 1) + 1  # recovery authorizes a new attempt: a new key
         self._append(EventType.RECOVERY_DECIDED, model_turn_id=turn_id, tool_call_id=failure.tool_call_id,
                      robot_action_id=failure.action_id, payload={
-                         "failure": failure.model_dump(mode="json"), "decision": decision.model_dump(mode="json")})
+                         "failure": failure.model_dump(mode="json"), "decision": decision.model_dump(mode="json"),
+                         "llm_calls": calls})
         if decision.rung is Rung.SAFE_STOP:
             stopped = self._abandon_active()
             raise _Stop(MissionStatus.UNKNOWN, f"safe stop after {failure.failure_kind.value} ({failure.reason}); "
@@ -1372,12 +1605,21 @@ class MissionRunner:
             return None
 
     def _evidence_ids(self) -> list[str]:
+        """What the mission's result cites: actions, the snapshots their outcomes were judged on, the
+        last verdict with its evidence, the fresh snapshot it was judged on and the commit. A
+        snapshot recorded in the bag is cited by its bag ref too, right after its id."""
         ids: list[str] = []
         for a in self._actions:
             ids += [a.action_id, a.outcome_snapshot_id]
         ids += self._verdict_evidence
+        cited: list[str] = []
+        for x in ids:
+            cited.append(x)
+            ref = self._snapshot_refs.get(x)
+            if ref is not None:
+                cited.append(ref.id)
         seen: set[str] = set()
-        return [x for x in ids if x and not (x in seen or seen.add(x))]
+        return [x for x in cited if x and not (x in seen or seen.add(x))]
 
     # -- helpers ----------------------------------------------------------------
 
@@ -1446,7 +1688,8 @@ class MissionRunner:
                 if not retry_stale or "mission_id" not in exc.details:
                     raise
                 self._absorb()
-                if self._stop_requested and any(d.type is EventType.ROBOT_ACTION_STARTED for d in drafts):
+                if self._stop_requested and any(d.type is EventType.ROBOT_ACTION_STARTED or (
+                        d.type is EventType.LEASE_ACQUIRED and "intent" in d.payload) for d in drafts):
                     raise _StoppedBeforeDispatch(self._stop_requested) from None
         else:
             raise JournalWriteError(f"mission {self._mission_id} kept moving under this writer "
@@ -1478,7 +1721,7 @@ class MissionRunner:
             contract=self._contract.model_dump(mode="json") if self._contract else None,
             verdict=self._last_verdict.model_dump(mode="json") if self._last_verdict else None,
             bag=dict(self._bag),
-            model_usage=dict(self._usage),
+            model_usage=copy.deepcopy(self._usage),
             tool_calls=tuple(self._calls), actions=tuple(a.view() for a in self._actions),
         )
 
@@ -1493,8 +1736,10 @@ _RUNG_ADVICE = {
 
 
 def _new_usage() -> dict[str, Any]:
+    """``llm_calls`` and the token/latency sums cover every model call of the mission: the planner's turns,
+    the contract compiler's and coverage reviewer's, and the recovery advisor's (``llm_calls_by_role``)."""
     return {"planner_turns": 0, "llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0,
-            "llm_latency_ms": 0.0}
+            "llm_latency_ms": 0.0, "llm_calls_by_role": {}}
 
 
 def _describe_steps(verdict: Verdict, *, unsatisfied_only: bool) -> str:

@@ -311,7 +311,7 @@ def default_skills(navigation: NavigationConfig | None = None, *, ask_operator: 
         Skill(name="speak", description="Say a sentence aloud through the robot's speaker.",
               args_model=SpeakArgs, handler=_speak, resources=("speaker",)),
         Skill(name="send_message", description="Send a text message (with optional artifact references) to a recipient; returns a delivery receipt.",
-              args_model=SendMessageArgs, handler=_send_message),
+              args_model=SendMessageArgs, handler=_send_message, resources=("messenger",)),
         Skill(name=PROPOSE_DONE, description=(
             "Propose that the user's goal is achieved. This asks the harness's independent verifier to check "
             "the goal's completion contract against execution receipts and fresh observations; it does not "

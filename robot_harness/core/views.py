@@ -8,8 +8,9 @@ subgoal/obligation), an observation time and lifetime, and an optional
 * **C1 planner** — the original goal, the contract frontier (obligations not
   yet committed), committed progress, relevant spatial state, high-level
   failure history, and its own earlier proposals.
-* **C2 skill** — one subgoal: its obligation, grounded targets, bounded
-  observations and receipts in that scope.
+* **C2 skill** — one subgoal: its obligation, grounded targets (the harness's
+  resolution of the target, never the model's words), bounded observations
+  and receipts in that scope. Nothing of planner provenance.
 * **C3 verifier** — postconditions (the contract), before/after evidence
   (receipts, observations), timestamps, committed facts. Nothing whose
   provenance is the planner: not its text, not its done proposals, not its
@@ -72,7 +73,8 @@ class ContextItem(BaseModel):
     key: str
     """What the item is about, e.g. ``robot.pose``, ``obligation:o1``, ``failure:act-1``."""
     kind: str
-    """goal | obligation | fact | receipt | observation | runtime_event | failure | budget | alternative | model_text | proposal"""
+    """goal | obligation | fact | receipt | observation | target | runtime_event | failure | budget | alternative |
+    model_text | proposal"""
     provenance: Provenance
     value: dict[str, Any] = Field(default_factory=dict)
     scope: str = ""
@@ -113,8 +115,8 @@ class ContextView(BaseModel):
         return json.dumps(self.as_list(), sort_keys=True, separators=(",", ":"), default=str)
 
 
-# Which provenances and kinds each role may see. VERIFIER has no PLANNER entry:
-# no item the model produced can reach the verifier's view.
+# Which provenances and kinds each role may see. Only PLANNER has a PLANNER entry:
+# no item the model produced can reach the verifier's, a skill's or recovery's view.
 ROLE_POLICY: Mapping[Role, Mapping[Provenance, frozenset[str] | None]] = {
     Role.PLANNER: {
         Provenance.USER: None,
@@ -130,6 +132,7 @@ ROLE_POLICY: Mapping[Role, Mapping[Provenance, frozenset[str] | None]] = {
         Provenance.RECEIPT: frozenset({"receipt"}),
         Provenance.OBSERVATION: None,
         Provenance.COMMITTED: None,
+        Provenance.HARNESS: frozenset({"target"}),
     },
     Role.VERIFIER: {
         Provenance.USER: frozenset({"goal"}),

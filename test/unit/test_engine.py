@@ -313,3 +313,81 @@ def test_malformed_tool_arguments_are_one_standard_error_and_nothing_moves():
     assert len(robot.goals) == 1  # only the well-formed call of the next turn moved the robot
     assert out.status is MissionStatus.SUCCEEDED, out.summary
     assert_one_result_per_call(journal)
+
+
+# ----------------------------------------------------------------- idempotent capability calls
+
+SAY_HI = {"name": "speak", "arguments": {"text": "hi"}}
+
+
+def counting(robot, method):
+    """Count what reaches the robot's speaker/camera (the outside world), calling through."""
+    calls = []
+    real = getattr(robot, method)
+
+    def wrapped(**kw):
+        calls.append(kw)
+        return real(**kw)
+
+    setattr(robot, method, wrapped)
+    return calls
+
+
+def intents(journal):
+    return [e.payload["intent"] for e in journal.events(types=[EventType.LEASE_ACQUIRED]) if "intent" in e.payload]
+
+
+def test_the_same_speech_twice_in_one_turn_is_spoken_once_and_the_repeat_gets_the_existing_record():
+    turn = {"tool_calls": [{**SAY_HI, "id": "say-1"}, {**SAY_HI, "id": "say-2"}]}
+    runner, robot, journal, _ = make([turn])
+    spoken = counting(robot, "speak")
+    runner.run("go to the office")
+    assert spoken == [{"text": "hi"}]
+    first, second = results(journal)
+    assert first["status"] == "ok"
+    assert second["status"] == "rejected" and second["content"]["code"] == "duplicate_dispatch"
+    existing = second["content"]["existing"]
+    (intent,) = intents(journal)
+    assert existing["key"] == intent["key"] and existing["match"] == "same_key"
+    assert existing["tool_call_id"] == "say-1" and existing["status"] == "ok"
+    assert existing["content"] == first["content"]
+    receipts = {e.tool_call_id: e.payload["receipt"] for e in journal.events(types=[EventType.RECEIPT_RECORDED])}
+    assert existing["receipt_id"] == receipts["say-1"]["receipt_id"] and receipts["say-1"]["status"] == "SUCCEEDED"
+    # keyed by task, node, attempt and state version, durable before the speaker was used
+    m = runner.mission_id
+    assert intent["key"] == f"{m}/{intent['node']}/a1/v{intent['state_version']}" and intent["node"].startswith("speak:")
+    assert intent["tool_call_id"] == "say-1"
+    assert [r["resource"] for r in (e.payload for e in journal.events(types=[EventType.LEASE_RELEASED]))] == ["speaker"]
+    assert_one_result_per_call(journal)
+
+
+def test_the_same_speech_asked_again_next_turn_is_the_same_request():
+    runner, robot, journal, _ = make([{"tool_calls": [SAY_HI]}, {"tool_calls": [SAY_HI]}])
+    spoken = counting(robot, "speak")
+    runner.run("go to the office")
+    assert len(spoken) == 1
+    second = results(journal)[1]
+    assert second["content"]["code"] == "duplicate_dispatch" and second["content"]["existing"]["match"] == "just_done"
+    assert len(intents(journal)) == 1
+
+
+def test_the_same_speech_after_other_physical_work_is_a_new_request():
+    runner, robot, journal, _ = make([{"tool_calls": [SAY_HI]}, GO_OFFICE, {"tool_calls": [SAY_HI]}])
+    spoken = counting(robot, "speak")
+    runner.run("go to the office")
+    assert len(spoken) == 2
+    first, second = intents(journal)
+    assert first["node"] == second["node"] and first["key"] != second["key"]
+    assert [r["status"] for r in results(journal)] == ["ok", "accepted", "ok"]
+
+
+def test_a_failed_capture_is_retried_only_under_a_new_authorized_attempt():
+    capture = {"tool_calls": [{"name": "capture_image", "arguments": {"label": "office"}}]}
+    runner, robot, journal, _ = make([capture, capture], robot_kw={"mode": "camera_broken"})
+    tried = counting(robot, "capture_image")
+    runner.run("go to the office")
+    assert len(tried) == 2
+    first, second = intents(journal)
+    assert (first["attempt"], second["attempt"]) == (1, 2) and first["node"] == second["node"]
+    (decided, *_) = [e.payload for e in journal.events(types=[EventType.RECOVERY_DECIDED])]
+    assert decided["failure"]["failure_kind"] == "tool_error" and decided["decision"]["rung"] == "local_replan"

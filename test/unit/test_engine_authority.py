@@ -4,8 +4,11 @@ text, and only the commit gate (with a verdict bound to the current state)
 ends a mission in success."""
 from __future__ import annotations
 
+import json
+
 from robot_harness.core.authority import InProcessVerifier
 from robot_harness.core.clock import IdGenerator, ManualClock
+from robot_harness.core.completion import EvidenceRef
 from robot_harness.core.config import HarnessConfig
 from robot_harness.core.engine import MissionRunner
 from robot_harness.core.errors import BackendUnavailable
@@ -43,7 +46,33 @@ class LateReplayVerifier:
         return self.inner.verify(request)
 
 
-def make(turns, *, verifier_factory=None, robot_kw=None):
+class BagRecorder:
+    """The evidence bag as the engine's ``EvidenceRecorder`` port sees it (an outside-world stand-in):
+    every record gets a bag ref at the next log time."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.stopped: list[str] = []
+        self.records: list[tuple[str, object, EvidenceRef]] = []
+
+    def start(self, mission_id: str) -> None:
+        self.started.append(mission_id)
+
+    def record_record(self, topic, record):
+        ref = EvidenceRef.for_bag("mission.mcap", topic, 1_000_000 * (len(self.records) + 1), sequence=len(self.records) + 1)
+        self.records.append((topic, record, ref))
+        return ref
+
+    def stop(self, *, status: str = "", summary: str = "") -> dict:
+        self.stopped.append(status)
+        return {"bag": "mission.mcap", "path": "/tmp/mission.mcap", "messages": len(self.records), "dropped": 0}
+
+    def ref_of(self, record_id: str) -> EvidenceRef:
+        (ref,) = [r for _, rec, r in self.records if getattr(rec, "snapshot_id", None) == record_id]
+        return ref
+
+
+def make(turns, *, verifier_factory=None, robot_kw=None, recorder=None):
     clock = ManualClock()
     ids = IdGenerator(seed=11)
     robot = FakeRobot(clock=clock, **(robot_kw or {}))
@@ -54,7 +83,8 @@ def make(turns, *, verifier_factory=None, robot_kw=None):
     inner = InProcessVerifier(config=config, snapshots=robot, ids=ids, clock=clock)
     verifier = verifier_factory(inner) if verifier_factory else inner
     runner = MissionRunner(config=config, journal=journal, clock=clock, ids=ids, skills=default_skills(config.navigation),
-                           snapshots=robot, planner=planner, navigation=robot, robot_io=robot, verifier=verifier)
+                           snapshots=robot, planner=planner, navigation=robot, robot_io=robot, verifier=verifier,
+                           recorder=recorder)
     return runner, robot, journal, planner, verifier
 
 
@@ -155,3 +185,53 @@ def test_an_uncovered_goal_is_not_planned_at_all():
     assert out.status in (MissionStatus.BLOCKED, MissionStatus.WAITING_USER), out.summary
     assert "pick up the parcel" in out.summary
     assert planner.requests == [] and robot.goals == []
+
+
+def test_the_fresh_verification_snapshot_is_cited_by_id_and_by_its_bag_ref():
+    bag = BagRecorder()
+    runner, _, journal, _, _ = make([GO_OFFICE, DONE], recorder=bag)
+    out = runner.run("go to the office")
+    assert out.status is MissionStatus.SUCCEEDED, out.summary
+    (verdict_ev,) = of(journal, EventType.VERDICT_RECORDED)
+    fresh_id = verdict_ev.payload["verdict"]["fresh_snapshot_id"]
+    ref = bag.ref_of(fresh_id)
+    assert ref.topic == "/robot_harness/snapshots"
+    assert verdict_ev.payload["fresh_snapshot"] == {"snapshot_id": fresh_id, "bag_ref": ref.model_dump(mode="json")}
+    # the mission result and its journal record cite it, by id and by bag ref, next to the verdict and commit
+    (finished,) = of(journal, EventType.MISSION_FINISHED)
+    for cited in (list(out.evidence_ids), finished.payload["evidence_ids"]):
+        assert fresh_id in cited and ref.id in cited
+        assert cited.index(ref.id) == cited.index(fresh_id) + 1
+        assert verdict_ev.payload["verdict"]["verdict_id"] in cited
+        assert of(journal, EventType.COMMIT_RECORDED)[0].payload["commit"]["commit_id"] in cited
+    # every bag ref cited is a snapshot the bag holds (the outcome snapshot's too)
+    bag_ids = {r.id for topic, _, r in bag.records if topic == "/robot_harness/snapshots"}
+    cited_bag = [i for i in out.evidence_ids if i.startswith("bag:")]
+    assert len(cited_bag) == 2 and set(cited_bag) <= bag_ids
+    assert bag.stopped == ["SUCCEEDED"]
+
+
+def test_each_skill_call_is_journaled_with_its_skill_view_and_no_planner_words():
+    planner_words = "I AM CERTAINLY AT THE OFFICE ALREADY"
+    go = {**GO_OFFICE, "text": planner_words}
+    say = {"tool_calls": [{"name": "speak", "arguments": {"text": "hi"}}], "text": planner_words}
+    bad = {"tool_calls": [{"name": "teleport", "arguments": {}}]}
+    runner, _, journal, _, _ = make([bad, go, say, {"done": planner_words}])
+    runner.run("go to the office")
+    calls = {e.payload["name"]: e.payload for e in of(journal, EventType.TOOL_CALL_RECORDED)}
+    assert "skill_view" not in calls["teleport"]  # no skill, no view
+    nav = calls["navigate_to"]["skill_view"]
+    assert nav["role"] == "skill" and nav["scope"] == "o1"
+    kinds = [i["kind"] for i in nav["items"]]
+    assert kinds.count("obligation") == 1 and "goal" not in kinds and "proposal" not in kinds
+    (obligation,) = [i for i in nav["items"] if i["kind"] == "obligation"]
+    assert obligation["id"] == "o1" and obligation["params"]["place"] == "office"
+    (target,) = [i for i in nav["items"] if i["kind"] == "target"]
+    assert target["place"] == "office" and target["pose"] == PLACES["office"]
+    assert {i["key"] for i in nav["items"] if i["kind"] == "observation"} >= {"robot.pose", "robot.controller"}
+    assert nav["bytes"] <= 2000 and len(json.dumps(nav["items"])) <= 2000
+    # a speech the contract does not ask for: no subgoal, no obligation; earlier planner words nowhere
+    speak = calls["speak"]["skill_view"]
+    assert speak["scope"] == "" and not [i for i in speak["items"] if i["kind"] == "obligation"]
+    for view in (nav, speak):
+        assert planner_words not in json.dumps(view)

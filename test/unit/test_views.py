@@ -97,3 +97,76 @@ def test_item_and_byte_budgets_keep_high_priority_and_recent_items() -> None:
     small = build_view(items, role=Role.PLANNER, now=NOW, budget=ViewBudget(max_items=64, max_bytes=600))
     assert small.bytes <= 600 and len(json.dumps([1] * 0)) < small.bytes
     assert small.dropped["budget"] > 0
+
+
+# ----------------------------------------------------------------- C2, as the engine builds it
+
+
+def _contract():
+    from robot_harness.core.completion import CompletionContract, Obligation, ObligationKind
+
+    return CompletionContract(contract_id="c1", mission_id="m1", goal="go to the office, say hello, visit the dock and come back", compiler="t",
+                              obligations=(
+                                  Obligation(id="o1", kind=ObligationKind.AT_PLACE, description="at the office",
+                                             params={"place": "office", "final": False}),
+                                  Obligation(id="o2", kind=ObligationKind.SPOKEN, description="said hello",
+                                             depends_on=("o1",)),
+                                  Obligation(id="o3", kind=ObligationKind.AT_PLACE, description="at the dock",
+                                             params={"place": "dock", "final": False}, depends_on=("o2",)),
+                                  Obligation(id="o4", kind=ObligationKind.AT_PLACE, description="back at the office",
+                                             params={"place": "office", "final": True}, depends_on=("o3",))))
+
+
+def _receipt(rid: str, skill: str, words: str):
+    from robot_harness.core.completion import Receipt, ReceiptStatus
+
+    return Receipt(receipt_id=rid, mission_id="m1", contract_revision=1, state_version=2, plan_node_id="turn-1",
+                   invocation_id=f"call-{rid}", skill=skill, request={"arguments": {"text": words}},
+                   result={"content": {"spoken": words}}, status=ReceiptStatus.FAILED, started_at=990.0, ended_at=991.0)
+
+
+def test_the_skill_view_of_a_call_is_its_subgoal_target_and_observations_without_model_words() -> None:
+    from robot_harness.core.context import SKILL_VIEW_BUDGET, compile_skill_view
+    from robot_harness.core.records import Availability, FieldMeta, Pose2D, WorldSnapshot
+
+    words = "PLANNER SAYS THE ROBOT HAS ARRIVED"
+    snap = WorldSnapshot(snapshot_id="s1", captured_at=NOW, pose=Pose2D(x=1.0, y=2.0),
+                         pose_meta=FieldMeta(availability=Availability.AVAILABLE, source_stamp=NOW - 0.1, age_s=0.1,
+                                             max_age_s=0.5))
+    receipts = [_receipt("r1", "speak", words), _receipt("r2", "navigate_to", words)]
+    office = Pose2D(x=3.0, y=1.0, yaw=1.57)
+    nav = compile_skill_view(contract=_contract(), skill="navigate_to", now=NOW, place="office", target=office,
+                             snapshot=snap, receipts=receipts)
+    assert nav.role is Role.SKILL and nav.scope == "o1"
+    assert [i.item_id for i in nav.of_kind("obligation")] == ["obligation:o1"]  # one subgoal, not the others
+    (target,) = nav.of_kind("target")
+    assert target.value == {"skill": "navigate_to", "place": "office", "pose": office.model_dump()}
+    assert {i.key for i in nav.of_kind("observation")} == {"robot.pose", "robot.controller"}
+    assert [i.item_id for i in nav.of_kind("receipt")] == ["r2"]  # earlier attempts of this skill only
+    assert nav.of_kind("receipt")[0].value["status"] == "FAILED"
+    assert nav.bytes <= SKILL_VIEW_BUDGET.max_bytes
+    speak = compile_skill_view(contract=_contract(), skill="speak", now=NOW, snapshot=snap, receipts=receipts)
+    assert speak.scope == "o2" and [i.item_id for i in speak.of_kind("receipt")] == ["r1"]
+    for view in (nav, speak):
+        assert words not in view.as_json()
+        assert all(i.provenance is not Provenance.PLANNER for i in view.items)
+    # the subgoal is the first open one of its place: the office again, once o1 is done, is o4
+    assert compile_skill_view(contract=_contract(), skill="navigate_to", now=NOW, place="dock").scope == "o3"
+    assert compile_skill_view(contract=_contract(), skill="navigate_to", now=NOW, place="office",
+                              done={"o1"}).scope == "o4"
+    # coordinates near a known place are that place's subgoal; elsewhere there is none
+    places = {"office": office, "dock": Pose2D(x=0.0, y=0.0)}
+    near = Pose2D(x=3.1, y=1.0)
+    assert compile_skill_view(contract=_contract(), skill="navigate_to", now=NOW, target=near, places=places).scope == "o1"
+    far = Pose2D(x=9.0, y=9.0)
+    assert compile_skill_view(contract=_contract(), skill="navigate_to", now=NOW, target=far, places=places).scope == ""
+    # a stale pose is withheld, not presented as fact
+    later = compile_skill_view(contract=_contract(), skill="navigate_to", now=NOW + 5.0, place="office", snapshot=snap)
+    assert "robot.pose" not in {i.key for i in later.items} and later.dropped["expired"] == 1
+
+
+def test_the_skill_role_admits_grounded_targets_but_no_other_harness_bookkeeping() -> None:
+    target = item("t", key="target", kind="target", prov=Provenance.HARNESS, value={"place": "office"}, scope="o1")
+    ids = {i.item_id for i in build_view([*pool(), target], role=Role.SKILL, now=NOW, scope="o1").items}
+    assert "t" in ids and not ids & {"fail1", "budget"}
+    assert "t" not in {i.item_id for i in build_view([*pool(), target], role=Role.VERIFIER, now=NOW).items}
