@@ -9,7 +9,7 @@ that the evidence behind a verdict is still there and unchanged. ROS-free.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,7 +20,7 @@ from ..core.errors import HarnessError
 from ..core.records import EventType, JournalEvent
 from .bag import McapEvidenceStore, verify_artifact
 
-__all__ = ["EvidenceCheck", "AuditReport", "audit_mission", "cited_evidence"]
+__all__ = ["EvidenceCheck", "AuditReport", "audit_mission", "check_evidence", "cited_evidence"]
 
 
 class EvidenceCheck(BaseModel):
@@ -29,6 +29,8 @@ class EvidenceCheck(BaseModel):
     kind: Literal["bag", "artifact", "journal"]
     ok: bool
     problem: str = ""
+    code: str = ""
+    """The error code of the problem (``evidence_not_found``, ``evidence_mismatch``, ``bag_format``, ...)."""
     cited_by: tuple[str, ...] = ()
 
 
@@ -71,31 +73,38 @@ def cited_evidence(events: Sequence[JournalEvent]) -> dict[str, tuple[EvidenceRe
     return out
 
 
+def check_evidence(ref: EvidenceRef, *, store: McapEvidenceStore, snapshots: Collection[str] = (),
+                   event_ids: Collection[str] = (), cited_by: Sequence[str] = ()) -> EvidenceCheck:
+    """Resolve one cited piece of evidence again: the bag message re-read and its sha256 compared, the
+    artifact re-hashed, the journal record found among ``snapshots`` / ``event_ids``."""
+    problem = code = ""
+    try:
+        if ref.kind == "bag":
+            store.read(ref)
+        elif ref.kind == "artifact":
+            verify_artifact(ref.uri, ref.sha256)
+        else:
+            target = ref.event_id
+            if target.startswith("snapshot:"):
+                if target.removeprefix("snapshot:") not in snapshots:
+                    problem, code = "snapshot not in the journal", "evidence_not_found"
+            elif target not in event_ids:
+                problem, code = "event not in the journal", "evidence_not_found"
+    except HarnessError as exc:
+        problem, code = f"{exc.code}: {exc.message}", exc.code
+    except OSError as exc:
+        problem, code = f"cannot read: {exc}", "evidence_not_found"
+    return EvidenceCheck(id=ref.id, kind=ref.kind, ok=not problem, problem=problem, code=code,
+                         cited_by=tuple(cited_by))
+
+
 def audit_mission(events: Sequence[JournalEvent], *, bag_dir: Path) -> AuditReport:
     """Check each cited piece of evidence again; nothing is trusted from the citation itself."""
     mission_id = next((e.mission_id for e in events if e.mission_id), "")
     snapshots = {e.snapshot_id for e in events
-                                        if e.type is EventType.WORLD_SNAPSHOT_CAPTURED and e.snapshot_id}
+                 if e.type is EventType.WORLD_SNAPSHOT_CAPTURED and e.snapshot_id}
     event_ids = {e.event_id for e in events}
     store = McapEvidenceStore(bag_dir)
-    checks: list[EvidenceCheck] = []
-    for ref_id, (ref, cited_by) in sorted(cited_evidence(events).items()):
-        problem = ""
-        try:
-            if ref.kind == "bag":
-                store.read(ref)  # re-reads the message and compares its sha256
-            elif ref.kind == "artifact":
-                verify_artifact(ref.uri, ref.sha256)
-            else:
-                target = ref.event_id
-                if target.startswith("snapshot:"):
-                    if target.removeprefix("snapshot:") not in snapshots:
-                        problem = "snapshot not in the journal"
-                elif target not in event_ids:
-                    problem = "event not in the journal"
-        except HarnessError as exc:
-            problem = f"{exc.code}: {exc.message}"
-        except OSError as exc:
-            problem = f"cannot read: {exc}"
-        checks.append(EvidenceCheck(id=ref_id, kind=ref.kind, ok=not problem, problem=problem, cited_by=tuple(cited_by)))
+    checks = [check_evidence(ref, store=store, snapshots=snapshots, event_ids=event_ids, cited_by=cited_by)
+              for _ref_id, (ref, cited_by) in sorted(cited_evidence(events).items())]
     return AuditReport(mission_id=mission_id, bag_dir=str(bag_dir), checks=tuple(checks))

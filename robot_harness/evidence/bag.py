@@ -69,6 +69,7 @@ __all__ = [
     "McapEvidenceStore",
     "BagMessage",
     "read_bag_messages",
+    "read_bag_decoded",
     "read_bag_metadata",
     "verify_artifact",
     "ROSBAG2_METADATA_VERSION",
@@ -1070,12 +1071,61 @@ def read_bag_messages(
 ) -> Iterator[BagMessage]:
     """Every message of a rosbag2 MCAP bag (a ``.mcap`` file or a bag directory), undecoded.
 
-    Refuses, with :class:`BagFormatError` and before yielding anything when the
-    file has a summary, a bag whose profile is not ``ros2`` or whose channels
-    are not ``cdr`` encoded. Messages stream in file order (the order rosbag2
-    received them), never loading a whole bag into memory.
+    Refuses, with :class:`BagFormatError`, a bag whose profile is not ``ros2``,
+    or that holds a channel whose message encoding is not ``cdr`` or whose
+    schema encoding is not ``ros2msg``/``ros2idl`` -- on any topic, not only
+    the ones asked for: a bag this reader cannot read is named as such rather
+    than looking empty. With a summary the check runs before anything is
+    yielded. Messages stream in file order (the order rosbag2 received them),
+    never loading a whole bag into memory.
     """
-    for file in _bag_files(Path(path)):
+    for _file, schema, channel, message in _iter_records(Path(path), topics):
+        yield BagMessage(channel.topic, _type_name(schema), message.log_time, bytes(message.data))
+
+
+def read_bag_decoded(
+    path: str | os.PathLike[str], *, topics: Collection[str]
+) -> Iterator[tuple[BagMessage, Any]]:
+    """The messages of ``topics``, each with its decoding by the bag's own schema (no ROS needed).
+
+    Same checks as :func:`read_bag_messages`. The decoded value has the
+    message's fields as attributes (``msg.header.stamp.sec``...). A schema the
+    decoder cannot parse, or bytes that do not match it, raise
+    :class:`BagFormatError` naming the topic.
+    """
+    from mcap_ros2.decoder import DecoderFactory
+
+    factory = DecoderFactory()
+    decoders: dict[tuple[str, int], Any] = {}
+    for file, schema, channel, message in _iter_records(Path(path), topics):
+        key = (str(file), channel.schema_id)
+        try:
+            decoder = decoders.get(key)
+            if decoder is None:
+                decoder = decoders[key] = factory.decoder_for(channel.message_encoding, schema)
+                if decoder is None:
+                    raise ValueError("no decoder for this schema")
+            value = decoder(bytes(message.data))
+        except Exception as exc:  # noqa: BLE001 - the decoder raises assorted errors for bad schemas and bytes
+            raise BagFormatError(
+                f"{file}: cannot decode {channel.topic} ({_type_name(schema) or 'no schema'}) with the bag's "
+                f"schema: {type(exc).__name__}: {exc}", path=str(file), topic=channel.topic,
+            ) from exc
+        yield BagMessage(channel.topic, _type_name(schema), message.log_time, bytes(message.data)), value
+
+
+_SCHEMA_ENCODINGS = ("ros2msg", "ros2idl")
+
+
+def _type_name(schema: Any) -> str:
+    type_name = schema.name if schema is not None else ""
+    return normalize_type_name(type_name) if _TYPE_NAME_RE.match(type_name) else type_name
+
+
+def _iter_records(path: Path, topics: Collection[str] | None) -> Iterator[tuple[Path, Any, Any, Any]]:
+    """``(file, schema, channel, message)`` of the wanted topics, after checking every channel's encodings."""
+    wanted = None if topics is None else frozenset(topics)
+    for file in _bag_files(path):
         try:
             with open(file, "rb") as stream:
                 reader = make_reader(stream)
@@ -1086,25 +1136,35 @@ def read_bag_messages(
                         profile=header.profile,
                     )
                 summary = reader.get_summary()
+                checked: set[int] = set()
                 if summary is not None:
                     for channel in summary.channels.values():
-                        if topics is None or channel.topic in topics:
-                            _require_cdr(file, channel.topic, channel.message_encoding)
-                for schema, channel, message in reader.iter_messages(topics=topics, log_time_order=False):
-                    _require_cdr(file, channel.topic, channel.message_encoding)
-                    type_name = schema.name if schema is not None else ""
-                    if _TYPE_NAME_RE.match(type_name):
-                        type_name = normalize_type_name(type_name)
-                    yield BagMessage(channel.topic, type_name, message.log_time, bytes(message.data))
+                        _require_ros2(file, channel, summary.schemas.get(channel.schema_id))
+                        checked.add(channel.id)
+                # Without a summary the file is scanned anyway: read every channel, so each is checked.
+                filter_ = wanted if summary is not None else None
+                for schema, channel, message in reader.iter_messages(topics=filter_, log_time_order=False):
+                    if channel.id not in checked:
+                        _require_ros2(file, channel, schema)
+                        checked.add(channel.id)
+                    if wanted is None or channel.topic in wanted:
+                        yield file, schema, channel, message
         except (McapError, EOFError, struct.error) as exc:
             raise BagFormatError(f"cannot read {file}: {exc}", path=str(file)) from exc
 
 
-def _require_cdr(file: Path, topic: str, encoding: str) -> None:
-    if encoding != "cdr":
+def _require_ros2(file: Path, channel: Any, schema: Any) -> None:
+    if channel.message_encoding != "cdr":
         raise BagFormatError(
-            f"{file}: topic {topic} has message encoding {encoding!r}; only 'cdr' (ROS 2) bags are read",
-            path=str(file), topic=topic, message_encoding=encoding,
+            f"{file}: unsupported message encoding {channel.message_encoding!r} on topic {channel.topic}; "
+            "only 'cdr' (ROS 2) bags are read",
+            path=str(file), topic=channel.topic, message_encoding=channel.message_encoding,
+        )
+    if schema is not None and schema.encoding not in _SCHEMA_ENCODINGS:
+        raise BagFormatError(
+            f"{file}: unsupported schema encoding {schema.encoding!r} on topic {channel.topic}; "
+            f"expected one of {list(_SCHEMA_ENCODINGS)}",
+            path=str(file), topic=channel.topic, schema_encoding=schema.encoding,
         )
 
 

@@ -6,6 +6,11 @@ evidence it cited; a plot of the robot's trajectory over the named places;
 the action timeline with lifecycle states; the model's turns and tool calls;
 and the images cited as evidence, embedded with their sha256 (re-hashed now:
 a missing or changed image is marked, never shown as if it were fine).
+
+The trajectory is the path the mission bag recorded on the robot's pose topic
+(``/amcl_pose``, downsampled to at most ``_PATH_MAX_POINTS``) when the bag is
+at hand, with the journal's snapshot poses marked on it; without a bag (or a
+pose topic in it) the journal's snapshot poses alone, joined by straight lines.
 """
 from __future__ import annotations
 
@@ -18,12 +23,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from ..core.errors import UsageError
+from ..core.errors import HarnessError, UsageError
 from ..core.journal import Journal
 from ..core.mission_view import mission_view
 from ..core.records import EventType, JournalEvent
 
 __all__ = ["render_report"]
+
+_PATH_MAX_POINTS = 2000
+_POSE_TOPIC = "/amcl_pose"
+_PATH_TYPES = ("geometry_msgs/msg/PoseWithCovarianceStamped", "geometry_msgs/msg/PoseStamped", "nav_msgs/msg/Odometry")
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#222}
@@ -44,14 +53,23 @@ def _span(value: str) -> str:
     return f'<span class="{_e(value)}">{_e(value)}</span>'
 
 
-def _trajectory_png(poses: list[tuple[float, float, float]], places: dict[str, dict[str, float]]) -> bytes:
+def _trajectory_png(poses: list[tuple[float, float, float]], places: dict[str, dict[str, float]], *,
+                    path: list[tuple[float, float, float]] | None = None, path_label: str = "") -> bytes:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4.5))
-    if poses:
+    if path:
+        xs, ys = [p[1] for p in path], [p[2] for p in path]
+        ax.plot(xs, ys, "-", color="#1f77b4", lw=1.5, label=path_label)
+        ax.plot(xs[0], ys[0], "o", color="#1f77b4")
+        ax.plot(xs[-1], ys[-1], "s", color="#1f77b4")
+        if poses:
+            ax.plot([p[1] for p in poses], [p[2] for p in poses], ".", color="#ff7f0e", ms=7, zorder=3,
+                    label="journaled snapshots")
+    elif poses:
         xs, ys = [p[1] for p in poses], [p[2] for p in poses]
         ax.plot(xs, ys, "-", color="#1f77b4", lw=1.5, label="robot (journaled snapshots)")
         ax.plot(xs[0], ys[0], "o", color="#1f77b4")
@@ -71,6 +89,36 @@ def _trajectory_png(poses: list[tuple[float, float, float]], places: dict[str, d
     return buf.getvalue()
 
 
+def _find_bag(journal: Journal, events: list[JournalEvent], mission_id: str) -> Path | None:
+    """The mission's bag: where its end record says it was written, else ``bags/<mission>/`` beside the journal."""
+    finished = next((e for e in reversed(events) if e.type is EventType.MISSION_FINISHED), None)
+    recorded = ((finished.payload.get("bag") or {}).get("path") if finished is not None else None) or ""
+    if recorded and Path(recorded).is_file():
+        return Path(recorded)
+    path = getattr(journal, "path", None)
+    beside = Path(path).parent / "bags" / mission_id if path else None
+    return beside if beside is not None and beside.is_dir() else None
+
+
+def _recorded_path(bag: Path, topic: str) -> tuple[list[tuple[float, float, float]], int]:
+    """``(t, x, y)`` of the poses ``topic`` carries in ``bag`` (evenly downsampled, ends kept), and their count."""
+    from .bag import BagFormatError, read_bag_decoded
+
+    points: list[tuple[float, float, float]] = []
+    for m, msg in read_bag_decoded(bag, topics=[topic]):
+        if m.type_name not in _PATH_TYPES:
+            raise BagFormatError(f"{topic} carries {m.type_name}, not one of {list(_PATH_TYPES)}", topic=topic,
+                                 type_name=m.type_name)
+        pose = msg.pose.pose if hasattr(msg.pose, "pose") else msg.pose  # with or without covariance
+        points.append((msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9, pose.position.x, pose.position.y))
+    points.sort()
+    total = len(points)
+    if total > _PATH_MAX_POINTS:
+        step = total / _PATH_MAX_POINTS
+        points = [points[int(i * step)] for i in range(_PATH_MAX_POINTS - 1)] + [points[-1]]
+    return points, total
+
+
 def _image(uri: str, sha256: str, artifacts_dir: Path | None) -> str:
     path = Path(unquote(urlparse(uri).path)) if uri.startswith("file:") else Path(uri)
     if artifacts_dir is not None:
@@ -88,7 +136,11 @@ def _image(uri: str, sha256: str, artifacts_dir: Path | None) -> str:
            "</figcaption></figure>"
 
 
-def render_report(journal: Journal, mission_id: str, *, artifacts_dir: str | Path | None = None) -> str:
+def render_report(journal: Journal, mission_id: str, *, artifacts_dir: str | Path | None = None,
+                  bag: str | Path | None = None, pose_topic: str = _POSE_TOPIC) -> str:
+    """The report page. ``bag`` (the mission's bag folder or ``.mcap``; found by itself when the
+    journal's end record or a ``bags/`` folder beside the journal points to it) gives the plotted
+    path; a bag that cannot be read is said on the page, and the journal's poses are plotted instead."""
     events = journal.events(mission_id=mission_id)
     if not any(e.type is EventType.MISSION_STARTED for e in events):
         raise UsageError(f"no mission {mission_id!r} in the journal", mission_id=mission_id)
@@ -103,7 +155,8 @@ def render_report(journal: Journal, mission_id: str, *, artifacts_dir: str | Pat
     if mission["finished"]:
         parts.append(f"<p><b>Summary:</b> {_e(mission['summary'])}</p>")
     parts += _contract_section(view)
-    parts += _trajectory_section(view)
+    parts += _trajectory_section(view, Path(bag) if bag is not None else _find_bag(journal, events, mission_id),
+                                 pose_topic)
     parts += _timeline_section(view, t0=events[0].stamp)
     parts += _model_section(view)
     parts += _evidence_images(events, arts)
@@ -134,14 +187,32 @@ def _contract_section(view: dict[str, Any]) -> list[str]:
     return rows
 
 
-def _trajectory_section(view: dict[str, Any]) -> list[str]:
+def _trajectory_section(view: dict[str, Any], bag: Path | None, topic: str) -> list[str]:
     trajectory = view["trajectory"]
-    poses = [(p["t"], p["x"], p["y"]) for p in trajectory["points"] if p["source"] == "snapshot"]
-    png = _trajectory_png(sorted(poses), trajectory["places"])
+    poses = sorted((p["t"], p["x"], p["y"]) for p in trajectory["points"] if p["source"] == "snapshot")
+    path: list[tuple[float, float, float]] = []
+    note = ""
+    if bag is not None:
+        try:
+            path, total = _recorded_path(bag, topic)
+        except HarnessError as exc:
+            note = f"The bag {_e(bag)} could not be read ({_e(exc.code)}: {_e(exc.message)}); "
+        else:
+            if not path:
+                note = f"The bag {_e(bag.name)} has no {_e(topic)} messages; "
+    if path:
+        shown = "" if len(path) == total else f", {len(path)} shown"
+        caption = (f"{total} poses recorded on <code>{_e(topic)}</code> in the mission bag <code>{_e(bag.name)}</code>"
+                   f"{shown}; dots: the {len(poses)} fresh pose observations of the journal's snapshots; over the "
+                   "named places.")
+        png = _trajectory_png(poses, trajectory["places"], path=path, path_label=f"robot ({topic}, bag)")
+    else:
+        caption = (f"{note}{len(poses)} distinct fresh pose observations from the journal's snapshots, over the "
+                   "named places.")
+        png = _trajectory_png(poses, trajectory["places"])
     return ["<h2>Trajectory</h2>",
             f'<img alt="trajectory" src="data:image/png;base64,{base64.b64encode(png).decode()}">',
-            f"<p><small>{len(poses)} distinct fresh pose observations from the journal's snapshots, over the named "
-            "places.</small></p>"]
+            f"<p><small>{caption[0].upper() + caption[1:]}</small></p>"]
 
 
 def _timeline_section(view: dict[str, Any], *, t0: float) -> list[str]:

@@ -39,3 +39,15 @@ def test_a_topic_that_is_not_a_pose_is_refused_clearly():
     scenario = load_scenario(HERE / "nav2_turtlebot.scenario.yaml")
     with pytest.raises(BagFormatError, match="std_msgs/msg/String, not one of"):
         replay_bag(FIXTURES / "rosbag2_talker.mcap", scenario, pose_topic="/topic")
+
+
+def test_a_recording_without_nav2_status_is_judged_from_poses_alone():
+    replay = replay_bag(NAV2, load_scenario(HERE / "nav2_turtlebot.scenario.yaml"))
+    assert replay.nav_status_topic == "" and replay.nav_goals == [] and replay.notes == []
+
+
+def test_an_unknown_message_encoding_is_named_not_mistaken_for_a_missing_topic():
+    scenario = load_scenario(HERE / "nav2_turtlebot.scenario.yaml")
+    with pytest.raises(BagFormatError, match=r"unsupported message encoding 'wrong_format' on topic /\w+") as info:
+        replay_bag(FIXTURES / "rosbag2_wrong_rmw_test.mcap", scenario)  # asks for /amcl_pose, which it lacks
+    assert info.value.details["message_encoding"] == "wrong_format"

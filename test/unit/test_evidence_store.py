@@ -485,6 +485,58 @@ def test_wrong_message_encoding_is_refused():
     assert "wrong_format" in str(info.value)
 
 
+@needs_fixtures
+def test_wrong_message_encoding_is_refused_whatever_topic_is_asked_for():
+    """Checked on every channel before filtering: a bag this reader cannot read never looks empty."""
+    with pytest.raises(BagFormatError, match=r"unsupported message encoding 'wrong_format' on topic /\w+") as info:
+        list(read_bag_messages(FIXTURES / "rosbag2_wrong_rmw_test.mcap", topics=["/amcl_pose"]))
+    assert info.value.details["topic"] in ("/test_topic", "/array_topic")
+
+
+def _raw_mcap(path: Path, channels: list[tuple[str, str, str]], *, summary: bool = True) -> Path:
+    """An MCAP file with one message per (topic, message encoding, schema encoding)."""
+    from mcap.writer import CompressionType, IndexType, Writer
+
+    options = {} if summary else {"index_types": IndexType.NONE, "repeat_channels": False, "repeat_schemas": False,
+                                  "use_statistics": False, "use_summary_offsets": False}
+    with open(path, "wb") as stream:
+        writer = Writer(stream, compression=CompressionType.NONE, use_chunking=False, **options)
+        writer.start(profile="ros2", library="test")
+        for i, (topic, encoding, schema_encoding) in enumerate(channels, 1):
+            schema = writer.register_schema(name=STRING, encoding=schema_encoding, data=b"string data")
+            channel = writer.register_channel(topic=topic, message_encoding=encoding, schema_id=schema)
+            writer.add_message(channel_id=channel, log_time=T0 + i, publish_time=T0 + i, data=string_cdr("x"))
+        writer.finish()
+    return path
+
+
+def test_a_channel_of_another_encoding_refuses_the_bag_with_or_without_a_summary(tmp_path):
+    channels = [("/ok", "cdr", "ros2msg"), ("/other", "json", "ros2msg")]
+    for summary in (True, False):
+        path = _raw_mcap(tmp_path / f"mixed-{summary}.mcap", channels, summary=summary)
+        with pytest.raises(BagFormatError, match="unsupported message encoding 'json' on topic /other"):
+            list(read_bag_messages(path, topics=["/ok"]))
+    with pytest.raises(BagFormatError, match="unsupported schema encoding 'jsonschema' on topic /ok") as info:
+        list(read_bag_messages(_raw_mcap(tmp_path / "schema.mcap", [("/ok", "cdr", "jsonschema")]), topics=["/x"]))
+    assert info.value.details["schema_encoding"] == "jsonschema"
+    fine = _raw_mcap(tmp_path / "fine.mcap", [("/ok", "cdr", "ros2msg"), ("/idl", "cdr", "ros2idl")], summary=False)
+    assert [m.topic for m in read_bag_messages(fine, topics=["/ok"])] == ["/ok"], "no summary: filtered after checking"
+
+
+@needs_fixtures
+def test_messages_decode_with_the_bags_own_schemas():
+    from robot_harness.evidence.bag import read_bag_decoded
+
+    decoded = list(read_bag_decoded(FIXTURES / "evo_nav2_turtlebot.mcap", topics=["/amcl_pose"]))
+    assert len(decoded) == 135 and {m.topic for m, _ in decoded} == {"/amcl_pose"}
+    stamps = [msg.header.stamp.sec for _, msg in decoded]
+    assert 920 <= min(stamps) and max(stamps) <= 1030, "header stamps in sim time, as recorded"
+    assert all(msg.header.frame_id == "map" for _, msg in decoded)
+    # a schema the decoder cannot parse (service events: see the fixtures README) names its topic
+    with pytest.raises(BagFormatError, match="cannot decode /add_two_ints/_service_event"):
+        list(read_bag_decoded(FIXTURES / "rosbag2_topics_and_services.mcap", topics=["/add_two_ints/_service_event"]))
+
+
 def test_missing_bag_is_not_found(tmp_path):
     with pytest.raises(EvidenceNotFound):
         list(read_bag_messages(tmp_path / "nothing.mcap"))

@@ -47,3 +47,41 @@ def test_an_unverified_mission_replays_unverified(tmp_path: Path):
     with pytest.raises(UsageError):
         replay_mission(j, "mission-nope")
     j.close()
+
+
+def test_replaying_a_recording_needs_the_bag_and_its_journal(tmp_path: Path):
+    from robot_harness.evidence.replay import replay_recording
+
+    with pytest.raises(UsageError, match="no bag at"):
+        replay_recording(tmp_path / "bags" / "mission-x")
+    bag = tmp_path / "bags" / "mission-x"
+    bag.mkdir(parents=True)
+    with pytest.raises(UsageError, match=f"no journal at {tmp_path / 'journal.sqlite3'}"):
+        replay_recording(bag)  # looked for two folders up, where the supervisor writes it
+
+
+def test_a_verdict_citing_bag_evidence_the_journal_has_no_ref_for_fails_closed(tmp_path: Path):
+    """A bag id in a verdict is only as good as the ref (with its sha256) some record holds for it."""
+    from robot_harness.core.records import EventDraft, EventType
+
+    j, mission = recorded(tmp_path, "patrol-none")
+    events = j.events(mission_id=mission)
+    (verdict_ev,) = [e for e in events if e.type is EventType.VERDICT_RECORDED]
+    payload = dict(verdict_ev.payload)
+    forged = "bag:elsewhere.mcap/amcl_pose@1"
+    verdict = dict(payload["verdict"])
+    verdict["verdict_id"] = "verdict-forged"
+    verdict["steps"] = [{**verdict["steps"][0], "evidence_ids": [*verdict["steps"][0]["evidence_ids"], forged]},
+                        *verdict["steps"][1:]]
+    verdict["evidence_ids"] = [*verdict["evidence_ids"], forged]
+    j.append([EventDraft(type=EventType.VERDICT_RECORDED, mission_id=mission, model_turn_id=verdict_ev.model_turn_id,
+                         tool_call_id=verdict_ev.tool_call_id, snapshot_id=verdict_ev.snapshot_id,
+                         payload={**payload, "verdict": verdict})])
+    report = replay_mission(j, mission, bag_dir=tmp_path)
+    first, forged_v = report.verdicts
+    assert first.diffs == [] and first.bag_evidence == {}
+    assert forged_v.bag_evidence[forged].startswith("evidence_not_found")
+    assert f"evidence {forged}: evidence_not_found: cited, but no record in the journal carries its ref (and sha256)" \
+        in forged_v.diffs
+    assert forged_v.replayed == "continue" and any(d.endswith("satisfied -> ambiguous") for d in forged_v.diffs)
+    j.close()

@@ -38,3 +38,50 @@ def test_an_unverified_mission_says_so():
     page = render_report(journal, mission)
     assert '<span class="UNKNOWN">UNKNOWN</span>' in page and "committed by the gate" not in page
     assert '<span class="continue">continue</span>' in page
+
+
+def _mission_bag(case: str) -> Path:
+    (bag,) = [d for d in (REG / case).glob("mission-*") if d.is_dir()]
+    return bag
+
+
+def _trajectory(page: str) -> tuple[str, str]:
+    png = re.search(r'alt="trajectory" src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page).group(1)
+    caption = re.search(r"<h2>Trajectory</h2>.*?<small>(.*?)</small>", page, re.S).group(1)
+    return png, caption
+
+
+def test_the_trajectory_is_the_path_the_bag_recorded_when_the_bag_is_there():
+    from robot_harness.evidence.bag import read_bag_messages
+
+    journal = journal_from_jsonl(REG / "patrol-none.jsonl")
+    (mission,) = [m["mission_id"] for m in journal.missions()]
+    bag = _mission_bag("patrol-none")
+    recorded = sum(1 for _ in read_bag_messages(bag, topics=["/amcl_pose"]))
+    with_bag, caption = _trajectory(render_report(journal, mission, bag=bag))
+    assert f"{recorded} poses recorded on <code>/amcl_pose</code> in the mission bag" in caption
+    assert recorded > 20 and "shown" not in caption, "a short mission is plotted whole"
+    without, fallback = _trajectory(render_report(journal, mission))  # the bag's recorded path no longer exists
+    assert "from the journal's snapshots" in fallback and with_bag != without
+
+
+def test_a_long_recorded_path_is_downsampled(monkeypatch):
+    import robot_harness.evidence.report as report
+
+    monkeypatch.setattr(report, "_PATH_MAX_POINTS", 10)
+    journal = journal_from_jsonl(REG / "patrol-none.jsonl")
+    (mission,) = [m["mission_id"] for m in journal.missions()]
+    _, caption = _trajectory(render_report(journal, mission, bag=_mission_bag("patrol-none")))
+    assert re.search(r"\d+ poses recorded on <code>/amcl_pose</code> .*, 10 shown", caption), caption
+
+
+def test_an_unreadable_bag_is_said_and_the_journal_poses_are_plotted(tmp_path: Path):
+    journal = journal_from_jsonl(REG / "patrol-none.jsonl")
+    (mission,) = [m["mission_id"] for m in journal.missions()]
+    _, caption = _trajectory(render_report(journal, mission, bag=tmp_path / "gone"))
+    assert "could not be read (evidence_not_found" in caption and "from the journal's snapshots" in caption
+    _, caption = _trajectory(render_report(journal, mission, bag=_mission_bag("patrol-none"), pose_topic="/nope"))
+    assert "has no /nope messages" in caption
+    _, caption = _trajectory(render_report(journal, mission, bag=_mission_bag("patrol-none"),
+                                           pose_topic="/robot_harness/verdicts"))
+    assert "could not be read (bag_format: /robot_harness/verdicts carries std_msgs/msg/String" in caption
