@@ -500,6 +500,8 @@ def _register_eval_commands(sub: Any) -> None:
     rep.add_argument("--mission", default=None, help="the same as MISSION")
     rep.add_argument("--out", type=Path, help="the HTML file (default: report-<mission>.html here)")
     rep.add_argument("--artifacts", type=Path, help="look cited images up by file name here (a recording moved)")
+    rep.add_argument("--bag", type=Path, default=None,
+                     help="the mission's bag folder or .mcap for the plotted path (default: found beside the journal)")
 
     ev = add_command(
         sub, "eval", help="the fault-injection benchmark: every suite scenario under every harness mode",
@@ -722,7 +724,7 @@ def _replay(args: argparse.Namespace, console: Console) -> int:
         return _replay_scenario(args, console, bags)
     if len(bags) > 1 and args.mission:
         raise UsageError("--mission names one mission; with several bags each bag replays its own")
-    targets: list[tuple[Path | None, str]] = []  # (journal, mission)
+    targets: list[tuple[Path | None, str, Path | None]] = []  # (journal, mission, bag folder)
     for bag in bags:
         bag = bag.resolve()
         bag_dir = bag if bag.is_dir() else bag.parent
@@ -736,16 +738,16 @@ def _replay(args: argparse.Namespace, console: Console) -> int:
                 "its journal (--journal PATH), and a recording the harness did not make needs a contract "
                 "to judge it against (--scenario FILE, with --pose-topic if it is not /amcl_pose)",
                 bag=str(bag), journal=str(journal))
-        targets.append((journal, args.mission or bag_dir.name))
+        targets.append((journal, args.mission or bag_dir.name, bag_dir))
     if not targets:
-        targets.append((args.journal, args.mission or "last"))
+        targets.append((args.journal, args.mission or "last", None))
     overrides = _overrides(args.set)
     progress = console.progress
     reports = []
-    for i, (journal_path, mission) in enumerate(targets, 1):
+    for i, (journal_path, mission, bag_dir) in enumerate(targets, 1):
         if len(targets) > 1:
             progress.update(f"[{i}/{len(targets)}] replaying {mission}", key=str(i))
-        reports.append(_replay_one(journal_path, mission, overrides=overrides, artifacts=args.artifacts))
+        reports.append(_replay_one(journal_path, mission, overrides=overrides, artifacts=args.artifacts, bag_dir=bag_dir))
     identical = all(r.identical for r in reports)
     if len(reports) == 1:
         doc: Any = reports[0].as_dict()
@@ -764,12 +766,13 @@ def _overrides(items: Sequence[str]) -> dict[str, Any]:
     return dotted_overrides(_pairs(items))
 
 
-def _replay_one(journal_path: Path | None, mission: str, *, overrides: dict[str, Any], artifacts: Path | None) -> Any:
+def _replay_one(journal_path: Path | None, mission: str, *, overrides: dict[str, Any], artifacts: Path | None,
+                bag_dir: Path | None = None) -> Any:
     from .evidence.replay import replay_mission
 
     with open_journal(journal_path) as j:
         mid = _mission_id(j, mission)
-        return replay_mission(j, mid, overrides=overrides, artifacts_dir=artifacts)
+        return replay_mission(j, mid, overrides=overrides, artifacts_dir=artifacts, bag_dir=bag_dir)
 
 
 def _replay_text(report: Any) -> str:
@@ -783,6 +786,8 @@ def _replay_text(report: Any) -> str:
     if not report.verdicts:
         lines.append(f"mission {mission}: no replayable verdict" + (
             f" ({report.skipped} recorded before requests were journaled)" if report.skipped else ""))
+    lines.append(f"mission {mission}: {report.bag_evidence_checked} cited bag message(s) checked in "
+                 f"{report.bag_dir or 'no bag'}")
     lines.append(f"mission {mission}: " + ("every verdict replays the same" if report.identical else "verdicts differ"))
     return "\n".join(lines)
 
@@ -805,6 +810,8 @@ def _replay_scenario(args: argparse.Namespace, console: Console, bags: list[Path
         for out in results:
             lines.append(f"{out['poses']} poses on {out['pose_topic']} over {out['span_s']} s: {out['goal_verdict']}")
             lines += [f"  {st['obligation']} {st['verdict']}: {st['reason']}" for st in out["steps"]]
+            lines += [f"  nav2 goal {g['goal_id'][:8]}: {g['status']}" for g in out.get("nav_goals", [])]
+            lines += [f"  note: {n}" for n in out.get("notes", [])]
         return "\n".join(lines)
 
     console.result(results[0] if len(results) == 1 else {"replays": results}, text)
@@ -818,7 +825,7 @@ def _report(args: argparse.Namespace, console: Console) -> int:
         raise UsageError(f"two missions given ({args.mission_arg} and --mission {args.mission}): give one")
     with open_journal(args.journal) as j:
         mission = _mission_id(j, args.mission_arg or args.mission or "last")
-        page = render_report(j, mission, artifacts_dir=args.artifacts)
+        page = render_report(j, mission, artifacts_dir=args.artifacts, bag=args.bag)
     out = args.out or Path(f"report-{mission}.html")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page)
