@@ -13,7 +13,7 @@ import copy
 import json
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -44,7 +44,8 @@ from .gate import CommitGate, GateRejection, TaskState, commit_drafts, original_
 from .journal import Journal, JournalReadError
 from .lifecycle import ManagedAction
 from .outcome import BackendTerminal, OutcomeVerdict, check_navigation_outcome
-from .ports import EvidenceRecorder, InteractivePlanner, NavigationPort, PlannerPort, PlannerRequest, RobotIO, SnapshotPort, VerifierPort
+from .ports import (EvidenceRecorder, InteractivePlanner, ModelCallSource, NavigationPort, PlannerPort, PlannerRequest, RobotIO,
+                    SnapshotPort, VerifierPort)
 from .preconditions import check_preconditions
 from .records import (
     ActionStatus,
@@ -130,20 +131,6 @@ class MissionOutcome(BaseModel):
     model_usage: dict[str, Any] = {}
     """Planner turns; LLM calls (planner, contract compiler/reviewer, recovery advisor: ``llm_calls_by_role``),
     tokens and LLM latency of the mission."""
-
-
-@runtime_checkable
-class ModelCallSource(Protocol):
-    """A component that calls a model of its own (a contract compiler, a coverage reviewer, a
-    recovery advisor) and hands back the records of those calls, each once, for the journal.
-
-    Each record is an ``llm_call`` (``robot_harness.llm.client.LLMCall`` or its JSON form):
-    redacted request and response, token counts, latency. The runner journals them with the
-    event they belong to (``CONTRACT_FROZEN``, ``RECOVERY_DECIDED``) and counts them in the
-    mission's model usage.
-    """
-
-    def drain_calls(self) -> Sequence[Any]: ...
 
 
 class _ModelCallTap:
@@ -306,7 +293,7 @@ class MissionRunner:
         """Obligations committed or already evidenced, as of this turn's planner view (scopes C2)."""
         self.reconciler = Reconciler(journal=journal, navigation=navigation, snapshots=snapshots, clock=clock,
                                      lookup_timeout_s=config.navigation.lookup_timeout_s,
-                                     on_events=self._notify)
+                                     outcome=config.navigation.outcome, on_events=self._notify)
         self._progress_verifier = Verifier(verifier_config(config), semantic=None, artifact_check=lambda u, h: None,
                                            ids=IdGenerator(0), clock=clock, name="progress")
 
@@ -524,6 +511,10 @@ class MissionRunner:
             self._usage[key] += int(usage.get(key) or 0)
         self._usage["llm_latency_ms"] += float(call.get("latency_ms") or 0.0)
 
+    def active_actions(self) -> list[ActionView]:
+        """Views of this mission's managed actions (for an on-demand precondition check)."""
+        return [a.view() for a in self._actions]
+
     def _take_model_calls(self, role: str, *sources: Any, error: BaseException | None = None) -> list[dict[str, Any]]:
         """The model calls ``sources`` made since the last look (journaled by the caller), counted."""
         calls = self._model_calls.take(*sources, error=error)
@@ -653,6 +644,7 @@ class MissionRunner:
             return self._ask_operator(turn_id, call, args), None
         if skill.physical and physical_done:
             return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.REJECTED, content={
+                "code": "one_physical_action_per_step",
                 "reason": "at most one new managed physical action per decision step; propose it again next turn",
             }), None
         if self._needs_approval(skill):

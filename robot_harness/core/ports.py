@@ -5,7 +5,7 @@ services and actions; unit tests implement them with scripted fakes.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .completion import EvidenceRef, Verdict
     from .verifier import VerifyRequest
 
-__all__ = ["SnapshotPort", "PlannerRequest", "PlannerPort", "InteractivePlanner", "GoalAck", "BackendEvent", "NavigationPort", "RobotIO",
+__all__ = ["ModelCallSource", "SnapshotPort", "PlannerRequest", "PlannerPort", "InteractivePlanner", "GoalAck", "BackendEvent", "NavigationPort", "RobotIO",
            "VerifierPort", "EvidenceRecorder"]
 
 
@@ -126,3 +126,17 @@ class EvidenceRecorder(Protocol):
 
     def stop(self, *, status: str = "", summary: str = "") -> dict[str, Any]:
         """Close the bag; returns its summary (path, message counts, dropped)."""
+
+
+@runtime_checkable
+class ModelCallSource(Protocol):
+    """A component that calls a model of its own (a contract compiler, a coverage reviewer, a
+    recovery advisor) and hands back the records of those calls, each once, for the journal.
+
+    Each record is an ``llm_call`` (``robot_harness.llm.client.LLMCall`` or its JSON form):
+    redacted request and response, token counts, latency. The runner journals them with the
+    event they belong to (``CONTRACT_FROZEN``, ``RECOVERY_DECIDED``) and counts them in the
+    mission's model usage.
+    """
+
+    def drain_calls(self) -> Sequence[Any]: ...

@@ -680,8 +680,10 @@ class SupervisorNode(LifecycleNode):
         except ValueError as exc:  # arguments_json is not JSON
             response.ok, response.error = False, f"arguments_json: {exc}"
             return response
+        runner = self._runner  # the mission in progress, if any: its running action is a conflict
+        active = runner.active_actions() if runner is not None else []
         report = check_preconditions(skill.managed.navigation.preconditions, decision=decision, fresh=fresh,
-                                     target_at_decision=target, target_now=target, active_actions=[])
+                                     target_at_decision=target, target_now=target, active_actions=active)
         try:
             self._journal.append([
                 EventDraft(type=EventType.WORLD_SNAPSHOT_CAPTURED, mission_id=request.mission_id, snapshot_id=fresh.snapshot_id,

@@ -247,3 +247,40 @@ def test_check_preconditions_answers_over_the_service_journals_the_check_and_mov
     assert len(g.sim.goal_log) == goals_before, "a precondition check never moves the robot"
     recorded = journal.events(mission_id=result.mission_id, types=[EventType.ACTION_PRECONDITION_CHECKED])
     assert [e.payload["ok"] for e in recorded[-2:]] == [True, False], "both answered checks are journaled"
+
+
+def test_check_preconditions_during_a_running_action_reports_the_conflict(stalling_graph):
+    """An on-demand check while a mission's navigation is running must see that action, not an idle robot."""
+    from rclpy.node import Node
+
+    from robot_harness.action import Mission
+    from robot_harness.core.records import EventType
+    from robot_harness.nodes._util import wait_future
+    from robot_harness.srv import CheckPreconditions
+
+    g, client = stalling_graph
+    box = {}
+
+    def send():
+        fut = client.client.send_goal_async(Mission.Goal(goal="Go to the spot.", mission_id="m-busy"))
+        while not fut.done():
+            time.sleep(0.02)
+        box["handle"] = fut.result()
+
+    threading.Thread(target=send, daemon=True).start()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not any(e.event.value == "accepted" for e in g.sim.goal_log):
+        time.sleep(0.05)
+    assert any(e.event.value == "accepted" for e in g.sim.goal_log), "the goal reached the robot"
+    snaps = [e.snapshot_id for e in g.supervisor.journal.events(mission_id="m-busy", types=[EventType.WORLD_SNAPSHOT_CAPTURED])]
+
+    node = Node("precondition_probe_busy", context=g.context)
+    g.add_node(node)
+    cli = node.create_client(CheckPreconditions, "/supervisor/check_preconditions")
+    assert cli.wait_for_service(timeout_sec=10.0)
+    req = CheckPreconditions.Request(mission_id="m-busy", skill="navigate_to", arguments_json='{"place": "dock"}',
+                                     decision_snapshot_id=snaps[-1])
+    resp = wait_future(cli.call_async(req), 10.0, "check_preconditions")
+    failed = {c["name"] for c in json.loads(resp.report_json)["checks"] if not c["ok"]}
+    assert not resp.ok and "no_conflicting_action" in failed, resp.report_json
+    box["handle"].cancel_goal_async()

@@ -176,6 +176,7 @@ def test_at_most_one_physical_action_per_step():
     runner.run("go to the office")
     assert len(robot.goals) == 1
     assert [r["status"] for r in results(journal)] == ["accepted", "rejected"]
+    assert results(journal)[1]["content"]["code"] == "one_physical_action_per_step"
 
 
 def test_unknown_tools_and_invalid_arguments_are_errors_not_dispatches():
