@@ -11,7 +11,12 @@ case ":${CMAKE_PREFIX_PATH:-}:" in *":$_rh_venv:"*) ;; *) export CMAKE_PREFIX_PA
 export RMW_IMPLEMENTATION="${RMW_IMPLEMENTATION:-rmw_fastrtps_cpp}"
 # Every DDS participant started from this checkout stays on loopback.
 export FASTDDS_DEFAULT_PROFILES_FILE="$_rh_root/config/fastdds_loopback.xml"
-export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
+# The profile alone confines discovery to 127.0.0.1. ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
+# would make rmw_fastrtps add transports of its own, which bind the host's other
+# interfaces too (measured: a socket on eth0's address and one on 0.0.0.0; see
+# test/integration/test_loopback.py), so the range is pinned and static peers cleared.
+export ROS_AUTOMATIC_DISCOVERY_RANGE=SUBNET
+unset ROS_STATIC_PEERS
 if [ "${1:-}" != "--no-install" ] && [ -f "$_rh_root/.ws/install/local_setup.bash" ]; then
   # shellcheck source=/dev/null
   COLCON_CURRENT_PREFIX="$_rh_root/.ws/install" source "$_rh_root/.ws/install/local_setup.bash"

@@ -19,7 +19,9 @@ if str(REPO) not in sys.path:
 
 os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = str(REPO / "config" / "fastdds_loopback.xml")
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
-os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
+# LOCALHOST would make rmw_fastrtps bind non-loopback interfaces (test_loopback.py): the profile rules.
+os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "SUBNET"
+os.environ.pop("ROS_STATIC_PEERS", None)
 # A fresh domain for every test run (RH_TEST_DOMAIN_ID pins one for debugging);
 # subprocesses the tests start inherit it.
 os.environ["ROS_DOMAIN_ID"] = os.environ.get("RH_TEST_DOMAIN_ID") or str(random.SystemRandom().randint(1, 101))
