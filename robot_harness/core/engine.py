@@ -100,6 +100,8 @@ _LEASE_MARGIN_S = 10.0
 _VERIFIER_BUDGET = ViewBudget(max_items=4096, max_bytes=8 * 1024 * 1024)
 """The verifier sees every receipt; its bound only stops a runaway mission."""
 _PLANNER_PROGRESS_BUDGET = ViewBudget(max_items=32, max_bytes=1500)
+_PLANNER_WIDE_BUDGET = ViewBudget(max_items=64, max_bytes=4000)
+"""C1 for the turn after an ``adjust_view`` recovery: more of the failure history and evidence."""
 _RECOVERY_BUDGET = ViewBudget(max_items=24, max_bytes=4000)
 _FOREIGN_TYPES = (EventType.STOP_REQUESTED, EventType.INTERACTION_RESOLVED)
 """What another writer may add to a running mission."""
@@ -329,6 +331,7 @@ class MissionRunner:
             raise UsageError(f"goal is {len(goal)} characters; the limit is {MAX_GOAL_CHARS}")
         self._mission_id = mission_id or self.ids.new("mission")
         self._actions, self._calls, self._evidence = [], [], []
+        self._wide_view_turns = 0
         self._goal, self._contract, self._state_version = goal, None, 0
         self._trajectory, self._last_verdict, self._done_rejections, self._verdict_evidence = [], None, 0, []
         self._call_started, self._fact_heads, self._snapshot_refs, self._bag = {}, {}, {}, {}
@@ -1355,8 +1358,11 @@ class MissionRunner:
         measures suffix repair against).
         """
         state = self._task_state()
+        wide = self._wide_view_turns > 0
+        if wide:
+            self._wide_view_turns -= 1
         view = build_view(self._context_pool(state, snapshot), role=Role.PLANNER,
-                          now=self.clock.now(), budget=_PLANNER_PROGRESS_BUDGET)
+                          now=self.clock.now(), budget=_PLANNER_WIDE_BUDGET if wide else _PLANNER_PROGRESS_BUDGET)
         obligations = [i.value for i in view.of_kind("obligation")]
         evidenced = self._evidenced(state, snapshot)
         self._turn_done = evidenced | set(state.committed)
@@ -1365,7 +1371,8 @@ class MissionRunner:
                          if not o["committed"] and o["id"] not in evidenced],
             "evidenced": sorted(evidenced),
             "committed": [o["id"] for o in obligations if o["committed"]],
-            "recent_failures": [i.value for i in view.of_kind("failure")][-3:],
+            "recent_failures": [i.value for i in view.of_kind("failure")][-(8 if wide else 3):],
+            **({"view": "widened after adjust_view"} if wide else {}),
         }
 
     def _evidenced(self, state: TaskState, snapshot: WorldSnapshot) -> set[str]:
@@ -1554,10 +1561,15 @@ class MissionRunner:
                         f"({failure.reason}); {decision.reason}")
         if decision.rung is Rung.LOCAL_REPLAN and self.config.recovery.repair == "whole":
             self._progress_since = self._state_version  # the baseline: re-plan (and redo) the whole mission
+        detail: dict[str, Any] = {"failure": failure.failure_kind.value, "reason": failure.reason,
+                                  "do": _RUNG_ADVICE[decision.rung], "budgets_left": decision.budgets_left}
+        if decision.rung is Rung.ADJUST_VIEW:
+            self._wide_view_turns = 1  # the next planner turn sees more failure history and evidence
+        if decision.rung is Rung.SWITCH:
+            # Only the alternatives authorized for the failed skill (config recovery.alternatives).
+            detail["alternatives"] = list(self.config.recovery.alternatives.get(failure.skill or "", []))
         return RuntimeEvent(type="recovery", tool_call_id=failure.tool_call_id, action_id=failure.action_id,
-                            state=decision.rung.value, detail={
-                                "failure": failure.failure_kind.value, "reason": failure.reason,
-                                "do": _RUNG_ADVICE[decision.rung], "budgets_left": decision.budgets_left})
+                            state=decision.rung.value, detail=detail)
 
     def _give_up(self, why: str) -> tuple[MissionStatus, str]:
         """The planner stopped or a budget ran out: the last verdict (if any) decides between FAILED and UNKNOWN."""
@@ -1721,9 +1733,10 @@ class MissionRunner:
 _MODEL_ERRORS = frozenset({"unknown_tool", "invalid_arguments", "malformed_arguments", "duplicate_tool_call_id"})
 _RUNG_ADVICE = {
     Rung.RE_PERCEIVE: "decide again on the fresh snapshot in this turn",
-    Rung.ADJUST_VIEW: "look at the failure's evidence in runtime_events and last_tool_results before acting",
+    Rung.ADJUST_VIEW: "look at the failure's evidence (runtime_events, last_tool_results and the widened "
+                      "progress.recent_failures) before acting",
     Rung.LOCAL_REPLAN: "re-plan only what is left (progress.frontier); verified steps stay done",
-    Rung.SWITCH: "use an authorized alternative skill",
+    Rung.SWITCH: "use one of the authorized alternative skills listed in alternatives",
 }
 
 

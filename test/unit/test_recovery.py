@@ -108,3 +108,32 @@ def test_whole_plan_replanning_forgets_the_prefix_after_a_failure_suffix_repair_
     whole[0].run("go to the office, then return to dock")
     assert _frontiers(suffix[3])[2] == ["o2"]
     assert _frontiers(whole[3])[2] == ["o1", "o2"]
+
+
+def test_adjust_view_widens_the_next_planner_turn_and_only_that_one() -> None:
+    # the first goal aborts (ACTION_FAILED starts at adjust_view); later turns see the usual view again
+    def abort_first(robot) -> None:
+        robot.mode = "abort" if len(robot.goals) == 1 else "normal"
+
+    runner, robot, journal, planner = make([GO_OFFICE, GO_OFFICE, {"done": "ok"}], robot_kw={"on_send": abort_first})
+    out = runner.run("go to the office")
+    rungs = [e.payload["decision"]["rung"] for e in journal.events(types=[EventType.RECOVERY_DECIDED])]
+    assert rungs[0] == "adjust_view", rungs
+    progress = [r.context["progress"] for r in planner.requests]
+    assert "view" not in progress[0]
+    assert progress[1].get("view") == "widened after adjust_view" and progress[1]["recent_failures"]
+    assert "view" not in progress[2]
+    assert out.status is MissionStatus.SUCCEEDED, out.summary
+
+
+def test_switch_names_only_the_authorized_alternatives_of_the_failed_skill() -> None:
+    runner, robot, journal, planner = make([GO_OFFICE, {"done": "x"}], robot_kw={"mode": "reject"},
+                                           recovery={"local_replan": 0,
+                                                     "alternatives": {"navigate_to": ["navigate_through_poses"],
+                                                                      "speak": ["send_message"]}})
+    runner.run("go to the office")
+    decisions = [e.payload["decision"]["rung"] for e in journal.events(types=[EventType.RECOVERY_DECIDED])]
+    assert decisions[0] == "switch_provider_or_skill", decisions
+    event = planner.requests[1].context["runtime_events"][-1]
+    assert event["state"] == "switch_provider_or_skill"
+    assert event["detail"]["alternatives"] == ["navigate_through_poses"]
