@@ -3,6 +3,7 @@ supervisor's service resumes the mission; the same flow across a supervisor
 SIGKILL and restart leaves a durable, idempotent record and moves nothing."""
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import sqlite3
@@ -90,15 +91,20 @@ def test_an_approval_answered_over_ros_lets_the_mission_move(tmp_path):
         assert TOKEN not in journal.read_bytes().decode("latin-1"), "the token itself is never stored"
 
 
-@pytest.mark.skipif(LIB is None, reason="robot_harness is not built/installed (run make setup)")
-def test_a_pending_approval_survives_a_supervisor_kill_as_a_durable_record(tmp_path, ros_client):
-    from robot_harness.cli import main as cli_main
+@contextlib.contextmanager
+def _killed_while_asking(tmp_path, ros_client, *, turns, interactions, mission_id):
+    """Start the graph (one process per node), send ``mission_id``, SIGKILL the supervisor once the
+    mission waits on its operator, restart it, and wait for it to settle the mission. Yields
+    ``(journal, ask)``, the journal path and the interaction as first requested."""
+    import threading
+
+    from robot_harness.core.errors import HarnessTimeout
 
     ctx, client = ros_client
     script = tmp_path / "turns.yaml"
-    script.write_text(yaml.safe_dump({"turns": TURNS}))
+    script.write_text(yaml.safe_dump({"turns": turns}))
     harness = tmp_path / "harness.yaml"
-    harness.write_text(yaml.safe_dump({"places": PLACES, "interactions": APPROVAL}))
+    harness.write_text(yaml.safe_dump({"places": PLACES, "interactions": interactions}))
     journal = tmp_path / "journal.sqlite3"
     sup_args = ("autostart:=true", f"journal_path:={journal}", f"harness_config_file:={harness}")
     procs = {
@@ -110,15 +116,11 @@ def test_a_pending_approval_survives_a_supervisor_kill_as_a_durable_record(tmp_p
         "supervisor": start("supervisor", *sup_args, param_file="supervisor.yaml"),
     }
     try:
-        import threading
-
-        from robot_harness.core.errors import HarnessTimeout
-
         wait_until_world_is_observed(ctx)
 
         def first_send():  # its answer dies with the supervisor
             try:
-                client.send("Go to the spot.", mission_id="m-approve-1", owner="alice", owner_token=TOKEN,
+                client.send("Go to the spot.", mission_id=mission_id, owner="alice", owner_token=TOKEN,
                             timeout_s=40.0, answer_timeout_s=5.0)
             except HarnessTimeout:
                 pass
@@ -131,11 +133,31 @@ def test_a_pending_approval_survives_a_supervisor_kill_as_a_durable_record(tmp_p
         procs["supervisor"].send_signal(signal.SIGKILL)
         procs["supervisor"].wait()
         procs["supervisor"] = start("supervisor", *sup_args, param_file="supervisor.yaml")
-        # the restarted supervisor closes the interrupted mission: the call is cancelled,
-        # the approval dismissed (nothing was run), the mission UNKNOWN
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not _events(journal, "MISSION_FINISHED"):
             time.sleep(0.2)
+        yield journal, ask
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+        for proc in procs.values():
+            try:
+                proc.wait(timeout=15)
+            except Exception:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.mark.skipif(LIB is None, reason="robot_harness is not built/installed (run make setup)")
+def test_a_pending_approval_survives_a_supervisor_kill_as_a_durable_record(tmp_path, ros_client):
+    from robot_harness.cli import main as cli_main
+
+    _, client = ros_client
+    with _killed_while_asking(tmp_path, ros_client, turns=TURNS, interactions=APPROVAL,
+                              mission_id="m-approve-1") as (journal, ask):
+        # the restarted supervisor closes the interrupted mission: the call is cancelled,
+        # the approval dismissed (nothing was run), the mission UNKNOWN
         ((_, finished),) = _events(journal, "MISSION_FINISHED")
         assert finished["status"] == "UNKNOWN" and "interrupted" in finished["summary"]
         ((_, dismissed),) = _events(journal, "INTERACTION_RESOLVED")
@@ -151,16 +173,6 @@ def test_a_pending_approval_survives_a_supervisor_kill_as_a_durable_record(tmp_p
                                        server_timeout_s=20.0, timeout_s=60.0)
         assert accepted and result.status == "UNKNOWN" and result.summary.startswith("repeated request")
         assert len(_events(journal, "MISSION_STARTED")) == 1
-    finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGINT)
-        for p in procs.values():
-            try:
-                p.wait(timeout=15)
-            except Exception:
-                p.kill()
-                p.wait()
 
 
 QUESTION_TURNS = [{"tool_calls": [{"name": "ask_operator", "arguments": {
@@ -176,47 +188,11 @@ def test_a_pending_question_survives_a_supervisor_kill_and_a_late_answer_meets_t
     from robot_harness.core.journal import SqliteJournal
     from robot_harness.core.mission_view import mission_view
 
-    ctx, client = ros_client
-    script = tmp_path / "turns.yaml"
-    script.write_text(yaml.safe_dump({"turns": QUESTION_TURNS}))
-    harness = tmp_path / "harness.yaml"
-    harness.write_text(yaml.safe_dump({"places": PLACES, "interactions": {"ask_operator": True, "timeout_s": 60.0}}))
-    journal = tmp_path / "journal.sqlite3"
-    sup_args = ("autostart:=true", f"journal_path:={journal}", f"harness_config_file:={harness}")
-    procs = {
-        "sim_robot": start("sim_robot", "autostart:=true", "speed:=3.0", param_file="sim_robot.yaml"),
-        "snapshot_aggregator": start("snapshot_aggregator", "autostart:=true", param_file="snapshot_aggregator.yaml"),
-        "planner": start("planner", "autostart:=true", f"script_file:={script}", param_file="planner.yaml"),
-        "verifier": start("verifier", "autostart:=true", param_file="verifier.yaml"),
-        "recovery": start("recovery", "autostart:=true", param_file="recovery.yaml"),
-        "supervisor": start("supervisor", *sup_args, param_file="supervisor.yaml"),
-    }
-    try:
-        import threading
-
-        from robot_harness.core.errors import HarnessTimeout
-
-        wait_until_world_is_observed(ctx)
-
-        def first_send():  # its answer dies with the supervisor
-            try:
-                client.send("Go to the spot.", mission_id="m-question-1", owner="alice", owner_token=TOKEN,
-                            timeout_s=40.0, answer_timeout_s=5.0)
-            except HarnessTimeout:
-                pass
-
-        threading.Thread(target=first_send, daemon=True).start()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not (journal.exists() and _events(journal, "INTERACTION_REQUESTED")):
-            time.sleep(0.1)
-        ((_, ask),) = _events(journal, "INTERACTION_REQUESTED")
+    _, client = ros_client
+    with _killed_while_asking(tmp_path, ros_client, turns=QUESTION_TURNS,
+                              interactions={"ask_operator": True, "timeout_s": 60.0},
+                              mission_id="m-question-1") as (journal, ask):
         assert ask["kind"] == "question" and ask["choices"] == ["north", "south"]
-        procs["supervisor"].send_signal(signal.SIGKILL)
-        procs["supervisor"].wait()
-        procs["supervisor"] = start("supervisor", *sup_args, param_file="supervisor.yaml")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not _events(journal, "MISSION_FINISHED"):
-            time.sleep(0.2)
         # the question's record survives the kill; the restarted supervisor dismisses it (the mission is
         # over: nobody waits for the answer any more) and finishes the mission UNKNOWN, resuming nothing
         ((_, finished),) = _events(journal, "MISSION_FINISHED")
@@ -251,13 +227,3 @@ def test_a_pending_question_survives_a_supervisor_kill_and_a_late_answer_meets_t
         assert accepted and result.status == "UNKNOWN" and result.summary.startswith("repeated request")
         assert len(_events(journal, "MISSION_STARTED")) == 1
         assert _events(journal, "ROBOT_ACTION_STARTED") == []
-    finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGINT)
-        for p in procs.values():
-            try:
-                p.wait(timeout=15)
-            except Exception:
-                p.kill()
-                p.wait()
