@@ -22,17 +22,11 @@ from robot_harness.core.recovery import Failure, FailureKind, RecoveryDecision, 
 from robot_harness.nodes.executors import MultiThreadedExecutor
 from robot_harness.nodes.ros_ports import RosRecoveryPort, recovery_call_budget
 
+from .test_sim_robot import wait_until
+
 SERVICE = "/test_recovery/decide"
 ADVISOR_S = 1.0
 """How long the stand-in model takes to advise."""
-
-
-def wait_until(pred: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.01)
 
 
 class SlowRecovery:
