@@ -31,6 +31,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from _loopback import require_loopback  # bench/_loopback.py (the script's own folder)
+
 _ROOT = Path(__file__).resolve().parents[1]
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
@@ -415,6 +417,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the results to this JSON file")
     parser.add_argument("--strict", action="store_true", help="exit 1 on FAIL")
     args = parser.parse_args(argv)
+    require_loopback()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     if not 1.0 <= args.seconds <= 30.0:
         parser.error("--seconds must be between 1 and 30 (three windows must fit the time budget)")

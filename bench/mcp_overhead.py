@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _loopback import require_loopback  # bench/_loopback.py (the script's own folder)
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -84,6 +86,7 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=40)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    require_loopback()
     with tempfile.TemporaryDirectory() as tmp:
         host, skills, _ = _host(Path(tmp))
         handle = serve(host, skills, port=0, decision_timeout_s=30.0)

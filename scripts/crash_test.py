@@ -19,7 +19,10 @@ Reported (each must be 0):
   committed_events_lost          a published (hence committed) event missing from
                                  the journal, or a gap in its sequence
   false_completions              a SUCCEEDED mission whose motions the robot did
-                                 not really complete at their targets
+                                 not really complete at their targets, or whose
+                                 task the robot did not really do: truly at spot,
+                                 then truly back at dock, and truly at dock when
+                                 its last goal ended (the simulator's truth log)
   unreconciled                   a mission with no end record, or an action left
                                  non-terminal, after the run
 
@@ -52,6 +55,20 @@ VICTIMS = ("supervisor", "sim_robot", "verifier")
 NODES = ("sim_robot", "snapshot_aggregator", "planner", "verifier", "recovery", "supervisor")
 TRUE_POSE_TOLERANCE_M = 0.35
 GOAL_RESPONSE_TIMEOUT_S = 8.0
+
+
+def loopback_problem() -> str:
+    """Why DDS is not confined to the shipped loopback profile ('' when it is); as bench/_loopback.py."""
+    value = os.environ.get("FASTDDS_DEFAULT_PROFILES_FILE", "")
+    shipped = CONFIG / "fastdds_loopback.xml"
+    if not value:
+        return "FASTDDS_DEFAULT_PROFILES_FILE is not set"
+    path = Path(value)
+    if not path.is_file():
+        return f"FASTDDS_DEFAULT_PROFILES_FILE={value} is not a file"
+    if path.resolve() != shipped.resolve() and path.read_bytes() != shipped.read_bytes():
+        return f"FASTDDS_DEFAULT_PROFILES_FILE={value} is not the shipped loopback profile {shipped}"
+    return ""
 
 
 def install_lib() -> Path:
@@ -259,13 +276,16 @@ def run_mission(graph: Graph, client: Client, mission_id: str, victim: str, kill
 
 
 def read_truth(path: Path) -> tuple[dict[str, list[tuple[int, int]]], dict[tuple[int, int], list[dict[str, Any]]]]:
-    """(goal id -> [(sim pid, goal index)], (pid, index) -> goal events), from the simulator's own log."""
+    """(goal id -> [(sim pid, goal index)], (pid, index) -> goal events), from the simulator's own log.
+
+    Each event gets ``_line``, its place in the log: the log is appended in the order things happened,
+    across sim restarts too, so it orders events of different processes."""
     bound: dict[str, list[tuple[int, int]]] = collections.defaultdict(list)
     events: dict[tuple[int, int], list[dict[str, Any]]] = collections.defaultdict(list)
     pid = 0
     if not path.exists():
         return bound, events
-    for line in path.read_text().splitlines():
+    for n, line in enumerate(path.read_text().splitlines()):
         try:
             rec = json.loads(line)
         except ValueError:
@@ -276,8 +296,36 @@ def read_truth(path: Path) -> tuple[dict[str, list[tuple[int, int]]], dict[tuple
         elif kind == "sim_goal_bound":
             bound[rec["goal_id"]].append((int(rec["pid"]), int(rec["goal_index"])))
         elif kind == "sim_goal_event":
+            rec["_line"] = n
             events[(pid, int(rec["goal_index"]))].append(rec)
     return bound, events
+
+
+def _truly_near(pose: dict[str, Any], place: str) -> bool:
+    q = PLACES[place]
+    return math.hypot(pose["x"] - q["x"], pose["y"] - q["y"]) <= TRUE_POSE_TOLERANCE_M
+
+
+def task_unmet(goal_ids: list[str], bound: dict[str, list[tuple[int, int]]],
+               truth_events: dict[tuple[int, int], list[dict[str, Any]]]) -> list[str]:
+    """What of GOAL the robot did not really do, judged on the truth log's events for a mission's goals
+    (every goal it dispatched, whatever the harness concluded about each): its true pose reached spot,
+    then dock, and was at dock when the last of them ended. Empty: the task was really done.
+
+    A sim_robot restart puts the robot back at its start (the dock); the log says so, and the order of
+    its lines still tells whether spot came first."""
+    evs = sorted((e for gid in goal_ids for key in bound.get(gid, []) for e in truth_events.get(key, [])),
+                 key=lambda e: e["_line"])
+    at_spot = next((k for k, e in enumerate(evs) if _truly_near(e["true_pose"], "spot")), None)
+    unmet = []
+    if at_spot is None:
+        unmet.append("never truly at spot")
+    elif not any(_truly_near(e["true_pose"], "dock") for e in evs[at_spot + 1:]):
+        unmet.append("never truly back at dock after spot")
+    if not evs or not _truly_near(evs[-1]["true_pose"], "dock"):
+        last = evs[-1]["true_pose"] if evs else None
+        unmet.append(f"not truly at dock at the end (last true pose {last})")
+    return unmet
 
 
 def analyse(graph: Graph, client: Client, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -331,14 +379,18 @@ def analyse(graph: Graph, client: Client, rows: list[dict[str, Any]]) -> dict[st
                         return True
         return False
 
-    false_completions = []
+    false_completions: list[dict[str, Any]] = []
     for mission_id, status in missions.items():
         if status != "SUCCEEDED":
             continue
-        goals = [gid for gid, i in intents.items() if i["mission_id"] == mission_id
-                 and action_state.get(i["action_id"]) == "SUCCEEDED"]
-        if not goals or not all(reached(g) for g in goals):
-            false_completions.append(mission_id)
+        dispatched = [gid for gid, i in intents.items() if i["mission_id"] == mission_id]
+        goals = [gid for gid in dispatched if action_state.get(intents[gid]["action_id"]) == "SUCCEEDED"]
+        unmet = [f"action goal {g} not truly reached" for g in goals if not reached(g)]
+        if not goals:
+            unmet.append("no SUCCEEDED action")
+        unmet += task_unmet(dispatched, bound, truth_events)
+        if unmet:
+            false_completions.append({"mission_id": mission_id, "unmet": unmet})
     with client._lock:  # noqa: SLF001
         published = dict(client.published)
     lost = [s for s, eid in published.items() if by_seq.get(s) != eid]
@@ -359,6 +411,7 @@ def analyse(graph: Graph, client: Client, rows: list[dict[str, Any]]) -> dict[st
         "journal_integrity": integrity,
         "false_completions": len(false_completions),
         "false_completion_missions": false_completions,
+        "succeeded_missions_adjudicated": sum(1 for st in missions.values() if st == "SUCCEEDED"),
         "unreconciled": len(unreconciled) + len(non_terminal),
         "unreconciled_missions": unreconciled,
         "non_terminal_actions": non_terminal,
@@ -380,10 +433,16 @@ def main(argv: list[str] | None = None) -> int:
                          "cycle: supervisor, sim_robot, verifier, none in turn")
     ap.add_argument("--max-kill-s", type=float, default=4.0, help="kill within this many seconds of sending")
     args = ap.parse_args(argv)
-    if "FASTDDS_DEFAULT_PROFILES_FILE" not in os.environ:
-        print("run under `source scripts/env.sh` (loopback DDS profile)", file=sys.stderr)
+    problem = loopback_problem()
+    if problem:
+        print(f"{problem}: run under `source scripts/env.sh` (loopback-only DDS profile)", file=sys.stderr)
         return 2
     work = args.out or Path(tempfile.mkdtemp(prefix="robot_harness-crash-"))
+    if (work / "journal.sqlite3").exists() or (work / "truth.jsonl").exists():
+        # Its missions would meet the old run's records as repeated requests and nothing would run.
+        print(f"{work} holds an earlier run (journal.sqlite3 / truth.jsonl): give an empty or new --out",
+              file=sys.stderr)
+        return 2
     work.mkdir(parents=True, exist_ok=True)
     rng = random.Random(args.seed)
     graph = Graph(work)

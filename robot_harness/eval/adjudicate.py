@@ -14,7 +14,7 @@ from ..core.records import Pose2D
 from ..core.scenario import Scenario, TruthSpec
 from ..sim.world import GoalEvent, GoalEventType
 
-__all__ = ["Truth", "adjudicate", "duplicate_dispatches"]
+__all__ = ["Truth", "adjudicate", "duplicate_dispatches", "foreign_preemptions"]
 
 
 @dataclass
@@ -74,3 +74,10 @@ def duplicate_dispatches(events: tuple[GoalEvent, ...]) -> int:
             if ev.event is GoalEventType.SUCCEEDED and _near(ev.true_pose, ev.target, 0.25):
                 reached.add(key)  # a success the robot really achieved (not a backend's early claim)
     return dup
+
+
+def foreign_preemptions(events: tuple[GoalEvent, ...], foreign: set[int]) -> int:
+    """Goals of another client (``foreign``: world goal indices) that a new goal preempted: a motion sent
+    while the robot was busy on someone else's command, decided on a world that had changed."""
+    return sum(1 for ev in events if ev.event is GoalEventType.ABORTED and ev.goal_index in foreign
+               and ev.reason.startswith("preempted"))

@@ -10,7 +10,8 @@
 
 All three get the same world, faults and scripted model turns; the planner
 sees each tool's result, and a scripted planner does not adapt to it (so the
-inputs stay identical across modes).
+inputs stay identical across modes). A turn's ``delay_s`` is the model's
+latency: the world runs on while the planner "thinks", as it does on a robot.
 """
 from __future__ import annotations
 
@@ -32,10 +33,10 @@ from ..core.records import MissionStatus, Pose2D
 from ..core.scenario import Scenario
 from ..core.skills import PROPOSE_DONE, NavigateToArgs, default_skills, resolve_target
 from ..sim.world import SimConfig, parse_faults
-from .adjudicate import Truth, adjudicate, duplicate_dispatches
-from .simports import SimPorts
+from .adjudicate import Truth, adjudicate, duplicate_dispatches, foreign_preemptions
+from .simports import SimPorts, split_faults
 
-__all__ = ["MODES", "ABLATIONS", "RunResult", "run_one", "sim_config"]
+__all__ = ["MODES", "ABLATIONS", "RunResult", "run_one", "sim_config", "sim_ports"]
 
 MODES = ("direct", "monitored", "gated")
 _UNBOUNDED = 10_000
@@ -73,6 +74,11 @@ class RunResult:
     summary: str = ""
     tokens: int = 0
     """Model tokens the mission used (0 for scripted turns; a recorded model's replay reports its own)."""
+    dispatches: int = 0
+    """Goals sent to the robot (accepted or not)."""
+    stale_dispatches: int = 0
+    """Motions sent on a world that had changed unseen: accepted while the pose stream was silent or
+    frozen, or preempting a goal another client had the robot executing (from the simulator's truth)."""
 
     @property
     def claimed(self) -> bool:
@@ -83,27 +89,36 @@ class RunResult:
                 "status": self.status, "truth_done": self.truth.done, "truth_unmet": self.truth.unmet,
                 "duplicates": self.duplicates, "wall_ms": round(self.wall_ms, 2), "steps": self.steps,
                 "planner_calls": self.planner_calls, "tokens": self.tokens, "sim_s": round(self.sim_s, 2),
-                "recovery": self.recovery,
+                "dispatches": self.dispatches, "stale_dispatches": self.stale_dispatches, "recovery": self.recovery,
                 "summary": self.summary[:300]}
 
 
 def sim_config(scenario: Scenario) -> SimConfig:
+    """The world's configuration (the port faults of ``simports`` are left out: see ``sim_ports``)."""
     start = scenario.world.start_pose()
     r = scenario.robot
+    world_faults, _ = split_faults(f.model_dump(exclude_none=True) for f in r.faults)
     return SimConfig(start=Pose2D(x=start.x, y=start.y, yaw=start.yaw), speed=r.speed, yaw_rate=r.yaw_rate,
                      pose_rate_hz=r.pose_rate_hz, odom_rate_hz=r.odom_rate_hz, battery_start=r.battery_start,
-                     camera_rate_hz=2.0 if r.camera else 0.0,
-                     faults=tuple(parse_faults([f.model_dump(exclude_none=True) for f in r.faults])))
+                     camera_rate_hz=2.0 if r.camera else 0.0, faults=tuple(parse_faults(world_faults)))
+
+
+def sim_ports(scenario: Scenario, artifacts_dir: Path) -> SimPorts:
+    """The scenario's simulated robot, with every fault it declares (world and port faults)."""
+    _, port_faults = split_faults(f.model_dump(exclude_none=True) for f in scenario.robot.faults)
+    return SimPorts(config=sim_config(scenario), artifacts_dir=artifacts_dir, port_faults=port_faults)
 
 
 class _ClaimTrackingPlanner(ScriptedPlanner):
     """The scenario's turns; remembers the last thing it claimed (for the role-isolation ablation)."""
 
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, ports: SimPorts) -> None:
         super().__init__(scenario.planner.turns)
         self.last_claim = ""
+        self._ports = ports
 
     def next_turn(self, request: PlannerRequest) -> Any:
+        self._ports.advance(self.delay_for(request.turn_index))  # the model's latency: the world runs on
         response = super().next_turn(request)
         claims = [response.done or "", response.text] + [
             str(c.arguments.get("summary", "")) for c in response.tool_calls if c.name == PROPOSE_DONE]
@@ -129,8 +144,8 @@ def run_one(scenario: Scenario, mode: str, *, workdir: Path | None = None, journ
     """One mission of ``scenario`` under ``mode`` (a MODES entry or an ABLATIONS key)."""
     workdir = workdir or Path(tempfile.mkdtemp(prefix="robot_harness-eval-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    ports = SimPorts(config=sim_config(scenario), artifacts_dir=workdir / "artifacts")
-    planner = _ClaimTrackingPlanner(scenario)
+    ports = sim_ports(scenario, workdir / "artifacts")
+    planner = _ClaimTrackingPlanner(scenario, ports)
     harness = scenario.harness_config()  # the same the ROS runner hands the supervisor
     started = time.perf_counter()
     tokens = 0
@@ -145,7 +160,9 @@ def run_one(scenario: Scenario, mode: str, *, workdir: Path | None = None, journ
                      status=status, truth=adjudicate(scenario, ports),
                      duplicates=duplicate_dispatches(ports.world.events), wall_ms=wall_ms, steps=steps,
                      planner_calls=planner.calls, sim_s=ports.clock.monotonic(), recovery=recovery, summary=summary,
-                     tokens=tokens)
+                     tokens=tokens, dispatches=len(ports.sent_goals),
+                     stale_dispatches=ports.blind_dispatches + foreign_preemptions(ports.world.events,
+                                                                                   ports.foreign_goals))
 
 
 def _gated(scenario: Scenario, mode: str, harness: dict[str, Any], ports: SimPorts, planner: Any, workdir: Path,
@@ -230,6 +247,8 @@ def _baseline(scenario: Scenario, mode: str, harness: dict[str, Any], ports: Sim
                 try:
                     content = _device_call(ports, call.name, args, places)
                     last.append({"name": call.name, "result": content})
+                    if mode == "monitored" and isinstance(content, dict) and "ack_error" in content:
+                        failures.append(f"{call.name}: {content['ack_error']}")  # a delivery that timed out
                 except HarnessError as exc:
                     failures.append(exc.message)
                     last.append({"name": call.name, "error": exc.message})
@@ -281,7 +300,9 @@ def _device_call(ports: SimPorts, name: str, args: Any, places: dict[str, Pose2D
         return ports.send_message(to=args.to, text=args.text, artifacts=[])
     if name == "lookup_place":
         return places[args.place].model_dump() if args.place in places else {"error": "unknown place"}
-    if name == "get_pose":
-        return ports.world.localized_pose.model_dump()
+    if name == "get_pose":  # what the pose topic last carried, as the harness's get_pose reports it
+        snap = ports.capture(reason="get_pose", mission_id="eval")
+        return {"availability": snap.pose_meta.availability.value, "age_s": snap.pose_meta.age_s,
+                **(snap.pose.model_dump() if snap.pose is not None else {})}
     return {"note": f"{name} is not simulated in the baseline"}
 

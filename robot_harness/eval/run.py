@@ -14,6 +14,11 @@ Rates (per mode, over the suite's runs):
   SQLite's fsync per commit comes on top on a robot (see bench/overhead.py).
 * ``llm_calls_per_mission``: planner turns per mission (scripted here; a model
   would be called that often); ``tokens_per_mission`` (0 for scripted turns).
+* ``dispatches_per_mission``: goals sent to the robot; ``sim_s_per_mission``:
+  simulated mission time (what a loop costs on a robot).
+* ``stale_dispatches``: motions sent on a world that had changed unseen: accepted
+  while the pose stream was silent or frozen, or preempting a goal another client
+  had the robot executing (from the simulator's truth).
 """
 from __future__ import annotations
 
@@ -82,6 +87,8 @@ def summarize(results: Sequence[RunResult]) -> dict[str, dict[str, Any]]:
             "false_completions": sum(r.claimed for r in undone),
             "false_rejections": sum(not r.claimed for r in done),
             "duplicate_dispatches": sum(r.duplicates for r in rs),
+            "stale_dispatches": sum(r.stale_dispatches for r in rs),
+            "dispatches_per_mission": round(statistics.fmean(r.dispatches for r in rs), 2),
             "overhead_ms_p50": round(_pct(per_step, 0.5), 3),
             "overhead_ms_p95": round(_pct(per_step, 0.95), 3),
             "mission_ms_p50": round(_pct([r.wall_ms for r in rs], 0.5), 2),
@@ -96,7 +103,8 @@ def summarize(results: Sequence[RunResult]) -> dict[str, dict[str, Any]]:
 
 
 _COLUMNS = ("success_rate", "false_completion_rate", "false_rejection_rate", "duplicate_dispatches",
-            "overhead_ms_p50", "overhead_ms_p95", "llm_calls_per_mission")
+            "stale_dispatches", "overhead_ms_p50", "overhead_ms_p95", "llm_calls_per_mission",
+            "dispatches_per_mission", "sim_s_per_mission")
 
 
 def table(summary: dict[str, dict[str, Any]]) -> str:

@@ -125,8 +125,28 @@ def test_the_committed_suite_is_what_the_generator_writes_and_covers_every_task_
                                            "multistep"}
     assert {"stale_pose", "early_success", "controller_rejection", "stall", "lost_feedback", "localization_jump",
             "repeated_request", "interrupted", "planner_omits_step", "confident_done",
-            "observation_claims_completion", "alternate_plan", "verifier_uncertainty"} <= {s.fault for s in suite}
+            "observation_claims_completion", "alternate_plan", "verifier_uncertainty", "no_ack",
+            "retry_loop_rejected", "retry_loop_stalled"} <= {s.fault for s in suite}
     assert all(s.truth is not None for s in suite)
+
+
+def test_the_generator_writes_the_port_fault_families_once_the_schema_knows_their_kinds():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_eval_suite", Path(__file__).resolve().parents[2]
+                                                  / "scripts" / "make_eval_suite.py")
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    everything = gen.suite()
+    assert {"navigation-missing_pose", "navigation-pose_dropout", "navigation-moved_before_dispatch"} <= set(everything)
+    assert len(everything) == 135
+    kinds = {f["kind"] for d in everything.values() for f in d["robot"]["faults"]}
+    held = gen.suite(kinds - {"pose_dropout", "external_goal"})
+    assert len(held) == 114 and not any(k.endswith(("missing_pose", "pose_dropout", "moved_before_dispatch"))
+                                        for k in held)
+    moved = everything["return-moved_before_dispatch"]
+    assert moved["robot"]["faults"] == [{"kind": "external_goal", "at_s": 0.5, "dx": 0.0, "dy": -3.0}]
+    assert [t.get("delay_s", 0.0) for t in moved["planner"]["turns"]][:3] == [1.5, 3.0, 0.0]
 
 
 def test_the_quick_benchmark_gates_every_false_completion_and_duplicate(tmp_path: Path):
@@ -154,3 +174,137 @@ def test_each_safeguard_taken_out_lets_a_false_completion_through(tmp_path: Path
     assert not gated.truth.done and not ablated.truth.done
     assert gated.status != "SUCCEEDED", gated.summary
     assert ablated.status == "SUCCEEDED", f"{ablation} should be fooled here: {ablated.summary}"
+
+
+# --- delivery acknowledgements (the ack contract) -------------------------------------------------
+
+
+def test_speech_and_messages_carry_the_receivers_ack_of_the_exact_payload(tmp_path: Path):
+    import hashlib
+    import json
+
+    ports = SimPorts(config=sim_config(scenario([])), artifacts_dir=tmp_path)
+    said = ports.speak(text="Hello there.")
+    assert said["ack"] == {"by": "sim_robot/speaker", "at": said["spoken_at"],
+                           "sha256": hashlib.sha256(b"Hello there.").hexdigest()}
+    assert said["ack"]["sha256"] == said["text_sha256"] and "ack_error" not in said
+    sent = ports.send_message(to="ops", text="at the lab", artifacts=[])
+    payload = json.dumps({"message_id": sent["message_id"], "to": "ops", "text": "at the lab", "artifacts": [],
+                          "sent_at": sent["sent_at"]}, sort_keys=True)
+    assert sent["sha256"] == hashlib.sha256(payload.encode()).hexdigest(), "the hash of what RosRobotIO publishes"
+    assert sent["ack"] == {"by": "sim_robot/outbox", "at": sent["sent_at"], "sha256": sent["sha256"],
+                           "message_id": sent["message_id"]}
+
+
+def test_no_ack_the_sender_waits_its_bound_and_reports_an_error_not_an_ack(tmp_path: Path):
+    sc = scenario([], faults=[{"kind": "no_ack", "at_s": 0.0}])
+    ports = SimPorts(config=sim_config(sc), artifacts_dir=tmp_path)
+    t0 = ports.clock.monotonic()
+    said = ports.speak(text="Hello.")
+    sent = ports.send_message(to="ops", text="x", artifacts=[])
+    for result in (said, sent):
+        assert "ack" not in result and "within 2.0 s" in result["ack_error"]
+    assert ports.clock.monotonic() - t0 == pytest.approx(4.0), "two bounded waits of 2 s"
+    assert ports.spoken and ports.messages, "the payloads arrived; only the acknowledgements are missing"
+
+
+@pytest.mark.parametrize("mode, status", [("direct", "SUCCEEDED"), ("monitored", "UNKNOWN"), ("gated", "UNKNOWN")])
+def test_an_unacknowledged_message_is_not_counted_as_delivered(tmp_path: Path, mode, status):
+    sc = scenario([GO("spot"), {"tool_calls": [{"name": "send_message", "arguments": {"to": "ops", "text": "hi"}}]},
+                   DONE], faults=[{"kind": "no_ack", "at_s": 0.0}], truth={"visits": ["spot"], "messages_to": ["ops"]},
+                  goal="Go to spot and send a message to ops.")
+    result = run_one(sc, mode, workdir=tmp_path)
+    assert result.status == status, result.summary
+    assert result.truth.done, "delivered in truth: the gate's refusal is a false rejection, the price of no evidence"
+
+
+# --- port faults: missing pose, another client's goal ----------------------------------------------
+
+def _with_port_faults(sc: Scenario, *faults: dict) -> Scenario:
+    """``sc`` plus faults the scenario schema may not list yet (they are handled by SimPorts, not the world)."""
+    from robot_harness.core.scenario import FaultSpec
+
+    sc.robot.faults.extend(FaultSpec.model_construct(**f) for f in faults)
+    return sc
+
+
+def test_split_faults_keeps_port_faults_from_the_world_and_rejects_bad_triggers():
+    from robot_harness.core.errors import ScenarioError
+    from robot_harness.eval.simports import PortFault, split_faults
+
+    world, port = split_faults([{"kind": "stall", "on_goal": 1}, {"kind": "pose_dropout", "at_s": 0.0}])
+    assert world == [{"kind": "stall", "on_goal": 1}] and port == (PortFault(kind="pose_dropout", at_s=0.0),)
+    with pytest.raises(ScenarioError, match="exactly one trigger"):
+        split_faults([{"kind": "pose_dropout"}])
+    with pytest.raises(ScenarioError, match="give at_s"):
+        split_faults([{"kind": "external_goal", "on_goal": 1}])
+
+
+def test_pose_dropout_from_the_start_leaves_pose_missing_and_the_harness_does_not_move(tmp_path: Path):
+    from robot_harness.eval.modes import sim_ports
+
+    sc = _with_port_faults(scenario([GO("spot"), GO("dock"), DONE]), {"kind": "pose_dropout", "at_s": 0.0})
+    ports = sim_ports(sc, tmp_path)
+    ports.advance(1.0)
+    assert ports.capture(reason="t", mission_id="").pose_meta.availability.value == "MISSING"
+    direct = run_one(sc, "direct", workdir=tmp_path / "d")
+    gated = run_one(sc, "gated", workdir=tmp_path / "g")
+    assert direct.status == "SUCCEEDED" and direct.stale_dispatches == 2, "two goals sent without any pose"
+    assert gated.status != "SUCCEEDED" and gated.dispatches == 0 and gated.stale_dispatches == 0, gated.summary
+
+
+def test_pose_dropout_mid_goal_the_robot_arrives_but_nobody_can_see_it(tmp_path: Path):
+    sc = _with_port_faults(scenario([GO("spot"), DONE], truth={"visits": ["spot"]}, goal="Go to spot."),
+                           {"kind": "pose_dropout", "on_goal": 1, "after_s": 0.2})
+    gated = run_one(sc, "gated", workdir=tmp_path)
+    assert gated.truth.done and gated.status == "UNKNOWN", gated.summary
+
+
+def test_another_clients_goal_shows_on_the_navigator_and_moves_the_robot(tmp_path: Path):
+    from robot_harness.eval.modes import sim_ports
+
+    sc = _with_port_faults(scenario([]), {"kind": "external_goal", "at_s": 0.5, "dx": 0.0, "dy": -3.0})
+    ports = sim_ports(sc, tmp_path)
+    ports.advance(2.0)  # it turns (about 1 s), then walks
+    snap = ports.capture(reason="t", mission_id="")
+    assert snap.controller_state.value == "active" and ports.foreign_goals == {1}
+    assert ports.world.true_pose.y < -0.3 and not ports.poll(0.0), "its events reach no harness handle"
+
+
+def test_revalidation_refuses_to_preempt_a_goal_the_model_never_saw(tmp_path: Path):
+    """The model decides (1.5 s of latency) while another client sends the robot elsewhere; it then looks
+    again and asks for the same motion. Without the pre-dispatch check the first request preempts the
+    other client's goal."""
+    get_pose = {"tool_calls": [{"name": "get_pose", "arguments": {}}], "delay_s": 3.0}
+    sc = _with_port_faults(scenario([{**GO("spot"), "delay_s": 1.5}, get_pose, GO("spot"), DONE],
+                                    truth={"visits": ["spot"]}, goal="Go to spot."),
+                           {"kind": "external_goal", "at_s": 0.5, "dx": 0.0, "dy": -3.0})
+    gated = run_one(sc, "gated", workdir=tmp_path / "g")
+    ablated = run_one(sc, "gated-no-revalidation", workdir=tmp_path / "a")
+    direct = run_one(sc, "direct", workdir=tmp_path / "d")
+    assert gated.status == "SUCCEEDED" and gated.truth.done and gated.stale_dispatches == 0, gated.summary
+    assert gated.dispatches == 1 and gated.duplicates == 0
+    assert ablated.stale_dispatches == 1, ablated.summary
+    assert direct.stale_dispatches == 1 and direct.duplicates == 1, "preempted, then went again to where it was"
+
+
+def test_the_model_latency_runs_the_world_on(tmp_path: Path):
+    sc = scenario([{**GO("spot"), "delay_s": 2.0}, DONE], truth={"visits": ["spot"]}, goal="Go to spot.")
+    fast = run_one(scenario([GO("spot"), DONE], truth={"visits": ["spot"]}, goal="Go to spot."), "gated",
+                   workdir=tmp_path / "f")
+    slow = run_one(sc, "gated", workdir=tmp_path / "s")
+    assert slow.sim_s == pytest.approx(fast.sim_s + 2.0, abs=0.05)
+
+
+# --- bounded recovery ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fault", [{"kind": "reject", "at_s": 0.0}, {"kind": "stall", "at_s": 0.0}])
+def test_a_planner_that_retries_forever_is_stopped_by_the_recovery_budgets(tmp_path: Path, fault):
+    sc = scenario([GO("spot")] * 20, faults=[fault], truth={"visits": ["spot"]}, goal="Go to spot.")
+    sc.limits.max_turns = 20
+    bounded = run_one(sc, "gated", workdir=tmp_path / "b")
+    unbounded = run_one(sc, "gated-no-bounded-recovery", workdir=tmp_path / "u")
+    assert bounded.recovery == "escalated" and not bounded.truth.done, bounded.summary
+    assert unbounded.recovery == "failed"
+    assert bounded.planner_calls < unbounded.planner_calls and bounded.dispatches < unbounded.dispatches
+    assert bounded.sim_s <= unbounded.sim_s
