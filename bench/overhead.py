@@ -57,7 +57,7 @@ Two variants of the harness mission, one after the other on the same node:
 
 * ``bare``: the core ``MissionRunner`` and its journal, nothing else.
 * ``listeners``: plus the journal listeners the supervisor process runs
-  synchronously on the appending (mission) thread: its ``~/events``
+  (each on a thread of its own, fed by the appending mission thread): its ``~/events``
   publisher (each committed event converted with ``journal_event_to_msg``
   and published, reliable, as ``SupervisorNode._publish_events`` does) and
   the MCAP evidence recorder (``HarnessEvidenceRecorder`` over a
@@ -794,13 +794,16 @@ class SupervisorListeners:
       subscribes to the journal when a mission starts and writes every event,
       the derived Foxglove topics, snapshots and verdicts into an MCAP bag.
 
-    Both listeners run synchronously on the thread that appends, i.e. the
-    runner's: their cost lands in (a) and (b).
+    As in the supervisor, both run on threads of their own
+    (``core.journal.BackgroundListener``, commit order kept): the appending
+    (runner's) thread only enqueues, and what they cost lands in (a) and (b)
+    only as CPU taken from the same two cores.
     """
 
     def __init__(self, bench: "BenchNode", journal: Any, bag_dir: Path) -> None:
         from rclpy.qos import QoSProfile, QoSReliabilityPolicy
 
+        from robot_harness.core.journal import BackgroundListener
         from robot_harness.evidence.bag import McapEvidenceStore
         from robot_harness.msg import JournalEvent as JournalEventMsg
         from robot_harness.nodes import conversions as cv
@@ -818,7 +821,8 @@ class SupervisorListeners:
                 self._pub.publish(cv.journal_event_to_msg(ev))
             self.published += len(events)
 
-        self._unsubscribe = journal.subscribe(publish_events)
+        self._events = BackgroundListener(publish_events, name="bench-events")
+        self._unsubscribe = journal.subscribe(self._events)
         self._spinner = BackgroundSpinner(context=bench.context, name="overhead_bench_recorder").start()
         self._sub = self._spinner.node.create_subscription(
             JournalEventMsg, f"/{bench.node.get_name()}/events", self._on_event, reliable)
@@ -831,6 +835,7 @@ class SupervisorListeners:
 
     def close(self) -> None:
         self._unsubscribe()
+        self._events.close(5.0)
         self._spinner.stop()
         self._mission_recorder.close()
         self._spinner.node.destroy_subscription(self._sub)

@@ -119,6 +119,10 @@ def _observation(key: str, value: dict[str, Any], meta: FieldMeta, snapshot_id: 
                        observed_at=meta.source_stamp, max_age_s=meta.max_age_s or None, priority=70)
 
 
+SKILL_VIEW_RECEIPTS = 8
+"""How many of the skill's latest receipts C2 considers."""
+
+
 def compile_skill_view(
     *,
     contract: CompletionContract | None,
@@ -167,9 +171,10 @@ def compile_skill_view(
         if snapshot.battery is not None:
             items.append(_observation("robot.battery", {"level": round(snapshot.battery, 3)}, snapshot.battery_meta,
                                       sid))
-    for r in receipts:
-        if r.skill != skill:
-            continue
+    # The latest attempts of this skill only: the view is bounded anyway, and building (and
+    # sizing) an item for every receipt of a long mission would grow each call's cost with it.
+    own = [r for r in receipts if r.skill == skill][-SKILL_VIEW_RECEIPTS:]
+    for r in own:
         items.append(ContextItem(item_id=r.receipt_id, key=f"receipt:{r.invocation_id}", kind="receipt",
                                  provenance=Provenance.RECEIPT, scope=scope, source=r.skill, observed_at=r.ended_at,
                                  priority=60, value={"receipt_id": r.receipt_id, "skill": r.skill,

@@ -40,7 +40,7 @@ from .contracts import (
 from .context import compile_planner_context, compile_skill_view, context_size
 from .durable import TRANSITION_TYPES, DispatchKey, DuplicateDispatch, LeaseConflict, ReleaseReason, goal_uuid_for
 from .errors import HarnessError, HarnessTimeout, JournalWriteError, StaleRevision, UsageError
-from .gate import CommitGate, GateRejection, TaskState, commit_drafts, original_goal_check, record_draft
+from .gate import CommitGate, GateRejection, TaskState, TaskStateFold, commit_drafts, original_goal_check, record_draft
 from .journal import Journal, JournalReadError
 from .lifecycle import ManagedAction
 from .outcome import BackendTerminal, OutcomeVerdict, check_navigation_outcome
@@ -281,7 +281,7 @@ class MissionRunner:
         self._usage: dict[str, Any] = _new_usage()
         self._proposals: list[str] = []
         self._spent: dict[Rung, int] = {}
-        self._state_events: list[JournalEvent] = []
+        self._state_fold = TaskStateFold()
         self._state_seq = 0
         self._state_cache: TaskState | None = None
         self._progress_since = 0
@@ -339,7 +339,7 @@ class MissionRunner:
         self._proposals = []
         self._spent = {}
         self._progress_since = 0
-        self._state_events, self._state_seq, self._state_cache = [], 0, None
+        self._state_fold, self._state_seq, self._state_cache = TaskStateFold(), 0, None
         self._revision, self._turn_state_version, self._attempts, self._node_of_call = 0, 0, {}, {}
         self._owner, self._owner_sha, self._approvals = owner, owner_token_sha256, {}
         self._turn_done = set()
@@ -1400,10 +1400,10 @@ class MissionRunner:
         """
         new = self.journal.events(mission_id=self._mission_id, after_seq=self._state_seq, types=_STATE_EVENTS)
         if new or self._state_cache is None:
-            self._state_events.extend(new)
+            self._state_fold.feed(new)  # each event folded once, in journal order
             if new:
                 self._state_seq = new[-1].seq
-            self._state_cache = TaskState.from_events(self._state_events)
+            self._state_cache = self._state_fold.state
         return self._state_cache
 
     def _verify_done(self, turn_id: str, invocation_id: str, text: str) -> tuple[tuple[MissionStatus, str] | None, RuntimeEvent | None]:

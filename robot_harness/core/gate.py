@@ -51,6 +51,7 @@ __all__ = [
     "STATE_CHANGING",
     "OBLIGATION_FACT_PREFIX",
     "TaskState",
+    "TaskStateFold",
     "GateRejection",
     "CommitGate",
     "observe_fact",
@@ -113,15 +114,9 @@ class TaskState(_Frozen):
         sequence, a commit that does not follow its verdict or the current
         state version, records of two missions).
         """
-        b = _Builder(mission_id)
-        for n, (type_, payload) in enumerate(records):
-            try:
-                b.apply(str(type_), payload)
-            except ValidationError as exc:
-                raise JournalReadError(f"record #{n} ({type_}) does not validate: {exc}", index=n, type=str(type_)) from None
-            except KeyError as exc:
-                raise JournalReadError(f"record #{n} ({type_}) lacks {exc}", index=n, type=str(type_)) from None
-        return b.build()
+        fold = TaskStateFold(mission_id)
+        fold.feed_records(records)
+        return fold.state
 
     @classmethod
     def from_events(cls, events: Iterable[Any], *, mission_id: str | None = None) -> TaskState:
@@ -131,21 +126,9 @@ class TaskState(_Frozen):
         (a journal holds many missions).
         """
 
-        def pairs() -> Iterable[tuple[str, Mapping[str, Any]]]:
-            for ev in events:
-                if isinstance(ev, tuple):
-                    yield ev
-                    continue
-                owner = getattr(ev, "mission_id", "")
-                if mission_id and owner and owner != mission_id:
-                    continue
-                type_ = getattr(ev.type, "value", ev.type)
-                payload = dict(ev.payload)
-                if type_ == MISSION_STARTED and owner:
-                    payload.setdefault("mission_id", owner)
-                yield type_, payload
-
-        return cls.from_records(pairs(), mission_id=mission_id or "")
+        fold = TaskStateFold(mission_id or "")
+        fold.feed(events, mission_id=mission_id)
+        return fold.state
 
     def head_fact(self, key: str, status: FactStatus) -> Fact | None:
         """The newest fact for ``key`` with ``status`` (the one a new fact would supersede)."""
@@ -243,6 +226,59 @@ class _Builder:
             mission_id=self.mission_id, goal=self.goal, contract=c, state_version=self.state_version,
             receipts=tuple(self.receipts), facts=tuple(self.facts), committed=tuple(self.committed), done=done,
         )
+
+
+class TaskStateFold:
+    """``TaskState.from_events``, incrementally: feed records in journal order, read ``state`` any time.
+
+    The engine derives the task state from the journal before every turn and
+    every verification; refolding the whole mission each time grows with its
+    length. A fold keeps its place, so each event is applied exactly once, in
+    the same order and with the same checks as ``from_records``.
+    """
+
+    def __init__(self, mission_id: str = "") -> None:
+        self._builder = _Builder(mission_id)
+        self._applied = 0
+        self._state: TaskState | None = None
+
+    def feed_records(self, records: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
+        """Apply ``(type, payload)`` pairs; raises ``JournalReadError`` as ``from_records`` does."""
+        for type_, payload in records:
+            n = self._applied
+            try:
+                self._builder.apply(str(type_), payload)
+            except ValidationError as exc:
+                raise JournalReadError(f"record #{n} ({type_}) does not validate: {exc}", index=n, type=str(type_)) from None
+            except KeyError as exc:
+                raise JournalReadError(f"record #{n} ({type_}) lacks {exc}", index=n, type=str(type_)) from None
+            self._applied += 1
+            self._state = None
+
+    def feed(self, events: Iterable[Any], *, mission_id: str | None = None) -> None:
+        """Apply ``JournalEvent``-like objects (or pairs); with ``mission_id``, other missions' events are skipped."""
+
+        def pairs() -> Iterable[tuple[str, Mapping[str, Any]]]:
+            for ev in events:
+                if isinstance(ev, tuple):
+                    yield ev
+                    continue
+                owner = getattr(ev, "mission_id", "")
+                if mission_id and owner and owner != mission_id:
+                    continue
+                type_ = getattr(ev.type, "value", ev.type)
+                payload = dict(ev.payload)
+                if type_ == MISSION_STARTED and owner:
+                    payload.setdefault("mission_id", owner)
+                yield type_, payload
+
+        self.feed_records(pairs())
+
+    @property
+    def state(self) -> TaskState:
+        if self._state is None:
+            self._state = self._builder.build()
+        return self._state
 
 
 class CommitGate:

@@ -44,6 +44,7 @@ from rclpy.qos import (
 from rclpy.serialization import serialize_message
 
 from robot_harness.core.completion import EvidenceRef
+from robot_harness.core.journal import BackgroundListener
 from robot_harness.evidence import foxglove as fx
 from robot_harness.evidence.bag import (
     BagSummary,
@@ -459,6 +460,7 @@ class HarnessEvidenceRecorder:
         self._journal = journal
         self._logger = logger
         self._unsubscribe: Any = None
+        self._listener: BackgroundListener | None = None
         self._derive = derive
         self._derived: Any = None
         self._derive_lock = threading.Lock()
@@ -467,7 +469,10 @@ class HarnessEvidenceRecorder:
     def start(self, mission_id: str) -> None:
         self._derived = fx.DerivedTopics() if self._derive else None
         self._recorder.start(mission_id)
-        self._unsubscribe = self._journal.subscribe(self._on_events)
+        # Written from a thread of its own (commit order kept), off the mission thread;
+        # stop() drains it before the bag closes.
+        self._listener = BackgroundListener(self._on_events, name="bag-journal")
+        self._unsubscribe = self._journal.subscribe(self._listener)
 
     def _on_events(self, events: Sequence[Any]) -> None:
         from . import conversions as cv
@@ -521,6 +526,10 @@ class HarnessEvidenceRecorder:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
+        if self._listener is not None:
+            if not self._listener.close(5.0):
+                self._failed("journal events still queued for the bag after 5 s; the bag closes without them")
+            self._listener = None
         if status and self._derived is not None and self._recorder.recording:
             line = fx.finish_line(mission_id=self._recorder.mission_id, status=status, summary=summary,
                                stamp=self._recorder.now())

@@ -28,7 +28,7 @@ from ..core.authority import default_contract_compiler
 from ..core.engine import MAX_GOAL_CHARS, MissionRunner
 from ..core.errors import HarnessError, HarnessTimeout, RefusalError, UsageError
 from ..operator.session import ExternalPlanner, SessionContractCompiler, SessionHost
-from ..core.journal import Journal, SqliteJournal, default_journal_path
+from ..core.journal import BackgroundListener, Journal, SqliteJournal, default_journal_path
 from ..core.preconditions import check_preconditions
 from ..core.interactions import interactions, resolve, token_sha256
 from ..core.reconcile import Reconciler, clear_resource
@@ -143,7 +143,10 @@ class SupervisorNode(LifecycleNode):
         reliable = QoSProfile(depth=200, reliability=QoSReliabilityPolicy.RELIABLE)
         self._events_pub = self.create_publisher(JournalEventMsg, "~/events", reliable)
         self._state_pub = self.create_publisher(ActionState, "~/action_state", 10)
-        self._unsubscribe = self._journal.subscribe(self._publish_events)
+        # Published from a thread of its own (commit order kept), not on the mission thread,
+        # which would otherwise wait for DDS between a tool call and its goal (bench/overhead.py).
+        self._events_listener = BackgroundListener(self._publish_events, name="supervisor-events")
+        self._unsubscribe = self._journal.subscribe(self._events_listener)
         # The mission loop's clients (snapshot capture, planner, navigation)
         # live on a helper node with its own single-threaded spinner: see
         # BackgroundSpinner for why.
@@ -299,6 +302,8 @@ class SupervisorNode(LifecycleNode):
             return
         self._stop_mcp("supervisor shutting down")
         self._unsubscribe()
+        if not self._events_listener.close(2.0):
+            self.get_logger().warning("~/events: some committed events were not published within 2 s")
         self._mission_server.destroy()
         if not self._spinner.stop():
             self.get_logger().warning("the dispatch spinner did not stop within 2 s")

@@ -504,3 +504,49 @@ def test_opening_an_up_to_date_file_does_not_wait_for_the_writer(tmp_path: Path,
         other.execute("ROLLBACK")
         other.close()
     writer.close()
+
+
+def test_a_background_listener_keeps_commit_order_off_the_appending_thread():
+    import threading
+    import time as _time
+
+    from robot_harness.core.journal import BackgroundListener
+
+    j = MemoryJournal(clock=ManualClock(), ids=IdGenerator(seed=1))
+    j.setup()
+    seen: list[tuple[int, str]] = []
+    gate = threading.Event()
+
+    def slow(events):
+        gate.wait(5.0)  # the appender must not wait for this
+        seen.extend((e.seq, threading.current_thread().name) for e in events)
+
+    listener = BackgroundListener(slow, name="bg-test")
+    j.subscribe(listener)
+    t0 = _time.monotonic()
+    for i in range(5):
+        j.append([EventDraft(type=EventType.MISSION_STARTED, mission_id=f"m{i}", payload={"goal": "g"})])
+    assert _time.monotonic() - t0 < 1.0, "append waited for a background listener"
+    assert not listener.flush(0.05), "nothing handled while the listener is held"
+    gate.set()
+    assert listener.flush(5.0)
+    assert [s for s, _ in seen] == [1, 2, 3, 4, 5] and {n for _, n in seen} == {"bg-test"}
+    assert listener.close(1.0)
+    j.append([EventDraft(type=EventType.MISSION_STARTED, mission_id="late", payload={"goal": "g"})])
+    assert len(seen) == 5, "a closed listener takes nothing more"
+
+
+def test_a_background_listener_survives_a_raising_callback():
+    from robot_harness.core.journal import BackgroundListener
+
+    calls = []
+
+    def flaky(events):
+        calls.append(len(events))
+        if len(calls) == 1:
+            raise RuntimeError("boom")
+
+    listener = BackgroundListener(flaky)
+    listener([object()])
+    listener([object(), object()])
+    assert listener.close(2.0) and calls == [1, 2]
