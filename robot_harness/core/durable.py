@@ -195,7 +195,9 @@ class Lease(_Frozen):
     mission_id: str
     state: LeaseState = LeaseState.HELD
     expires_at: float = 0.0
-    """Wall time after which a HELD lease's owner is presumed dead (its holder renews it while alive)."""
+    """Wall time after which a HELD lease's owner is presumed dead. Set once, at acquisition, past the
+    action's own deadline (its timeout, when the engine gives up on it anyway); a live owner releases
+    or settles its lease before then, so leases are not renewed."""
     skill: str = ""
     since_seq: int = 0
     reason: str = ""
