@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     used = {f["kind"] for data in suite().values() for f in data["robot"]["faults"]}
     known = _scenario_fault_kinds(used)
     if used - known:
-        # the in-process sim handles these (eval/simports.py); the scenario schema must list them first
+        # a fault family may come before its kind is in the scenario schema (core/scenario.py FaultSpec)
         print(f"note: the scenario schema does not know fault kind(s) {sorted(used - known)} yet; "
               "the scenarios using them are left out", file=sys.stderr)
     wanted = {f"{name}.yaml": yaml.safe_dump(data, sort_keys=False, width=110)

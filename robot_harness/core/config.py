@@ -21,6 +21,8 @@ class Preconditions(_Cfg):
     max_pose_drift_m: float = 0.3
     """Fresh pose vs. the pose in the snapshot the model decided on."""
     max_yaw_drift_rad: float = 0.6
+    localization_continuous: bool = True
+    """No localization jump may have been seen between the decision and the fresh snapshot."""
     controller_idle: bool = True
     """The navigation controller must report no active goal."""
     no_conflicting_action: bool = True

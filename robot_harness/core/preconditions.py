@@ -62,12 +62,12 @@ def check_preconditions(
             ok=ok,
             detail=f"moved {drift:.2f} m / {yaw_drift:.2f} rad since decision (max {pre.max_pose_drift_m} m / {pre.max_yaw_drift_rad} rad)",
         ))
-    jumps_ok = fresh.pose_jumps == decision.pose_jumps
-    checks.append(Check(
-        name="localization_continuous",
-        ok=jumps_ok,
-        detail=f"{fresh.pose_jumps - decision.pose_jumps} localization jump(s) since decision",
-    ))
+    if pre.localization_continuous:
+        checks.append(Check(
+            name="localization_continuous",
+            ok=fresh.pose_jumps == decision.pose_jumps,
+            detail=f"{fresh.pose_jumps - decision.pose_jumps} localization jump(s) since decision",
+        ))
     if pre.controller_idle:
         idle = fresh.controller_state is ControllerState.IDLE and fresh.navigation_meta.availability is Availability.AVAILABLE
         checks.append(Check(

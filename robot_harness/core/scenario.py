@@ -16,7 +16,7 @@ from .completion import Obligation
 from .errors import ScenarioError
 from .planner_script import ScriptTurn
 
-__all__ = ["PlaceSpec", "WorldSpec", "RobotSpec", "PlannerSpec", "LimitsSpec", "TruthSpec", "Scenario", "load_scenario", "scenario_json_schema"]
+__all__ = ["FAULT_KINDS", "PlaceSpec", "WorldSpec", "RobotSpec", "PlannerSpec", "LimitsSpec", "TruthSpec", "Scenario", "load_scenario", "scenario_json_schema"]
 
 
 class _Spec(BaseModel):
@@ -45,13 +45,19 @@ class WorldSpec(_Spec):
         return self.places[self.start] if isinstance(self.start, str) else self.start
 
 
+FAULT_KINDS = ("reject", "early_success", "stall", "no_feedback", "localization_jump", "frozen_pose", "pose_noise", "die",
+               "ack_delay", "no_ack", "claims_completion", "pose_dropout", "external_goal")
+"""The simulated robot's fault kinds (robot_harness/sim/world.py has one class per kind)."""
+
+
 class FaultSpec(_Spec):
-    kind: str
+    kind: str = Field(json_schema_extra={"enum": list(FAULT_KINDS)})
     on_goal: int | None = Field(default=None, ge=1)
     at_s: float | None = Field(default=None, ge=0.0)
     after_s: float | None = Field(default=None, ge=0.0)
-    dx: float | None = None
-    dy: float | None = None
+    dx: float | None = Field(default=None, description="localization_jump: the localized pose's offset; "
+                                                       "external_goal: the other client's goal, from the true pose")
+    dy: float | None = Field(default=None, description="as dx")
     std_xy: float | None = None
     std_yaw: float | None = None
     delay_s: float | None = Field(default=None, gt=0.0)
@@ -62,16 +68,16 @@ class FaultSpec(_Spec):
     @field_validator("kind")
     @classmethod
     def _known(cls, v: str) -> str:
-        kinds = {"reject", "early_success", "stall", "no_feedback", "localization_jump", "frozen_pose", "pose_noise", "die",
-                 "ack_delay", "no_ack", "claims_completion"}
-        if v not in kinds:
-            raise ValueError(f"unknown fault kind {v!r}; known: {sorted(kinds)}")
+        if v not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {v!r}; known: {sorted(FAULT_KINDS)}")
         return v
 
     @model_validator(mode="after")
     def _one_trigger(self) -> "FaultSpec":
         if (self.on_goal is None) == (self.at_s is None):
             raise ValueError("a fault needs exactly one trigger: on_goal or at_s")
+        if self.kind == "external_goal" and self.at_s is None:
+            raise ValueError("external_goal needs at_s (another client sends its goal at a time, not per goal)")
         return self
 
 

@@ -34,7 +34,7 @@ from ..core.scenario import Scenario
 from ..core.skills import PROPOSE_DONE, NavigateToArgs, default_skills, resolve_target
 from ..sim.world import SimConfig, parse_faults
 from .adjudicate import Truth, adjudicate, duplicate_dispatches, foreign_preemptions
-from .simports import SimPorts, split_faults
+from .simports import SimPorts
 
 __all__ = ["MODES", "ABLATIONS", "RunResult", "run_one", "sim_config", "sim_ports"]
 
@@ -43,8 +43,8 @@ _UNBOUNDED = 10_000
 ABLATIONS: dict[str, dict[str, Any]] = {
     # the pre-dispatch re-check passes whatever the fresh snapshot says
     "gated-no-revalidation": {"navigation": {"preconditions": {
-        "max_observation_age_s": 1e9, "max_pose_drift_m": 1e9, "max_yaw_drift_rad": 1e9, "controller_idle": False,
-        "no_conflicting_action": False, "target_unchanged": False, "battery_min": None}}},
+        "max_observation_age_s": 1e9, "max_pose_drift_m": 1e9, "max_yaw_drift_rad": 1e9, "localization_continuous": False,
+        "controller_idle": False, "no_conflicting_action": False, "target_unchanged": False, "battery_min": None}}},
     # recovery never runs out of budget: only the turn budget and the mission timeout stop a loop
     "gated-no-bounded-recovery": {"recovery": {"re_perceive": _UNBOUNDED, "adjust_view": _UNBOUNDED,
                                                "local_replan": _UNBOUNDED, "switch_provider_or_skill": _UNBOUNDED},
@@ -94,19 +94,18 @@ class RunResult:
 
 
 def sim_config(scenario: Scenario) -> SimConfig:
-    """The world's configuration (the port faults of ``simports`` are left out: see ``sim_ports``)."""
+    """The world's configuration: the scenario's robot, with every fault it declares."""
     start = scenario.world.start_pose()
     r = scenario.robot
-    world_faults, _ = split_faults(f.model_dump(exclude_none=True) for f in r.faults)
+    world_faults = [f.model_dump(exclude_none=True) for f in r.faults]
     return SimConfig(start=Pose2D(x=start.x, y=start.y, yaw=start.yaw), speed=r.speed, yaw_rate=r.yaw_rate,
                      pose_rate_hz=r.pose_rate_hz, odom_rate_hz=r.odom_rate_hz, battery_start=r.battery_start,
                      camera_rate_hz=2.0 if r.camera else 0.0, faults=tuple(parse_faults(world_faults)))
 
 
 def sim_ports(scenario: Scenario, artifacts_dir: Path) -> SimPorts:
-    """The scenario's simulated robot, with every fault it declares (world and port faults)."""
-    _, port_faults = split_faults(f.model_dump(exclude_none=True) for f in scenario.robot.faults)
-    return SimPorts(config=sim_config(scenario), artifacts_dir=artifacts_dir, port_faults=port_faults)
+    """The scenario's simulated robot, in-process on a virtual clock."""
+    return SimPorts(config=sim_config(scenario), artifacts_dir=artifacts_dir)
 
 
 class _ClaimTrackingPlanner(ScriptedPlanner):

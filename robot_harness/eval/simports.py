@@ -18,15 +18,17 @@ whose sha256 is that of the exact payload, unless the world withholds acks (the 
 fault: the payload arrives, no ack does); then the sender waits out its bounded wait and
 returns ``ack_error`` instead.
 
-Two faults live on the robot's outside rather than in the world model, so they are
-handled here (``PORT_FAULT_KINDS``; ``split_faults`` keeps them from the world):
+Two faults of the robot's outside are decided by the world and carried out here as
+``sim_robot`` carries them out over ROS:
 
-* ``pose_dropout``: the localization topic goes silent (from ``at_s``, or ``after_s``
-  into the ``on_goal``-th goal); ``at_s: 0`` means no pose is ever published. Motion,
-  feedback and results carry on: only the evidence is missing.
-* ``external_goal``: at ``at_s`` another client sends the navigator a goal ``dx``/``dy``
-  from the robot's true pose; the robot drives off on it. It is not the harness's goal:
-  its events reach no harness handle, but the navigator's status lists it, as Nav2's does.
+* ``pose_dropout``: while ``SimWorld.pose_silent`` holds (from ``at_s``, or ``after_s``
+  into the ``on_goal``-th goal; ``at_s: 0``: from the start) no pose is published.
+  Motion, feedback and results carry on: only the evidence is missing.
+* ``external_goal``: at ``at_s`` the world sends the navigator a goal ``dx``/``dy`` from
+  the robot's true pose, as another client would (``SimWorld.foreign_goals``); the robot
+  drives off on it and a running harness goal ends aborted (preempted). It is not the
+  harness's goal: its events reach no harness handle, but the navigator's status lists
+  it, as Nav2's does.
 """
 from __future__ import annotations
 
@@ -34,20 +36,19 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..core.clock import IdGenerator, ManualClock
-from ..core.errors import BackendUnavailable, HarnessTimeout, ScenarioError, ToolExecutionError
+from ..core.errors import BackendUnavailable, HarnessTimeout, ToolExecutionError
 from ..core.ports import BackendEvent, GoalAck
 from ..core.records import ArtifactRef, Pose2D, WorldSnapshot
 from ..core.snapshot import FreshnessConfig, SnapshotBuilder
 from ..evidence.png import encode_png
 from ..sim.world import GoalEventType, GoalStatus, SimConfig, SimWorld
 
-__all__ = ["SimPorts", "Capture", "PortFault", "PORT_FAULT_KINDS", "ACK_WAIT_S", "split_faults"]
+__all__ = ["SimPorts", "Capture", "ACK_WAIT_S"]
 
 _EPOCH = 1_800_000_000.0
 _POSE_PERIOD_S = 0.05
@@ -58,8 +59,6 @@ ACK_WAIT_S = 2.0
 """How long a sender waits for a delivery acknowledgement (the contract's default bounded wait)."""
 SPEAKER_ID = "sim_robot/speaker"
 OUTBOX_ID = "sim_robot/outbox"
-PORT_FAULT_KINDS = ("pose_dropout", "external_goal")
-_DEFAULT_AFTER_ON_GOAL_S = 0.3  # as the world's goal-triggered faults
 _STATUS_NAMES = {
     GoalEventType.SUCCEEDED: "succeeded",
     GoalEventType.ABORTED: "aborted",
@@ -75,45 +74,6 @@ class Capture:
     true_pose: Pose2D
     t: float
     sha256: str
-
-
-@dataclass(frozen=True)
-class PortFault:
-    """A fault of the robot's outside (see the module docstring), with the scenario's trigger."""
-
-    kind: str
-    at_s: float | None = None
-    on_goal: int | None = None
-    after_s: float | None = None
-    dx: float = 0.0
-    dy: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.kind not in PORT_FAULT_KINDS:
-            raise ScenarioError(f"{self.kind!r} is not a port fault; known: {list(PORT_FAULT_KINDS)}", kind=self.kind)
-        if (self.at_s is None) == (self.on_goal is None):
-            raise ScenarioError(f"{self.kind}: a fault needs exactly one trigger: on_goal or at_s", kind=self.kind)
-        if self.kind == "external_goal" and self.at_s is None:
-            raise ScenarioError("external_goal: give at_s (another client sends its goal at a time, not per goal)",
-                                kind=self.kind)
-
-    def delay_s(self) -> float:
-        if self.after_s is not None:
-            return self.after_s
-        return _DEFAULT_AFTER_ON_GOAL_S if self.on_goal is not None else 0.0
-
-
-def split_faults(faults: Iterable[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], tuple[PortFault, ...]]:
-    """A scenario's fault list as (the world's faults, the port faults this module injects)."""
-    world: list[dict[str, Any]] = []
-    port: list[PortFault] = []
-    for f in faults:
-        if f.get("kind") in PORT_FAULT_KINDS:
-            port.append(PortFault(kind=str(f["kind"]), at_s=f.get("at_s"), on_goal=f.get("on_goal"),
-                                  after_s=f.get("after_s"), dx=float(f.get("dx") or 0.0), dy=float(f.get("dy") or 0.0)))
-        else:
-            world.append(dict(f))
-    return world, tuple(port)
 
 
 @dataclass
@@ -139,7 +99,6 @@ class SimPorts:
     artifacts_dir: Path
     freshness: FreshnessConfig = field(default_factory=FreshnessConfig)
     name: str = "sim/navigate_to_pose"
-    port_faults: tuple[PortFault, ...] = ()
 
     def __post_init__(self) -> None:
         self.clock = ManualClock(_EPOCH)
@@ -158,12 +117,9 @@ class SimPorts:
         self.sent_goals: list[str] = []
         self.sim_cpu_s = 0.0
         """Wall time spent simulating the world (stepping, publishing), so the harness's own cost can be told apart."""
-        self.foreign_goals: set[int] = set()
-        """World goal indices another client sent (``external_goal``), not the harness."""
         self.blind_dispatches = 0
         """Goals accepted while the pose stream was silent or frozen beyond the freshness bound (ground truth)."""
         self._pose_sample_t: float | None = None
-        self._fired: set[int] = set()
         self.trajectory: list[tuple[float, Pose2D]] = [(self.clock.now(), self.world.true_pose)]
         """The robot's true pose every 0.1 s of sim time (ground truth; the harness never sees it)."""
         self._publish(force=True)
@@ -184,13 +140,17 @@ class SimPorts:
             h = min(0.02, end - self.clock.now())
             self.world.step(h)
             self.clock.advance(h)
-            self._external_goals()
             if self.clock.now() - self.trajectory[-1][0] >= 0.1 - 1e-9:
                 self.trajectory.append((self.clock.now(), self.world.true_pose))
             self._publish()
 
     def sleep(self, dt: float) -> None:
         self.advance(dt)
+
+    @property
+    def foreign_goals(self) -> set[int]:
+        """World goal indices another client sent (``external_goal``), not the harness."""
+        return set(self.world.foreign_goals)
 
     # -- SnapshotPort ---------------------------------------------------------
 
@@ -296,36 +256,7 @@ class SimPorts:
         result["ack"] = ack
         return result
 
-    # -- port faults -------------------------------------------------------------
-
-    def _trigger_t(self, f: PortFault) -> float | None:
-        """World time the fault starts, or None while its goal has not arrived."""
-        if f.at_s is not None:
-            return f.at_s + f.delay_s()
-        if f.on_goal is None or f.on_goal > self.world.goals_received:
-            return None
-        return self.world.goal(f.on_goal).received_t + f.delay_s()
-
-    def _active(self, kind: str) -> bool:
-        for f in self.port_faults:
-            if f.kind == kind:
-                t = self._trigger_t(f)
-                if t is not None and self.world.t + 1e-9 >= t:
-                    return True
-        return False
-
-    def _external_goals(self) -> None:
-        for i, f in enumerate(self.port_faults):
-            if f.kind != "external_goal" or i in self._fired:
-                continue
-            t = self._trigger_t(f)
-            if t is None or self.world.t + 1e-9 < t or self.world.dead:
-                continue
-            self._fired.add(i)
-            p = self.world.true_pose
-            decision = self.world.submit_goal(p.x + f.dx, p.y + f.dy, p.yaw)
-            if decision.accepted:
-                self.foreign_goals.add(decision.goal_index)
+    # -- ground truth -------------------------------------------------------------
 
     def _pose_blind(self) -> bool:
         """No pose sample, or the newest one (by its stamp: a frozen pose keeps its old one) too old."""
@@ -352,7 +283,7 @@ class SimPorts:
                                                  detail={"message": claim} if claim else {}))
         if w.dead:
             return  # a dead robot publishes nothing, ever again
-        if (force or now - s.pose >= _POSE_PERIOD_S - 1e-9) and not self._active("pose_dropout"):
+        if (force or now - s.pose >= _POSE_PERIOD_S - 1e-9) and not w.pose_silent:
             s.pose = now
             sample = w.published_pose()
             self.builder.update_pose(sample.pose, _EPOCH + sample.stamp_t, "/amcl_pose")
@@ -365,7 +296,7 @@ class SimPorts:
             self.builder.update_battery(w.battery, now, "/battery_state")
         active = w.active_goal
         active_ids = [g.goal_id for g in self._goals.values() if active is not None and g.index == active.index]
-        if active is not None and active.index in self.foreign_goals:
+        if active is not None and active.index in w.foreign_goals:
             active_ids = [f"foreign-{active.index}"]  # Nav2's status lists every client's goals
         self.builder.update_nav_status(active_ids, now, "navigate_to_pose/_action/status")
         if active is not None and active.status is GoalStatus.ACTIVE:

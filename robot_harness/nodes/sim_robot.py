@@ -23,6 +23,15 @@ while it holds the acceptance back; the action server sits in a reentrant
 callback group, so the executor needs at least ``MIN_EXECUTOR_THREADS``
 threads (one per concurrently running goal or held acceptance, plus requests).
 
+Faults of the robot's outside are decided by the world and carried out here,
+as ``robot_harness.eval.simports`` carries them out in-process: while
+``SimWorld.pose_silent`` holds (``pose_dropout``) nothing is published on the
+pose topic; a goal the world sends itself (``external_goal``) preempts the
+running goal, whose ROS goal then ends ABORTED as Nav2 ends a preempted goal,
+and the sim node sends it to ``navigate_to_pose`` as another client would
+(tagged ``EXTERNAL_GOAL_TAG`` in ``behavior_tree``), so the navigator's status
+and feedback list it the way Nav2's list every client's goals.
+
 With ``truth_log_path`` set, the sim also appends ground truth to a JSON-lines
 file (see ``_TruthLog``) that survives the process being killed.
 
@@ -58,7 +67,7 @@ from builtin_interfaces.msg import Time as TimeMsg
 from geometry_msgs.msg import PoseStamped, PoseWithCovarianceStamped, Quaternion
 from nav2_msgs.action import NavigateToPose
 from nav_msgs.msg import Odometry
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.context import Context
@@ -78,6 +87,7 @@ from robot_harness.core.errors import HarnessError, UsageError
 from robot_harness.core.records import Pose2D
 from robot_harness.nodes.executors import MultiThreadedExecutor
 from robot_harness.sim.world import (
+    ExternalGoalFault,
     GoalEvent,
     GoalEventType,
     GoalStatus,
@@ -87,7 +97,7 @@ from robot_harness.sim.world import (
     parse_faults,
 )
 
-__all__ = ["DieMode", "SimRobot", "MIN_EXECUTOR_THREADS", "SPEAKER_ID", "OUTBOX_ID", "main"]
+__all__ = ["DieMode", "SimRobot", "MIN_EXECUTOR_THREADS", "SPEAKER_ID", "OUTBOX_ID", "EXTERNAL_GOAL_TAG", "main"]
 
 MIN_EXECUTOR_THREADS = 5
 """Two goals overlapping during a preemption, one held acceptance (``ack_delay``), plus a request."""
@@ -110,6 +120,8 @@ SPEAKER_ID = "sim_robot/speaker"
 """``by`` of a speech acknowledgement."""
 OUTBOX_ID = "sim_robot/outbox"
 """``by`` of a message acknowledgement."""
+EXTERNAL_GOAL_TAG = "sim_robot/external_goal/"
+"""``behavior_tree`` of the ROS goal that carries world goal N of an ``external_goal`` fault: the tag, then N."""
 
 _Result = NavigateToPose.Result
 
@@ -361,6 +373,8 @@ class SimRobot:
         self._running_cv = threading.Condition(self._lock)
         self._goal_log: list[GoalEvent] = []
         self._deliveries: list[dict[str, Any]] = []
+        self._external_sent: set[int] = set()
+        self._external_bound: set[int] = set()
         self.node = Node("sim_robot", context=self._context, parameter_overrides=list(parameter_overrides or ()))
         try:
             settings = _read_settings(
@@ -466,6 +480,9 @@ class SimRobot:
                 spinning = spinning or not getattr(executor, "_is_shutdown", True)
                 executor.remove_node(n)
         self.navigator.release_action_server(destroy=not spinning)
+        client, self._external_client = self._external_client, None
+        if client is not None and not spinning:  # the same rule as the server's (ros2/rclpy#1385)
+            client.destroy()
         for n in self.nodes:
             n.destroy_node()
         if self._truth is not None:
@@ -488,6 +505,18 @@ class SimRobot:
             self._flush_events()
         self._write_truth()
         return decision.accepted, decision.reason, decision.goal_index
+
+    def bind_external_goal(self, tag: str) -> int:
+        """The world goal index an ``EXTERNAL_GOAL_TAG`` request carries; 0 unless the world sent it and it is unbound."""
+        try:
+            index = int(tag.removeprefix(EXTERNAL_GOAL_TAG))
+        except ValueError:
+            return 0
+        with self._lock:
+            if index not in self._external_sent or index in self._external_bound:
+                return 0
+            self._external_bound.add(index)
+            return index
 
     def ack_delay(self, index: int) -> float:
         """Seconds to hold back the acceptance of world goal ``index`` (``ack_delay`` fault)."""
@@ -610,6 +639,10 @@ class SimRobot:
         ]
         if cfg.camera_rate_hz > 0:
             self._streams.append(_Stream(1.0 / cfg.camera_rate_hz, self._publish_camera))
+        # Another client of the navigator, only when a fault needs one (each client adds wait-set entries).
+        self._external_client: ActionClient | None = None
+        if any(isinstance(f, ExternalGoalFault) for f in cfg.faults):
+            self._external_client = ActionClient(n, NavigateToPose, "navigate_to_pose")
         # A stream cannot publish faster than the tick: tick at least as fast as the fastest one.
         self.tick_rate_hz = min(MAX_TICK_RATE_HZ, max(TICK_RATE_HZ, cfg.pose_rate_hz, cfg.odom_rate_hz))
 
@@ -702,6 +735,7 @@ class SimRobot:
                 self.world.step(dt)
             self._flush_events()
             died = self.world.dead
+            external = self._new_external_goals()
             if not died and not self.stopping:
                 t = self.world.t
                 for stream in self._streams:
@@ -711,6 +745,38 @@ class SimRobot:
         self._write_truth()
         if died:
             self._on_death()
+        elif external:
+            self._send_external_goals(external)
+
+    def _new_external_goals(self) -> list[tuple[int, PoseStamped]]:
+        """Accepted world goals of ``external_goal`` faults not yet sent to the navigator (call under the lock)."""
+        new = sorted(self.world.foreign_goals - self._external_sent)
+        self._external_sent.update(new)
+        views = [self.world.goal(i) for i in new]
+        return [(v.index, _pose_stamped(v.target, self.stamp_ns(v.received_t)))
+                for v in views if v.status is not GoalStatus.REJECTED]
+
+    def _send_external_goals(self, goals: list[tuple[int, PoseStamped]]) -> None:
+        """Send each as another client of ``navigate_to_pose`` (the world already runs it; this gives it a ROS goal).
+
+        Fire and forget, as the other client's result is nobody's business
+        here; a request that cannot go out leaves the world goal running
+        without a ROS goal, and says so in the log.
+        """
+        client = self._external_client
+        if client is None or self.stopping:
+            return
+        for index, target in goals:
+            if not client.server_is_ready():
+                self.node.get_logger().warning(
+                    f"external_goal: navigate_to_pose is not reachable; world goal {index} runs without a ROS goal"
+                )
+                continue
+            goal = NavigateToPose.Goal()
+            goal.pose = target
+            goal.behavior_tree = f"{EXTERNAL_GOAL_TAG}{index}"
+            with self.shutdown_tolerant():
+                client.send_goal_async(goal)
 
     def _on_death(self) -> None:
         if self.die_mode is DieMode.EXIT:
@@ -727,6 +793,8 @@ class SimRobot:
     # The publishers below run under the lock, from _on_tick only.
 
     def _publish_pose(self) -> None:
+        if self.world.pose_silent:
+            return  # the pose_dropout fault: the localization topic goes silent
         sample = self.world.published_pose()
         std_xy, std_yaw = self.world.pose_noise_std
         msg = PoseWithCovarianceStamped()
@@ -867,6 +935,14 @@ class _Navigator(LifecycleNode):
         pose = _msg_to_pose(request.pose)
         if self._robot.silenced:
             return GoalResponse.REJECT
+        if request.behavior_tree.startswith(EXTERNAL_GOAL_TAG):
+            # The world already runs it (whatever our lifecycle state): bind, do not submit again.
+            index = self._robot.bind_external_goal(request.behavior_tree)
+            if index == 0:
+                self._robot.refuse_goal(pose, f"no external goal to bind for '{request.behavior_tree}'")
+                return GoalResponse.REJECT
+            self._pending[id(request)] = index
+            return GoalResponse.ACCEPT
         if not self._active:
             self._robot.refuse_goal(pose, "bt_navigator is not active")
             return GoalResponse.REJECT

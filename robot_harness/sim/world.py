@@ -11,6 +11,13 @@ is; the LOCALIZED pose is what its localization believes (truth plus any
 injected offset). The controller drives on the localized pose, as Nav2 does,
 so a localization fault leaves the truth off-goal while the navigator reports
 success: exactly the kind of lie the harness has to catch.
+
+Some faults live on the robot's outside, so the world only decides them and
+its adapters carry them out the same way: ``pose_silent`` (``pose_dropout``:
+publish no pose), ``ack_delay_for`` and ``acks_withheld`` (late or missing
+acknowledgements), ``completion_claim`` (the words results carry), and
+``foreign_goals`` (``external_goal``: goals the world sent itself, as another
+client of the navigator; not any adapter's client's goals).
 """
 from __future__ import annotations
 
@@ -40,7 +47,10 @@ __all__ = [
     "AckDelayFault",
     "NoAckFault",
     "ClaimsCompletionFault",
+    "PoseDropoutFault",
+    "ExternalGoalFault",
     "DEFAULT_COMPLETION_CLAIM",
+    "EXTERNAL_GOAL_NOTE",
     "SimConfig",
     "GoalStatus",
     "GoalEventType",
@@ -67,6 +77,9 @@ _DEFAULT_AFTER_ON_GOAL_S = 0.3
 
 DEFAULT_COMPLETION_CLAIM = "Arrived at the goal. Task complete."
 """What a ``claims_completion`` fault says when the scenario gives no text."""
+
+EXTERNAL_GOAL_NOTE = "external_goal fault: another client's goal"
+"""The reason on the RECEIVED event of a goal the world sent itself (``external_goal``)."""
 
 
 class _Frozen(BaseModel):
@@ -201,6 +214,40 @@ class ClaimsCompletionFault(_FaultBase):
     text: str = Field(default=DEFAULT_COMPLETION_CLAIM, min_length=1, max_length=500)
 
 
+class PoseDropoutFault(_DelayedFault):
+    """From the trigger on, the localization topic goes silent: no pose is published, ever again.
+
+    ``at_s: 0`` means no pose is ever published. Motion, feedback and results
+    carry on, and the localized pose still drives the controller: only the
+    evidence is missing. The world only reports it (``SimWorld.pose_silent``);
+    each adapter leaves its pose topic unpublished while it holds.
+    """
+
+    kind: Literal["pose_dropout"] = "pose_dropout"
+
+
+class ExternalGoalFault(_FaultBase):
+    """At ``at_s`` another client sends the navigator a goal ``dx``/``dy`` from the robot's true pose.
+
+    The world submits the goal itself, on the first step at or after ``at_s``,
+    keeping the robot's yaw: it preempts whatever goal is running (that goal
+    ends ABORTED, "preempted by goal N", as Nav2 preempts) and the robot drives
+    off. It is not the adapter's client's goal: ``SimWorld.foreign_goals``
+    lists its index so the adapters can tell it apart. Only ``at_s`` triggers
+    it: another client's goal comes at a time, not per goal.
+    """
+
+    kind: Literal["external_goal"] = "external_goal"
+    dx: float = 0.0
+    dy: float = 0.0
+
+    @model_validator(mode="after")
+    def _at_a_time(self) -> "ExternalGoalFault":
+        if self.at_s is None:
+            raise ValueError("external_goal needs 'at_s' (another client sends its goal at a time, not per goal)")
+        return self
+
+
 Fault = Annotated[
     RejectFault
     | EarlySuccessFault
@@ -212,13 +259,15 @@ Fault = Annotated[
     | DieFault
     | AckDelayFault
     | NoAckFault
-    | ClaimsCompletionFault,
+    | ClaimsCompletionFault
+    | PoseDropoutFault
+    | ExternalGoalFault,
     Field(discriminator="kind"),
 ]
 _FAULTS_ADAPTER: TypeAdapter[list[Fault]] = TypeAdapter(list[Fault])
 
 _GoalFault = EarlySuccessFault | StallFault | NoFeedbackFault
-_WorldFault = LocalizationJumpFault | FrozenPoseFault | PoseNoiseFault | DieFault
+_WorldFault = LocalizationJumpFault | FrozenPoseFault | PoseNoiseFault | DieFault | PoseDropoutFault | ExternalGoalFault
 
 
 def _scenario_error(what: str, exc: ValidationError, root: str = "") -> ScenarioError:
@@ -415,6 +464,7 @@ class SimWorld:
         self._events: list[GoalEvent] = []
         self._undrained = 0
         self._world_faults_fired: set[int] = set()
+        self._foreign: set[int] = set()
         self._odometer_m = 0.0
 
     # ----------------------------------------------------------------- queries
@@ -453,6 +503,26 @@ class SimWorld:
     @property
     def pose_frozen(self) -> bool:
         return self._frozen is not None
+
+    @property
+    def pose_silent(self) -> bool:
+        """True while a ``pose_dropout`` fault holds: adapters publish no localization sample.
+
+        Read from the fault's trigger at the current time (not latched by a
+        step), so ``at_s: 0`` holds before the first step, when adapters send
+        their first samples.
+        """
+        for f in self.config.faults:
+            if isinstance(f, PoseDropoutFault):
+                start = self._world_fault_start(f)
+                if start is not None and self._t + 1e-9 >= start:
+                    return True
+        return False
+
+    @property
+    def foreign_goals(self) -> frozenset[int]:
+        """Indices of the goals the world's ``external_goal`` faults sent (another client's, accepted or not)."""
+        return frozenset(self._foreign)
 
     @property
     def pose_noise_std(self) -> tuple[float, float]:
@@ -559,22 +629,7 @@ class SimWorld:
 
     def submit_goal(self, x: float, y: float, yaw: float) -> GoalDecision:
         """Receive a goal; a newly accepted goal preempts (aborts) the running one."""
-        if self._dead:
-            return GoalDecision(accepted=False, reason="robot is dead", goal_index=0)
-        index = len(self._goals) + 1
-        goal = _Goal(index, Pose2D(x=x, y=y, yaw=normalize_angle(yaw)), self._t)
-        self._goals[index] = goal
-        self._emit(GoalEventType.RECEIVED, goal)
-        reject = self._reject_reason(index)
-        if reject:
-            self._end(goal, GoalStatus.REJECTED, reject)
-            return GoalDecision(accepted=False, reason=reject, goal_index=index)
-        if self._active is not None:
-            self._end(self._active, GoalStatus.ABORTED, f"preempted by goal {index}")
-        self._active = goal
-        self._emit(GoalEventType.ACCEPTED, goal)
-        self._apply_goal_faults()
-        return GoalDecision(accepted=True, reason="", goal_index=index)
+        return self._submit(x, y, yaw, "")
 
     def cancel(self, goal_index: int | None = None) -> bool:
         """Cancel the active goal (only if it is ``goal_index``, when given); the robot stops."""
@@ -597,6 +652,25 @@ class SimWorld:
             self._v = self._w = 0.0
 
     # ----------------------------------------------------------------- internals
+
+    def _submit(self, x: float, y: float, yaw: float, note: str) -> GoalDecision:
+        """``submit_goal``; ``note`` is the RECEIVED event's reason (who sent the goal, when not the client)."""
+        if self._dead:
+            return GoalDecision(accepted=False, reason="robot is dead", goal_index=0)
+        index = len(self._goals) + 1
+        goal = _Goal(index, Pose2D(x=x, y=y, yaw=normalize_angle(yaw)), self._t)
+        self._goals[index] = goal
+        self._emit(GoalEventType.RECEIVED, goal, note)
+        reject = self._reject_reason(index)
+        if reject:
+            self._end(goal, GoalStatus.REJECTED, reject)
+            return GoalDecision(accepted=False, reason=reject, goal_index=index)
+        if self._active is not None:
+            self._end(self._active, GoalStatus.ABORTED, f"preempted by goal {index}")
+        self._active = goal
+        self._emit(GoalEventType.ACCEPTED, goal)
+        self._apply_goal_faults()
+        return GoalDecision(accepted=True, reason="", goal_index=index)
 
     def _view(self, g: _Goal) -> GoalView:
         est = self.localized_pose
@@ -669,6 +743,8 @@ class SimWorld:
         return max(f.at_s, g.received_t + f.delay_s())
 
     def _world_fault_start(self, f: _WorldFault) -> float | None:
+        if isinstance(f, ExternalGoalFault):
+            return f.at_s
         if f.at_s is not None:
             return f.at_s + f.delay_s()
         g = self._goals.get(f.on_goal or 0)
@@ -695,7 +771,7 @@ class SimWorld:
     def _apply_world_faults(self) -> None:
         for i, f in enumerate(self.config.faults):
             if i in self._world_faults_fired or not isinstance(
-                f, (LocalizationJumpFault, FrozenPoseFault, PoseNoiseFault, DieFault)
+                f, (LocalizationJumpFault, FrozenPoseFault, PoseNoiseFault, DieFault, ExternalGoalFault)
             ):
                 continue
             start = self._world_fault_start(f)
@@ -710,6 +786,9 @@ class SimWorld:
                     self._frozen = self.published_pose()
             elif isinstance(f, PoseNoiseFault):
                 self._noise = f
+            elif isinstance(f, ExternalGoalFault):
+                sent = self._submit(self._x + f.dx, self._y + f.dy, self._yaw, EXTERNAL_GOAL_NOTE)
+                self._foreign.add(sent.goal_index)
             else:
                 self._dead = True
                 return

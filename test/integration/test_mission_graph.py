@@ -240,3 +240,45 @@ def test_invalid_tool_calls_get_an_error_and_nothing_moves(tmp_path, bad):
     assert call["result"]["status"] == "error"
     assert sim_goal_events(report, "received") == []
     assert_one_result_per_call(events)
+
+
+def test_a_robot_whose_localization_never_publishes_is_sent_no_motion(tmp_path):
+    """pose_dropout from t = 0. The bring-up's readiness wait refuses such a graph (so ``run`` would stop there,
+    after 15 s, with no mission admitted); started without that wait, the mission runs blind, and the
+    pre-dispatch check still sends the robot nothing."""
+    from robot_harness.bringup import BringUp
+    from robot_harness.client import MissionClient
+    from robot_harness.core.clock import IdGenerator, SystemClock
+    from robot_harness.core.errors import HarnessTimeout
+    from robot_harness.core.journal import SqliteJournal
+    from robot_harness.runner import build_report, scenario_overrides
+
+    sc = scenario([GO_SPOT, DONE], faults=[{"kind": "pose_dropout", "at_s": 0.0}])
+    journal_path = tmp_path / "journal.sqlite3"
+    mission_id = IdGenerator(None).new("mission")
+    graph = BringUp(overrides=scenario_overrides(sc, journal_path=journal_path, artifacts_dir=tmp_path / "artifacts"))
+    graph.start(wait_ready=False)
+    try:
+        with pytest.raises(HarnessTimeout, match="no fresh pose"):
+            graph.wait_ready(timeout_s=2.0)
+        client = MissionClient(graph.context)
+        graph.add_node(client.node, client.destroy)
+        accepted, _ = client.send(sc.goal, mission_id=mission_id, timeout_s=sc.limits.mission_timeout_s + 60.0,
+                                  server_timeout_s=30.0)
+        goal_log = list(graph.sim.goal_log)
+        moved_m = graph.sim.world.odometer_m
+    finally:
+        graph.stop()
+    journal = SqliteJournal(journal_path, clock=SystemClock(), ids=IdGenerator(None))
+    try:
+        events = journal.events(mission_id=mission_id)
+    finally:
+        journal.close()
+    report = build_report(events, mission_id=mission_id, journal_path=str(journal_path))
+    assert accepted and report["status"] != "SUCCEEDED", explain(report)
+    assert goal_log == [] and moved_m == 0.0, "no goal reached the robot"
+    assert of_type(events, "ROBOT_ACTION_STARTED") == [] and outcomes(events) == []
+    first = report["tool_calls"][0]["result"]
+    assert first["status"] == "precondition_changed", explain(report)
+    assert {"observation_age", "pose_drift"} <= {c["name"] for c in first["content"]["failed"]}
+    assert_one_result_per_call(events)

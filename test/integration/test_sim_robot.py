@@ -24,16 +24,18 @@ from typing import Any, TypeVar
 import pytest
 import rclpy
 from action_msgs.msg import GoalStatus as RosGoalStatus
+from action_msgs.msg import GoalStatusArray
 from geometry_msgs.msg import PoseStamped, PoseWithCovarianceStamped
 from lifecycle_msgs.srv import GetState
 from nav2_msgs.action import NavigateToPose
+from nav_msgs.msg import Odometry
 from rclpy.action import ActionClient
 from rclpy.action.client import ClientGoalHandle
 from rclpy.executors import ExternalShutdownException
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_action_status_default
 from rclpy.task import Future
 from std_msgs.msg import String
 from unique_identifier_msgs.msg import UUID
@@ -42,8 +44,16 @@ from robot_harness.core.clock import IdGenerator, SystemClock
 from robot_harness.core.errors import ScenarioError
 from robot_harness.nodes.executors import MultiThreadedExecutor
 from robot_harness.nodes.ros_ports import RosRobotIO
-from robot_harness.nodes.sim_robot import MIN_EXECUTOR_THREADS, OUTBOX_ID, SPEAKER_ID, DieMode, SimRobot
+from robot_harness.nodes.sim_robot import (
+    EXTERNAL_GOAL_TAG,
+    MIN_EXECUTOR_THREADS,
+    OUTBOX_ID,
+    SPEAKER_ID,
+    DieMode,
+    SimRobot,
+)
 from robot_harness.sim import SimConfig
+from robot_harness.sim.world import EXTERNAL_GOAL_NOTE
 
 REPO = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -232,6 +242,59 @@ def test_new_goal_preempts_old_one(make_rig: Callable[..., Rig]) -> None:
     assert r1.result.error_code != NavigateToPose.Result.NONE and "preempted" in r1.result.error_msg
     r2 = wait_future(second.get_result_async(), 8.0, "second result")
     assert r2.status == RosGoalStatus.STATUS_SUCCEEDED
+
+
+def test_pose_dropout_silences_amcl_pose_while_the_robot_walks_on(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(fast(speed=1.0, faults=[{"kind": "pose_dropout", "on_goal": 1, "after_s": 0.3}]))
+    poses = rig.collect(PoseWithCovarianceStamped, "/amcl_pose")
+    odom = rig.collect(Odometry, "/odom")
+    wait_until(lambda: len(poses) >= 3, 5.0, "/amcl_pose before the goal")
+    handle = rig.goal(2.0, 0.0)
+    result = handle.get_result_async()
+    wait_until(lambda: rig.robot.world.pose_silent, 3.0, "the pose dropout")
+    time.sleep(0.2)  # what was in flight has landed
+    n_poses, n_odom, n_feedback = len(poses), len(odom), len(rig.feedback)
+    assert wait_future(result, 6.0, "result").status == RosGoalStatus.STATUS_SUCCEEDED, "the goal carries on"
+    time.sleep(0.3)
+    assert len(poses) == n_poses, "no pose is published once the dropout holds"
+    assert len(odom) > n_odom + 10 and len(rig.feedback) > n_feedback, "odometry and feedback carry on"
+    last = poses[-1].pose.pose.position
+    assert last.x < 1.0 and math.hypot(rig.robot.world.true_pose.x - 2.0, rig.robot.world.true_pose.y) <= 0.05, \
+        "the last pose is from before the dropout; the robot is truly at the goal"
+
+
+def test_external_goal_moves_the_robot_and_aborts_the_clients_goal_and_shows_in_the_status(
+    make_rig: Callable[..., Rig],
+) -> None:
+    rig = make_rig(fast(speed=1.0, faults=[{"kind": "external_goal", "at_s": 2.0, "dx": 0.0, "dy": -1.5}]))
+    statuses = rig.collect(GoalStatusArray, "navigate_to_pose/_action/status", qos_profile_action_status_default)
+    mine = rig.goal(8.0, 0.0)
+    assert mine.accepted and rig.robot.world.t < 2.0, "the client's goal runs before the other client's comes"
+    res = wait_future(mine.get_result_async(), 5.0, "the client's result")
+    assert res.status == RosGoalStatus.STATUS_ABORTED and "preempted by goal 2" in res.result.error_msg
+    assert rig.robot.world.foreign_goals == {2}
+    at_fire = rig.robot.world.goal(2).target
+    assert at_fire.y == pytest.approx(-1.5, abs=1e-9) and at_fire.x > 0.5
+    mine_id = bytes(mine.goal_id.uuid)
+
+    def other(status: int) -> bool:
+        return any(bytes(g.goal_info.goal_id.uuid) != mine_id and g.status == status
+                   for m in statuses for g in m.status_list)
+
+    wait_until(lambda: other(RosGoalStatus.STATUS_EXECUTING), 3.0, "the other client's goal in the status")
+    wait_until(lambda: other(RosGoalStatus.STATUS_SUCCEEDED), 6.0, "the other client's goal to finish")
+    assert rig.robot.world.true_pose.distance_to(at_fire) <= 0.05, "the robot drove off to the other goal"
+    received = [e for e in rig.robot.goal_log if e.event.value == "received"]
+    assert [(e.goal_index, e.reason) for e in received] == [(1, ""), (2, EXTERNAL_GOAL_NOTE)]
+    assert rig.robot.world.goals_received == 2, "binding the ROS goal submitted nothing new"
+    forged = wait_future(rig.nav.send_goal_async(_tagged_goal(f"{EXTERNAL_GOAL_TAG}2")), 3.0, "forged answer")
+    assert not forged.accepted, "an external goal binds once, and only one the world sent"
+
+
+def _tagged_goal(tag: str) -> NavigateToPose.Goal:
+    goal = nav_goal(0.0, 0.0)
+    goal.behavior_tree = tag
+    return goal
 
 
 def test_bt_navigator_reports_active(make_rig: Callable[..., Rig]) -> None:

@@ -130,7 +130,7 @@ def test_the_committed_suite_is_what_the_generator_writes_and_covers_every_task_
     assert all(s.truth is not None for s in suite)
 
 
-def test_the_generator_writes_the_port_fault_families_once_the_schema_knows_their_kinds():
+def test_the_generator_writes_a_fault_family_only_once_the_schema_knows_its_kinds():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("make_eval_suite", Path(__file__).resolve().parents[2]
@@ -218,32 +218,28 @@ def test_an_unacknowledged_message_is_not_counted_as_delivered(tmp_path: Path, m
     assert result.truth.done, "delivered in truth: the gate's refusal is a false rejection, the price of no evidence"
 
 
-# --- port faults: missing pose, another client's goal ----------------------------------------------
+# --- faults of the robot's outside: missing pose, another client's goal -----------------------------
 
-def _with_port_faults(sc: Scenario, *faults: dict) -> Scenario:
-    """``sc`` plus faults the scenario schema may not list yet (they are handled by SimPorts, not the world)."""
-    from robot_harness.core.scenario import FaultSpec
+def test_the_scenario_schema_takes_pose_dropout_and_external_goal_and_the_world_gets_them():
+    from pydantic import ValidationError
 
-    sc.robot.faults.extend(FaultSpec.model_construct(**f) for f in faults)
-    return sc
+    from robot_harness.sim.world import ExternalGoalFault, PoseDropoutFault
 
-
-def test_split_faults_keeps_port_faults_from_the_world_and_rejects_bad_triggers():
-    from robot_harness.core.errors import ScenarioError
-    from robot_harness.eval.simports import PortFault, split_faults
-
-    world, port = split_faults([{"kind": "stall", "on_goal": 1}, {"kind": "pose_dropout", "at_s": 0.0}])
-    assert world == [{"kind": "stall", "on_goal": 1}] and port == (PortFault(kind="pose_dropout", at_s=0.0),)
-    with pytest.raises(ScenarioError, match="exactly one trigger"):
-        split_faults([{"kind": "pose_dropout"}])
-    with pytest.raises(ScenarioError, match="give at_s"):
-        split_faults([{"kind": "external_goal", "on_goal": 1}])
+    sc = scenario([], faults=[{"kind": "pose_dropout", "on_goal": 1, "after_s": 0.2},
+                              {"kind": "external_goal", "at_s": 0.5, "dx": 1.0, "dy": -3.0}])
+    drop, ext = sim_config(sc).faults
+    assert isinstance(drop, PoseDropoutFault) and drop.delay_s() == 0.2
+    assert isinstance(ext, ExternalGoalFault) and (ext.at_s, ext.dx, ext.dy) == (0.5, 1.0, -3.0)
+    with pytest.raises(ValidationError, match="exactly one trigger"):
+        scenario([], faults=[{"kind": "pose_dropout"}])
+    with pytest.raises(ValidationError, match="external_goal needs at_s"):
+        scenario([], faults=[{"kind": "external_goal", "on_goal": 1}])
 
 
 def test_pose_dropout_from_the_start_leaves_pose_missing_and_the_harness_does_not_move(tmp_path: Path):
     from robot_harness.eval.modes import sim_ports
 
-    sc = _with_port_faults(scenario([GO("spot"), GO("dock"), DONE]), {"kind": "pose_dropout", "at_s": 0.0})
+    sc = scenario([GO("spot"), GO("dock"), DONE], faults=[{"kind": "pose_dropout", "at_s": 0.0}])
     ports = sim_ports(sc, tmp_path)
     ports.advance(1.0)
     assert ports.capture(reason="t", mission_id="").pose_meta.availability.value == "MISSING"
@@ -254,8 +250,8 @@ def test_pose_dropout_from_the_start_leaves_pose_missing_and_the_harness_does_no
 
 
 def test_pose_dropout_mid_goal_the_robot_arrives_but_nobody_can_see_it(tmp_path: Path):
-    sc = _with_port_faults(scenario([GO("spot"), DONE], truth={"visits": ["spot"]}, goal="Go to spot."),
-                           {"kind": "pose_dropout", "on_goal": 1, "after_s": 0.2})
+    sc = scenario([GO("spot"), DONE], faults=[{"kind": "pose_dropout", "on_goal": 1, "after_s": 0.2}],
+                  truth={"visits": ["spot"]}, goal="Go to spot.")
     gated = run_one(sc, "gated", workdir=tmp_path)
     assert gated.truth.done and gated.status == "UNKNOWN", gated.summary
 
@@ -263,7 +259,7 @@ def test_pose_dropout_mid_goal_the_robot_arrives_but_nobody_can_see_it(tmp_path:
 def test_another_clients_goal_shows_on_the_navigator_and_moves_the_robot(tmp_path: Path):
     from robot_harness.eval.modes import sim_ports
 
-    sc = _with_port_faults(scenario([]), {"kind": "external_goal", "at_s": 0.5, "dx": 0.0, "dy": -3.0})
+    sc = scenario([], faults=[{"kind": "external_goal", "at_s": 0.5, "dx": 0.0, "dy": -3.0}])
     ports = sim_ports(sc, tmp_path)
     ports.advance(2.0)  # it turns (about 1 s), then walks
     snap = ports.capture(reason="t", mission_id="")
@@ -276,9 +272,9 @@ def test_revalidation_refuses_to_preempt_a_goal_the_model_never_saw(tmp_path: Pa
     again and asks for the same motion. Without the pre-dispatch check the first request preempts the
     other client's goal."""
     get_pose = {"tool_calls": [{"name": "get_pose", "arguments": {}}], "delay_s": 3.0}
-    sc = _with_port_faults(scenario([{**GO("spot"), "delay_s": 1.5}, get_pose, GO("spot"), DONE],
-                                    truth={"visits": ["spot"]}, goal="Go to spot."),
-                           {"kind": "external_goal", "at_s": 0.5, "dx": 0.0, "dy": -3.0})
+    sc = scenario([{**GO("spot"), "delay_s": 1.5}, get_pose, GO("spot"), DONE],
+                  faults=[{"kind": "external_goal", "at_s": 0.5, "dx": 0.0, "dy": -3.0}],
+                  truth={"visits": ["spot"]}, goal="Go to spot.")
     gated = run_one(sc, "gated", workdir=tmp_path / "g")
     ablated = run_one(sc, "gated-no-revalidation", workdir=tmp_path / "a")
     direct = run_one(sc, "direct", workdir=tmp_path / "d")

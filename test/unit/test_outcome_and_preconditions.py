@@ -62,8 +62,9 @@ def failed(report):
 def test_preconditions_hold_on_an_unchanged_world():
     report = _check(snap(Pose2D(x=0.05, y=0.0)))
     assert report.ok and not report.failed
-    assert {c.name for c in report.checks} >= {"observation_age", "pose_drift", "controller_idle",
-                                              "no_conflicting_action", "target_unchanged", "battery_min"}
+    assert {c.name for c in report.checks} >= {"observation_age", "pose_drift", "localization_continuous",
+                                              "controller_idle", "no_conflicting_action", "target_unchanged",
+                                              "battery_min"}
 
 
 @pytest.mark.parametrize("fresh, kw, name", [
@@ -87,3 +88,10 @@ def test_a_blind_decision_cannot_pass_the_drift_check():
     blind = snap(None, availability=Availability.MISSING, sid="d")
     report = _check(snap(Pose2D(x=0, y=0)), decision=blind)
     assert "pose_drift" in failed(report)
+
+
+def test_localization_continuity_can_be_switched_off_like_the_other_checks():
+    jumped = snap(Pose2D(x=0, y=0), jumps=1)
+    assert "localization_continuous" in failed(_check(jumped))
+    off = _check(jumped, pre=Preconditions(localization_continuous=False))
+    assert off.ok and "localization_continuous" not in {c.name for c in off.checks}, "not made at all"

@@ -23,7 +23,7 @@ from robot_harness.sim import (
     SimWorld,
     parse_faults,
 )
-from robot_harness.sim.world import DEFAULT_COMPLETION_CLAIM
+from robot_harness.sim.world import DEFAULT_COMPLETION_CLAIM, EXTERNAL_GOAL_NOTE
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -346,6 +346,70 @@ def test_claims_completion_only_adds_words() -> None:
     assert late.completion_claim == DEFAULT_COMPLETION_CLAIM
 
 
+def test_pose_dropout_from_the_start_silences_the_pose_and_nothing_else() -> None:
+    w = make_world({"kind": "pose_dropout", "at_s": 0.0})
+    plain = make_world()
+    assert w.pose_silent, "silent before the first step: adapters publish their first sample at once"
+    for world in (w, plain):
+        world.submit_goal(2.0, 1.0, 0.5)
+        run_until_done(world, 1)
+    assert w.pose_silent and w.goal(1).status is GoalStatus.SUCCEEDED
+    assert w.true_pose == plain.true_pose and w.localized_pose == plain.localized_pose
+    assert [e.event for e in w.events] == [e.event for e in plain.events], "motion and results carry on"
+    assert not plain.pose_silent and w.foreign_goals == frozenset()
+
+
+def test_pose_dropout_on_goal_starts_after_s_into_that_goal_and_holds() -> None:
+    w = make_world({"kind": "pose_dropout", "on_goal": 2, "after_s": 0.2})
+    w.submit_goal(1.0, 0.0, 0.0)
+    run(w, 1.0)
+    assert not w.pose_silent, "the first goal is not affected"
+    w.submit_goal(3.0, 0.0, 0.0)
+    run(w, 0.16)
+    assert not w.pose_silent
+    run(w, 0.06)
+    assert w.pose_silent
+    run_until_done(w, 2)
+    assert w.pose_silent and w.goal(2).status is GoalStatus.SUCCEEDED
+    (default,) = parse_faults([{"kind": "pose_dropout", "on_goal": 1}])
+    assert default.delay_s() == 0.3
+
+
+def test_external_goal_preempts_the_running_goal_and_drives_the_robot_off() -> None:
+    w = make_world({"kind": "external_goal", "at_s": 0.5, "dx": 0.0, "dy": -2.0}, speed=2.0)
+    w.submit_goal(5.0, 0.0, 0.0)
+    run(w, 0.48)
+    assert w.goals_received == 1 and w.foreign_goals == frozenset()
+    run(w, 0.04)
+    at_fire = w.goal(2)
+    assert w.foreign_goals == {2} and at_fire.status is GoalStatus.ACTIVE
+    assert at_fire.target.x == pytest.approx(1.0, abs=0.05) and at_fire.target.y == pytest.approx(-2.0, abs=1e-9)
+    assert at_fire.target.yaw == pytest.approx(0.0), "the robot's yaw at the time"
+    mine = w.goal(1)
+    assert mine.status is GoalStatus.ABORTED and mine.reason == "preempted by goal 2"
+    run_until_done(w, 2)
+    assert w.true_pose.distance_to(at_fire.target) <= ARRIVAL_TOLERANCE_M
+    assert w.goals_received == 2 and w.foreign_goals == {2}, "fired once"
+    events = [(e.goal_index, e.event) for e in w.events]
+    assert events == [(1, GoalEventType.RECEIVED), (1, GoalEventType.ACCEPTED), (2, GoalEventType.RECEIVED),
+                      (1, GoalEventType.ABORTED), (2, GoalEventType.ACCEPTED), (2, GoalEventType.SUCCEEDED)]
+    assert [e.reason for e in w.events if e.event is GoalEventType.RECEIVED] == ["", EXTERNAL_GOAL_NOTE]
+
+
+def test_external_goal_on_an_idle_robot_is_from_the_true_pose_and_obeys_other_faults() -> None:
+    w = make_world({"kind": "localization_jump", "at_s": 0.0, "dx": 1.0},
+                   {"kind": "external_goal", "at_s": 0.1, "dx": 0.5})
+    run(w, 0.2)
+    assert w.goal(1).target == Pose2D(x=0.5, y=0.0, yaw=0.0), "from the truth, not from the localized pose"
+    assert w.foreign_goals == {1}
+    refused = make_world({"kind": "reject", "at_s": 0.0}, {"kind": "external_goal", "at_s": 0.1, "dx": 1.0})
+    run(refused, 0.2)
+    assert refused.goal(1).status is GoalStatus.REJECTED and refused.foreign_goals == {1}
+    dead = make_world({"kind": "die", "at_s": 0.1}, {"kind": "external_goal", "at_s": 0.2, "dx": 1.0})
+    run(dead, 0.4)
+    assert dead.goals_received == 0 and dead.foreign_goals == frozenset(), "a dead robot takes no goal"
+
+
 # --------------------------------------------------------------------------- configuration
 
 
@@ -369,6 +433,11 @@ def test_claims_completion_only_adds_words() -> None:
         ({"kind": "no_ack", "at_s": 0.0, "after_s": 1.0}, "after_s"),
         ({"kind": "claims_completion", "at_s": 0.0, "text": ""}, "text"),
         ({"kind": "claims_completion", "on_goal": 1, "dx": 1.0}, "dx"),
+        ({"kind": "pose_dropout"}, "exactly one trigger"),
+        ({"kind": "pose_dropout", "at_s": 0.0, "dx": 1.0}, "dx"),
+        ({"kind": "external_goal", "on_goal": 1}, "external_goal needs"),
+        ({"kind": "external_goal", "at_s": 1.0, "after_s": 0.5}, "after_s"),
+        ({"kind": "external_goal", "at_s": 1.0, "dx": "far"}, "dx"),
     ],
 )
 def test_bad_fault_config_raises_scenario_error(fault: dict[str, Any], needle: str) -> None:
@@ -378,6 +447,16 @@ def test_bad_fault_config_raises_scenario_error(fault: dict[str, Any], needle: s
     assert info.value.details["errors"]
     with pytest.raises(ScenarioError):
         parse_faults([fault])
+
+
+def test_the_scenario_schema_knows_exactly_the_worlds_fault_kinds() -> None:
+    import typing
+
+    from robot_harness.core.scenario import FAULT_KINDS
+    from robot_harness.sim.world import Fault
+
+    classes = typing.get_args(typing.get_args(Fault)[0])
+    assert sorted(FAULT_KINDS) == sorted(c.model_fields["kind"].default for c in classes)
 
 
 def test_bad_config_fields_raise() -> None:
