@@ -99,9 +99,16 @@ class RecoveryNode(LifecycleNode):
             response.ok, response.error = False, f"malformed recovery request: {exc}"
             return response
         response.ok = True
+        calls = getattr(self._policy.advisor, "calls", None)
+        seen = len(calls) if isinstance(calls, list) else 0
         # The mission's budgets (from its contract) win over this node's defaults.
         response.decision_json = self._policy.decide(failure, spent=spent, context=context,
                                                      budgets=budgets).model_dump_json()
+        # The advisor's model calls for this decision go back to the supervisor, whose journal
+        # records every model call of the mission (this node keeps no journal).
+        made = calls[seen:] if isinstance(calls, list) else []
+        response.llm_calls_json = json.dumps([c.model_dump(mode="json") if hasattr(c, "model_dump") else c
+                                              for c in made], default=str)
         return response
 
 

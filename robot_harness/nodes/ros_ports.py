@@ -221,6 +221,12 @@ class RosRecoveryPort:
         self._attempts = attempts
         self._service = service
         self._fallback = fallback
+        self._calls: list[Any] = []
+
+    def drain_calls(self) -> list[Any]:
+        """The recovery node's advisor's model calls since the last drain (``core.ports.ModelCallSource``)."""
+        calls, self._calls = self._calls, []
+        return calls
 
     def decide(self, failure: Any, *, spent: Any, context: Any = None, budgets: Any = None) -> Any:
         from ..core.recovery import RecoveryDecision
@@ -236,6 +242,10 @@ class RosRecoveryPort:
                 resp = _call_idempotent(self._client, self._srv_type.Request(request_json=body), self._timeout_s,
                                         f"recovery ({self._service})", attempts=self._attempts)
                 if resp.ok:
+                    try:
+                        self._calls.extend(json.loads(resp.llm_calls_json or "[]"))
+                    except ValueError:
+                        pass  # a malformed list of records costs the records, not the decision
                     return RecoveryDecision.model_validate_json(resp.decision_json)
                 why = f"recovery refused: {resp.error}"
             except HarnessTimeout as exc:

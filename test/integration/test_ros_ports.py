@@ -125,3 +125,48 @@ def test_the_port_refuses_a_budget_that_can_never_answer(graph: tuple[Node, Slow
         RosRecoveryPort(client, SERVICE, fallback=RecoveryPolicy(), timeout_s=2.0, attempts=0)
     with pytest.raises(UsageError):
         RosRecoveryPort(client, SERVICE, fallback=RecoveryPolicy(), timeout_s=0.0)
+
+
+def test_the_recovery_nodes_model_calls_come_back_to_the_caller_for_its_journal() -> None:
+    """The real recovery node with an llm advisor (the local OpenAI-compatible server): the decision's
+    model call travels back in the response, so the supervisor journals every model call of a mission."""
+    import json
+
+    from rclpy.parameter import Parameter
+
+    from robot_harness.core.ports import ModelCallSource
+    from robot_harness.nodes.recovery import RecoveryNode
+    from test.fake_openai import FakeOpenAI
+
+    with FakeOpenAI([{"content": "human_handoff"}]) as fake:
+        ctx = rclpy.Context()
+        rclpy.init(context=ctx)
+        node = RecoveryNode(context=ctx, parameter_overrides=[
+            Parameter("advisor", value="llm"),
+            Parameter("advisor_llm_json", value=json.dumps({"base_url": fake.base_url, "model": "advisor-model",
+                                                            "timeout_s": 5.0, "max_retries": 0})),
+        ])
+        client = Node("test_recovery_llm_client", context=ctx)
+        executor = MultiThreadedExecutor(num_threads=4, context=ctx)
+        executor.add_node(node)
+        executor.add_node(client)
+        thread = threading.Thread(target=executor.spin, daemon=True)
+        thread.start()
+        try:
+            assert node.trigger_configure().name == "SUCCESS" and node.trigger_activate().name == "SUCCESS"
+            timeout_s, attempts = recovery_call_budget("llm", {"timeout_s": 5.0, "max_retries": 0})
+            port = RosRecoveryPort(client, "/recovery/decide", fallback=RecoveryPolicy(), timeout_s=timeout_s,
+                                   attempts=attempts)
+            assert isinstance(port, ModelCallSource)
+            decision = port.decide(failure(), spent={})
+            assert decision.rung is Rung.HUMAN_HANDOFF and decision.advice == "advisor chose human_handoff"
+            (call,) = port.drain_calls()
+            assert call["kind"] == "llm_call" and call["model"] == "advisor-model"
+            assert port.drain_calls() == [], "each record is handed over once"
+            assert len(fake.requests) == 1
+        finally:
+            rclpy.try_shutdown(context=ctx)
+            thread.join(timeout=5.0)
+            executor.shutdown(timeout_sec=2.0)
+            node.destroy_node()
+            client.destroy_node()
