@@ -112,6 +112,8 @@ class BackgroundSpinner:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._spin, name=f"{name}-spinner", daemon=True)
         self.error: BaseException | None = None
+        """The last error a ``spin_once`` raised (logged; spinning went on)."""
+        self.errors = 0
         self._destroyed = False
 
     def start(self) -> "BackgroundSpinner":
@@ -120,13 +122,24 @@ class BackgroundSpinner:
         return self
 
     def _spin(self) -> None:
-        try:
-            while not self._stop.is_set() and self.context.ok():
+        """Spin until stopped. An error from one ``spin_once`` is logged and spinning goes on: a
+        dead spinner would leave every client on this node unanswered for the node's lifetime."""
+        while not self._stop.is_set() and self.context.ok():
+            try:
                 self.executor.spin_once(timeout_sec=self.POLL_S)
-        except (ExternalShutdownException, ShutdownException):
-            pass
-        except BaseException as exc:  # noqa: BLE001 - kept for alive(); callers see timeouts
-            self.error = exc
+            except (ExternalShutdownException, ShutdownException):
+                return
+            except Exception as exc:  # noqa: BLE001 - see the docstring
+                if self._stop.is_set() or not self.context.ok():
+                    return
+                self.error = exc
+                self.errors += 1
+                try:
+                    self.node.get_logger().error(f"spinner {self.node.get_name()}: {type(exc).__name__}: {exc}; "
+                                                 "spinning on")
+                except Exception:  # noqa: BLE001 - the node may be going away
+                    pass
+                self._stop.wait(0.01)
 
     def alive(self) -> bool:
         return self._thread.is_alive()

@@ -15,6 +15,7 @@ still on the graph (or confirmed by feedback for the active goal).
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -26,6 +27,7 @@ from geometry_msgs.msg import PoseWithCovarianceStamped
 from nav2_msgs.action import NavigateToPose
 from nav_msgs.msg import Odometry
 from pydantic import ValidationError
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.qos import (
     QoSProfile,
@@ -99,6 +101,13 @@ class SnapshotAggregator(LifecycleNode):
 
         self._ids = IdGenerator()
         self._builder: SnapshotBuilder | None = None
+        self._lock = threading.Lock()
+        """Guards the builder: observations and captures may run on different executor threads."""
+        self._capture_group = MutuallyExclusiveCallbackGroup()
+        """The capture service's own group. In the node's default (mutually exclusive) group,
+        a multi-threaded executor starves it: every wait finds a fresh pose or odometry message
+        ready first, which takes the group, so the ready request is skipped pass after pass
+        (seen: no capture answered for 25 s in the one-process bring-up on a loaded host)."""
         self._active = False
         self._subscriptions_made: list[Any] = []
         self._timers_made: list[Any] = []
@@ -187,7 +196,8 @@ class SnapshotAggregator(LifecycleNode):
         self._snapshot_pub = self.create_lifecycle_publisher(
             WorldSnapshotMsg, "~/snapshot", _RELIABLE_10
         )
-        self._capture_srv = self.create_service(CaptureSnapshot, "~/capture", self._on_capture)
+        self._capture_srv = self.create_service(CaptureSnapshot, "~/capture", self._on_capture,
+                                                callback_group=self._capture_group)
 
         use_tf = bool(self.get_parameter("use_tf").value)
         if use_tf and not self._start_tf(map_frame, tf_rate):
@@ -304,7 +314,8 @@ class SnapshotAggregator(LifecycleNode):
         if builder is None:
             return
         stamp, pose = parse_pose_with_covariance_stamped(data)
-        events = builder.update_pose(pose, stamp, self._pose_source)
+        with self._lock:
+            events = builder.update_pose(pose, stamp, self._pose_source)
         if events:
             self._on_salient(events)
 
@@ -313,15 +324,17 @@ class SnapshotAggregator(LifecycleNode):
         if builder is None:
             return
         stamp, velocity = parse_odometry_twist(data)
-        builder.update_velocity(velocity, stamp, self._odom_source)
+        with self._lock:
+            builder.update_velocity(velocity, stamp, self._odom_source)
 
     def _on_battery(self, msg: BatteryState) -> None:
         builder = self._builder
         if builder is None:
             return
-        events = builder.update_battery(
-            msg.percentage, stamp_to_float(msg.header.stamp), self._battery_source
-        )
+        with self._lock:
+            events = builder.update_battery(
+                msg.percentage, stamp_to_float(msg.header.stamp), self._battery_source
+            )
         if events:
             self._on_salient(events)
 
@@ -330,7 +343,8 @@ class SnapshotAggregator(LifecycleNode):
         if builder is None:
             return
         self._status_source.on_message()
-        events = builder.update_nav_status(active_goal_ids(msg), self._now(), self._status_topic)
+        with self._lock:
+            events = builder.update_nav_status(active_goal_ids(msg), self._now(), self._status_topic)
         if events:
             self._on_salient(events)
 
@@ -340,13 +354,14 @@ class SnapshotAggregator(LifecycleNode):
             return
         current = msg.feedback.current_pose
         stamp = current.header.stamp
-        builder.update_nav_feedback(
-            goal_id_to_hex(msg.goal_id),
-            pose_msg_to_pose2d(current.pose),
-            msg.feedback.distance_remaining,
-            stamp_to_float(stamp) if stamp.sec or stamp.nanosec else self._now(),
-            self._feedback_source,
-        )
+        with self._lock:
+            builder.update_nav_feedback(
+                goal_id_to_hex(msg.goal_id),
+                pose_msg_to_pose2d(current.pose),
+                msg.feedback.distance_remaining,
+                stamp_to_float(stamp) if stamp.sec or stamp.nanosec else self._now(),
+                self._feedback_source,
+            )
 
     def _on_nav_liveness(self) -> None:
         """Re-assert the latched navigator status while its publisher is on the graph.
@@ -366,14 +381,16 @@ class SnapshotAggregator(LifecycleNode):
             # The navigator that sent the latched status died; its successor has
             # published nothing (transient local would have delivered it): idle.
             self.get_logger().warning("navigator status publisher restarted: its predecessor's goals are void")
-            events = builder.update_nav_status([], self._now(), self._status_topic)
+            with self._lock:
+                events = builder.update_nav_status([], self._now(), self._status_topic)
             if events:
                 self._on_salient(events)
             return
         if builder.has_nav_status or self._status_publisher_ticks >= 2:
-            events = builder.update_nav_status(
-                builder.active_goal_ids, self._now(), self._status_topic
-            )
+            with self._lock:
+                events = builder.update_nav_status(
+                    builder.active_goal_ids, self._now(), self._status_topic
+                )
             if events:
                 self._on_salient(events)
 
@@ -387,9 +404,10 @@ class SnapshotAggregator(LifecycleNode):
         builder = self._builder
         if builder is None or not self._active:
             raise RefusalError("snapshot_aggregator is not active", node=self.get_name())
-        return builder.capture(
-            snapshot_id=self._ids.new("snap"), now=self._now(), reason=reason, mission_id=mission_id
-        )
+        with self._lock:
+            return builder.capture(
+                snapshot_id=self._ids.new("snap"), now=self._now(), reason=reason, mission_id=mission_id
+            )
 
     def _publish(self, snapshot: WorldSnapshot) -> None:
         pub = self._snapshot_pub

@@ -249,7 +249,10 @@ class SupervisorNode(LifecycleNode):
                 if not isinstance(exc, HarnessTimeout) or time.monotonic() >= deadline:
                     # Only an unanswered request is worth asking again; no server at all
                     # (no aggregator in this graph yet) or a refusal is reported once.
-                    self.get_logger().warning(f"snapshot capture not ready at activation ({exc.message}); "
+                    spinner = self._spinner
+                    state = (f"dispatch spinner {'alive' if spinner.alive() else 'DEAD'}, {spinner.errors} spin "
+                             f"error(s)" + (f", last {spinner.error!r}" if spinner.error is not None else ""))
+                    self.get_logger().warning(f"snapshot capture not ready at activation ({exc.message}; {state}); "
                                               "missions are refused until it answers")
                     return
                 self.get_logger().info(f"snapshot service not answering yet ({exc.message}); asking again")

@@ -269,3 +269,55 @@ def test_invalid_parameters_fail_configure(ros):
     assert ros.run(agg.trigger_configure) == TransitionCallbackReturn.FAILURE
     assert agg.count_subscribers("/amcl_pose") == 0
     assert math.isclose(agg.get_parameter("pose_max_age_s").value, -1.0)
+
+
+def test_capture_answers_while_odometry_floods_a_multithreaded_executor():
+    """In the one-process bring-up the aggregator shares a multi-threaded executor with the robot.
+    Odometry flooding in faster than the aggregator drains it must not starve the capture service
+    (in the node's default group it did: every wait found a message ready first)."""
+    from robot_harness.nodes.executors import MultiThreadedExecutor
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    agg = SnapshotAggregator(context=ctx)
+    flood = Node("odom_flood", context=ctx)
+    asker = Node("capture_asker", context=ctx)
+    pub = flood.create_publisher(Odometry, "/odom", 100)
+    executor = MultiThreadedExecutor(num_threads=4, context=ctx)
+    for n in (agg, flood, asker):
+        executor.add_node(n)
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    stop = threading.Event()
+
+    def flood_odom() -> None:
+        msg = Odometry()
+        while not stop.is_set():
+            for _ in range(200):
+                pub.publish(msg)
+            time.sleep(0.001)
+
+    flooder = threading.Thread(target=flood_odom, daemon=True)
+    try:
+        assert agg.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert agg.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        cli = asker.create_client(CaptureSnapshot, "/snapshot_aggregator/capture")
+        assert cli.wait_for_service(timeout_sec=5.0)
+        flooder.start()
+        time.sleep(1.0)  # the odometry backlog is there before we ask
+        answered = 0
+        for _ in range(3):
+            fut = cli.call_async(CaptureSnapshot.Request(reason="starvation_probe"))
+            deadline = time.monotonic() + 3.0
+            while not fut.done() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            answered += bool(fut.done() and fut.result().ok)
+        assert answered == 3, f"{answered}/3 captures answered within 3 s while odometry floods"
+    finally:
+        stop.set()
+        flooder.join(timeout=2.0) if flooder.is_alive() else None
+        rclpy.try_shutdown(context=ctx)
+        thread.join(timeout=5.0)
+        executor.shutdown(timeout_sec=2.0)
+        for n in (agg, flood, asker):
+            n.destroy_node()
