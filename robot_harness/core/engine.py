@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -78,6 +79,8 @@ from .verifier import PoseSample, Verifier, VerifyRequest
 from .reconcile import ACTIVE_STATUSES, TERMINAL_STATUSES, Reconciler
 from .recovery import Failure, FailureKind, RecoveryBudgets, RecoveryPolicy, Rung
 from .views import ContextItem, Provenance, Role, ViewBudget, build_view
+
+_log = logging.getLogger(__name__)
 
 __all__ = ["MissionOutcome", "MissionRunner", "ModelCallSource", "MAX_GOAL_CHARS", "MALFORMED_ARGUMENTS"]
 
@@ -945,31 +948,37 @@ class MissionRunner:
 
         A repeat is the same key (task, node, attempt, state version), or, as for
         a navigation (``_just_done``), the same node and attempt when that call is
-        the mission's last keyed invocation and it succeeded. Read from the
-        journal, the source of truth.
+        the mission's last keyed invocation, it succeeded, and no verdict has been
+        given since (after one, e.g. an image judged stale, calling again is the
+        planner's answer to it, not a repeat). Read from the journal, the source
+        of truth.
         """
-        intents: list[tuple[str, str]] = []
-        """(key, tool call id) of every keyed invocation of the mission, navigation or capability, in order."""
+        intents: list[tuple[str, str, int]] = []
+        """(key, tool call id, seq) of every keyed invocation of the mission, navigation or capability, in order."""
         results: dict[str, dict[str, Any]] = {}
         receipts: dict[str, str] = {}
+        last_verdict_seq = 0
         for ev in self.journal.events(mission_id=self._mission_id, types=[
                 EventType.ROBOT_ACTION_STARTED, EventType.LEASE_ACQUIRED, EventType.TOOL_RESULT_RECORDED,
-                EventType.RECEIPT_RECORDED]):
+                EventType.RECEIPT_RECORDED, EventType.VERDICT_RECORDED]):
             if ev.type is EventType.ROBOT_ACTION_STARTED and (ev.payload.get("dispatch") or {}).get("key"):
-                intents.append((ev.payload["dispatch"]["key"], ev.tool_call_id))
+                intents.append((ev.payload["dispatch"]["key"], ev.tool_call_id, ev.seq))
             elif ev.type is EventType.LEASE_ACQUIRED and isinstance(ev.payload.get("intent"), dict):
                 k = str(ev.payload["intent"].get("key", ""))
                 if k and not (intents and intents[-1][0] == k):  # one intent, one lease per resource
-                    intents.append((k, str(ev.payload["intent"].get("tool_call_id", ""))))
+                    intents.append((k, str(ev.payload["intent"].get("tool_call_id", "")), ev.seq))
             elif ev.type is EventType.TOOL_RESULT_RECORDED:
                 results[ev.tool_call_id] = ev.payload
             elif ev.type is EventType.RECEIPT_RECORDED:
                 receipts[ev.tool_call_id] = str((ev.payload.get("receipt") or {}).get("receipt_id", ""))
+            elif ev.type is EventType.VERDICT_RECORDED:
+                last_verdict_seq = ev.seq
         match, why = next((i for i in intents if i[0] == key.text), None), "same_key"
         if match is None and intents:
             last = intents[-1]
             if last[0].startswith(f"{key.mission_id}/{key.node}/a{key.attempt}/") \
-                    and (results.get(last[1]) or {}).get("status") == ToolResultStatus.OK.value:
+                    and (results.get(last[1]) or {}).get("status") == ToolResultStatus.OK.value \
+                    and last_verdict_seq < last[2]:
                 match, why = last, "just_done"
         if match is None:
             return None
@@ -1705,7 +1714,16 @@ class MissionRunner:
     def _notify(self, events: Sequence[JournalEvent]) -> None:
         if self._on_update is not None:
             for event in events:
-                self._on_update("", None, event)
+                self._observe("", None, event)
+
+    def _observe(self, stage: str, view: ActionView | None, event: JournalEvent | None) -> None:
+        """Tell the observer (feedback, MCP sessions); it only watches, so its failure is logged,
+        never raised into the mission (which would leave it open after a committed write)."""
+        assert self._on_update is not None
+        try:
+            self._on_update(stage, view, event)
+        except Exception:  # noqa: BLE001 - see the docstring
+            _log.exception("mission %s: the update observer raised; ignored", self._mission_id)
 
     def _absorb(self) -> None:
         """Read what other writers did to this mission (Stop, interaction answers) and catch up."""
@@ -1716,7 +1734,7 @@ class MissionRunner:
 
     def _update(self, stage: str, action: ManagedAction | None = None) -> None:
         if self._on_update is not None:
-            self._on_update(stage, action.view() if action else None, None)
+            self._observe(stage, action.view() if action else None, None)
 
     def _outcome(self, status: MissionStatus, summary: str) -> MissionOutcome:
         return MissionOutcome(

@@ -169,11 +169,17 @@ class BackgroundListener:
         return True
 
     def close(self, timeout_s: float = 5.0) -> bool:
-        """Flush (bounded), then end the thread; later deliveries are dropped. Returns whether it flushed."""
+        """Flush (bounded), then end the thread. What is still queued after a failed flush is dropped
+        (the caller is moving on, e.g. closing the bag those events were for), and so are later
+        deliveries. Returns whether it flushed."""
         flushed = self.flush(timeout_s)
         with self._cv:
             self._closed = True
+            dropped = len(self._queue)
+            self._queue.clear()
             self._cv.notify_all()
+        if dropped:
+            _log.warning("journal listener %r closed with %d batch(es) unhandled", self._callback, dropped)
         self._thread.join(timeout=max(0.1, timeout_s))
         return flushed
 Redactor = Callable[[dict[str, Any]], dict[str, Any]]

@@ -63,7 +63,7 @@ from .records import (
     WorldSnapshot,
 )
 
-__all__ = ["ACTIVE_STATUSES", "TERMINAL_STATUSES", "Finding", "Reconciler", "Settlement", "clear_resource"]
+__all__ = ["ACTIVE_STATUSES", "TERMINAL_STATUSES", "Finding", "ReconcileError", "Reconciler", "Settlement", "clear_resource"]
 
 ACTIVE_STATUSES = frozenset({"accepted", "executing", "canceling"})
 TERMINAL_STATUSES = frozenset({"succeeded", "aborted", "canceled"})
@@ -107,6 +107,12 @@ class Settlement(BaseModel):
     """The state the action was moved to; None when it was already terminal (its record stands)."""
     reason: str = ""
     """Why the action ended in ``action_state``."""
+
+
+class ReconcileError(HarnessError):
+    """Some interrupted missions could not be settled; the others were (``settled``, ``failures``)."""
+
+    code = "reconcile_failed"
 
 
 class Reconciler:
@@ -189,11 +195,22 @@ class Reconciler:
     def reconcile_open_missions(self, *, skip: frozenset[str] = frozenset()) -> list[Settlement]:
         """Settle every mission left open by a dead supervisor (all but ``skip``) and finish it UNKNOWN."""
         out: list[Settlement] = []
+        failures: list[str] = []
         for mission_id in self.journal.open_missions():
             if mission_id in skip:
                 continue
-            settled = self._reconcile_mission(mission_id)
+            try:
+                settled = self._reconcile_mission(mission_id)
+            except HarnessError as exc:
+                # One mission that cannot be settled must not leave the others open: it stays open
+                # (its resources blocked), is reported, and the next start tries it again.
+                failures.append(f"{mission_id}: {exc.message}")
+                continue
             out.extend(settled)
+        if failures:
+            raise ReconcileError(f"{len(failures)} interrupted mission(s) could not be reconciled: "
+                                 + "; ".join(failures), settled=[s.model_dump(mode="json") for s in out],
+                                 failures=failures)
         return out
 
     def _reconcile_mission(self, mission_id: str) -> list[Settlement]:
@@ -268,6 +285,12 @@ class Reconciler:
         terminal = BackendTerminal(status)
         drafts: list[EventDraft] = []
         state, revision = record.state, record.revision
+        if state is ActionStatus.REQUESTED:
+            # The acceptance never reached the journal (the supervisor died first), but the
+            # backend knows the goal by its key-derived id: it was accepted.
+            drafts.append(self._move(mission_id, record, state, revision, ActionStatus.ACCEPTED,
+                                     f"backend knows the goal ({status}); its acceptance was not journaled"))
+            state, revision = ActionStatus.ACCEPTED, revision + 1
         if state is not ActionStatus.VERIFYING:
             drafts.append(self._move(mission_id, record, state, revision, ActionStatus.VERIFYING,
                                      f"backend {status} (looked up after a restart)"))

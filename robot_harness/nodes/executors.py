@@ -124,9 +124,11 @@ class BackgroundSpinner:
     def _spin(self) -> None:
         """Spin until stopped. An error from one ``spin_once`` is logged and spinning goes on: a
         dead spinner would leave every client on this node unanswered for the node's lifetime."""
+        backoff = 0.0
         while not self._stop.is_set() and self.context.ok():
             try:
                 self.executor.spin_once(timeout_sec=self.POLL_S)
+                backoff = 0.0
             except (ExternalShutdownException, ShutdownException):
                 return
             except Exception as exc:  # noqa: BLE001 - see the docstring
@@ -134,12 +136,15 @@ class BackgroundSpinner:
                     return
                 self.error = exc
                 self.errors += 1
-                try:
-                    self.node.get_logger().error(f"spinner {self.node.get_name()}: {type(exc).__name__}: {exc}; "
-                                                 "spinning on")
-                except Exception:  # noqa: BLE001 - the node may be going away
-                    pass
-                self._stop.wait(0.01)
+                if self.errors <= 10 or self.errors % 100 == 0:  # a persistent error is not logged 100 times/s
+                    try:
+                        self.node.get_logger().error(
+                            f"spinner {self.node.get_name()}: {type(exc).__name__}: {exc}; spinning on "
+                            f"({self.errors} error(s) so far)")
+                    except Exception:  # noqa: BLE001 - the node may be going away
+                        pass
+                backoff = min(1.0, max(0.01, backoff * 2))  # 10 ms doubling to 1 s, reset by a clean pass
+                self._stop.wait(backoff)
 
     def alive(self) -> bool:
         return self._thread.is_alive()

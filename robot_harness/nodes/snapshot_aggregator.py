@@ -274,9 +274,10 @@ class SnapshotAggregator(LifecycleNode):
                 t = self._tf_buffer.lookup_transform(map_frame, base_frame, rclpy.time.Time())
             except tf_errors:
                 return
-            events = builder.update_pose(
-                transform_to_pose2d(t.transform), stamp_to_float(t.header.stamp), self._tf_source
-            )
+            with self._lock:
+                events = builder.update_pose(
+                    transform_to_pose2d(t.transform), stamp_to_float(t.header.stamp), self._tf_source
+                )
             if events:
                 self._on_salient(events)
 

@@ -382,6 +382,16 @@ def test_the_same_speech_after_other_physical_work_is_a_new_request():
     assert [r["status"] for r in results(journal)] == ["ok", "accepted", "ok"]
 
 
+def test_the_same_speech_after_a_verdict_is_the_planners_answer_to_it_not_a_repeat():
+    # said, then "done" is judged (the office was never reached: continue), then said again
+    runner, robot, journal, _ = make([{"tool_calls": [SAY_HI]}, {"done": "I said hi"}, {"tool_calls": [SAY_HI]}])
+    spoken = counting(robot, "speak")
+    runner.run("go to the office")
+    assert journal.events(types=[EventType.VERDICT_RECORDED]), "the done proposal was judged"
+    assert len(spoken) == 2
+    assert [r["status"] for r in results(journal) if r["name"] == "speak"] == ["ok", "ok"]
+
+
 def test_a_failed_capture_is_retried_only_under_a_new_authorized_attempt():
     capture = {"tool_calls": [{"name": "capture_image", "arguments": {"label": "office"}}]}
     runner, robot, journal, _ = make([capture, capture], robot_kw={"mode": "camera_broken"})
@@ -392,3 +402,20 @@ def test_a_failed_capture_is_retried_only_under_a_new_authorized_attempt():
     assert (first["attempt"], second["attempt"]) == (1, 2) and first["node"] == second["node"]
     (decided, *_) = [e.payload for e in journal.events(types=[EventType.RECOVERY_DECIDED])]
     assert decided["failure"]["failure_kind"] == "tool_error" and decided["decision"]["rung"] == "local_replan"
+
+
+def test_an_observer_that_raises_never_leaves_the_mission_open():
+    def broken(stage, view, event):
+        raise RuntimeError("feedback publisher gone")
+
+    clock, ids = ManualClock(), IdGenerator(seed=7)
+    robot = FakeRobot(clock=clock)
+    config = HarnessConfig(places=PLACES)
+    journal = MemoryJournal(clock=clock, ids=ids)
+    journal.setup()
+    runner = MissionRunner(config=config, journal=journal, clock=clock, ids=ids, skills=default_skills(config.navigation),
+                           snapshots=robot, planner=ScriptPlanner([GO_OFFICE, {"done": "arrived"}]), navigation=robot,
+                           robot_io=robot, on_update=broken)
+    out = runner.run("go to the office")
+    assert out.status is MissionStatus.SUCCEEDED, out.summary
+    assert journal.open_missions() == []

@@ -550,3 +550,24 @@ def test_a_background_listener_survives_a_raising_callback():
     listener([object()])
     listener([object(), object()])
     assert listener.close(2.0) and calls == [1, 2]
+
+
+def test_a_background_listener_closed_without_flushing_drops_what_is_left():
+    import threading
+
+    from robot_harness.core.journal import BackgroundListener
+
+    gate = threading.Event()
+    handled = []
+
+    def held(events):
+        gate.wait(5.0)
+        handled.append(events)
+
+    listener = BackgroundListener(held)
+    for i in range(3):
+        listener([i])
+    assert listener.close(0.05) is False
+    gate.set()
+    listener._thread.join(2.0)  # noqa: SLF001
+    assert len(handled) <= 1, "only the batch already in hand may still be handled"

@@ -193,3 +193,64 @@ def test_an_action_already_unknown_keeps_its_record_when_its_lease_is_settled():
     settled = reconciler.settle_lease(journal.leases()["base"])
     assert settled is not None and settled.released == ("base",) and settled.action_state is None
     assert states(journal)[-1] == "UNKNOWN", "the earlier UNKNOWN stands"
+
+
+@pytest.mark.parametrize("answer, at_target, final", [
+    ("succeeded", True, ActionStatus.SUCCEEDED),
+    ("aborted", False, ActionStatus.FAILED),
+    ("executing", False, ActionStatus.UNKNOWN),
+])
+def test_an_action_whose_acceptance_never_reached_the_journal_is_reconciled_too(answer, at_target, final):
+    """Killed between send_goal and the journaled acceptance: the action is still REQUESTED in the
+    journal, but the backend knows the goal by its key-derived id, so it was accepted."""
+    from .test_durable_engine import GO_OFFICE, make
+
+    clock = ManualClock()
+    robot = LookupRobot(clock=clock)
+    journal = MemoryJournal(clock=clock, ids=IdGenerator(seed=3))
+    runner, _, _ = make([GO_OFFICE, {"done": "arrived"}], robot=robot, journal=journal)
+
+    def die(_robot):
+        raise SystemExit("supervisor killed between the send and the journaled acceptance")
+
+    robot.on_send = die
+    with pytest.raises(SystemExit):
+        runner.run("go to the office", mission_id="mission-r")
+    assert states(journal) == [], "the acceptance was never journaled"
+    (goal,) = robot.goals
+    robot.on_send, robot.answer = None, answer
+    if at_target:
+        robot.pose, robot.controller = goal["target"], ControllerState.IDLE
+    (settled,) = Reconciler(journal=journal, navigation=robot, snapshots=robot, clock=clock,
+                            sleep=clock.advance).reconcile_open_missions()
+    assert settled.action_state is final
+    if answer != "executing":  # a terminal answer is judged: the acceptance is recorded first
+        assert states(journal)[:2] == ["ACCEPTED", "VERIFYING"]
+    assert_nothing_replayed(journal, robot)
+
+
+def test_one_mission_that_cannot_be_settled_does_not_leave_the_others_open(monkeypatch):
+    from robot_harness.core.errors import JournalWriteError
+    from robot_harness.core.reconcile import ReconcileError
+
+    clock = ManualClock()
+    robot = LookupRobot(clock=clock)
+    journal = MemoryJournal(clock=clock, ids=IdGenerator(seed=3))
+    interrupted(journal, robot)
+    from robot_harness.core.records import EventDraft
+
+    # a second mission the dead supervisor had only just admitted
+    journal.append([EventDraft(type=E.MISSION_STARTED, mission_id="mission-2", payload={"goal": "go to the dock"})])
+    assert sorted(journal.open_missions()) == ["mission-2", "mission-k"]
+    reconciler = Reconciler(journal=journal, navigation=robot, snapshots=robot, clock=clock, sleep=clock.advance)
+    real = reconciler._reconcile_mission  # noqa: SLF001
+
+    def first_fails(mission_id):
+        if mission_id == "mission-k":
+            raise JournalWriteError("disk hiccup", sqlite_error=None)
+        return real(mission_id)
+
+    monkeypatch.setattr(reconciler, "_reconcile_mission", first_fails)
+    with pytest.raises(ReconcileError) as err:
+        reconciler.reconcile_open_missions()
+    assert "mission-k" in err.value.message and journal.open_missions() == ["mission-k"]
