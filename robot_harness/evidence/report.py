@@ -81,7 +81,8 @@ def _trajectory_png(poses: list[tuple[float, float, float]], places: dict[str, d
     ax.set_xlabel("x (m, map)")
     ax.set_ylabel("y (m, map)")
     ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=8)
+    if ax.get_legend_handles_labels()[0]:  # nothing labelled (no poses at all): no empty legend
+        ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
