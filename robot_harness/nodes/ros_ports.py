@@ -81,10 +81,22 @@ class RosSnapshotPort:
         from ..srv import CaptureSnapshot
 
         self._srv_type = CaptureSnapshot
+        self._node = node
         self._client = node.create_client(CaptureSnapshot, service, callback_group=ReentrantCallbackGroup())
+        self._retired: list[Any] = []
         self._timeout_s = timeout_s
         self._service = service
         self._logger = node.get_logger()
+
+    def renew(self) -> None:
+        """Ask through a new client from now on (new DDS endpoints, matched afresh).
+
+        For a client whose requests keep going unanswered while the service is
+        there. The old client is kept, unused, until ``destroy``: destroying an
+        entity while its node's executor may be waiting on it is not safe.
+        """
+        self._retired.append(self._client)
+        self._client = self._node.create_client(self._srv_type, self._service, callback_group=ReentrantCallbackGroup())
 
     def capture(self, *, reason: str, mission_id: str) -> WorldSnapshot:
         if not self._client.wait_for_service(timeout_sec=self._timeout_s):
@@ -97,7 +109,9 @@ class RosSnapshotPort:
         return cv.msg_to_snapshot(resp.snapshot)
 
     def destroy(self, node: Node) -> None:
-        node.destroy_client(self._client)
+        for client in (*self._retired, self._client):
+            node.destroy_client(client)
+        self._retired.clear()
 
 
 class RosPlannerPort:

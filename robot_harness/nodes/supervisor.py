@@ -255,7 +255,14 @@ class SupervisorNode(LifecycleNode):
                     self.get_logger().warning(f"snapshot capture not ready at activation ({exc.message}; {state}); "
                                               "missions are refused until it answers")
                     return
-                self.get_logger().info(f"snapshot service not answering yet ({exc.message}); asking again")
+                if attempt % 2 == 0:
+                    # Two rounds of asking unanswered while the service is there: ask through a
+                    # fresh client (new endpoints, matched afresh) rather than the same one again.
+                    self._snapshots.renew()
+                    self.get_logger().warning(f"snapshot service not answering ({exc.message}); asking again "
+                                              "through a new client")
+                else:
+                    self.get_logger().info(f"snapshot service not answering yet ({exc.message}); asking again")
                 time.sleep(0.2)
 
     def _reconcile_interrupted(self) -> None:

@@ -321,3 +321,35 @@ def test_capture_answers_while_odometry_floods_a_multithreaded_executor():
         executor.shutdown(timeout_sec=2.0)
         for n in (agg, flood, asker):
             n.destroy_node()
+
+
+def test_the_supervisors_snapshot_port_answers_through_a_renewed_client():
+    """RosSnapshotPort.renew(): the supervisor's last resort when a client's requests keep going
+    unanswered at start-up; the new client must work on the same (spinning) node at once."""
+    from robot_harness.nodes.executors import BackgroundSpinner
+    from robot_harness.nodes.ros_ports import RosSnapshotPort
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    agg = SnapshotAggregator(context=ctx)
+    executor = SingleThreadedExecutor(context=ctx)
+    executor.add_node(agg)
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    spinner = BackgroundSpinner(context=ctx, name="port_probe").start()
+    port = RosSnapshotPort(spinner.node, "/snapshot_aggregator/capture", timeout_s=3.0)
+    try:
+        assert agg.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert agg.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        first = port.capture(reason="before", mission_id="")
+        port.renew()
+        second = port.capture(reason="after", mission_id="")
+        assert first.snapshot_id != second.snapshot_id and second.reason == "after"
+    finally:
+        spinner.stop()
+        port.destroy(spinner.node)
+        spinner.destroy()
+        rclpy.try_shutdown(context=ctx)
+        thread.join(timeout=5.0)
+        executor.shutdown(timeout_sec=2.0)
+        agg.destroy_node()
