@@ -152,7 +152,7 @@ def test_the_recovery_nodes_model_calls_come_back_to_the_caller_for_its_journal(
         executor.add_node(client)
         thread = threading.Thread(target=executor.spin, daemon=True)
         thread.start()
-        try:
+        try:  # torn down executor first, context last (a context shut down under a spin raises in it)
             assert node.trigger_configure().name == "SUCCESS" and node.trigger_activate().name == "SUCCESS"
             timeout_s, attempts = recovery_call_budget("llm", {"timeout_s": 5.0, "max_retries": 0})
             port = RosRecoveryPort(client, "/recovery/decide", fallback=RecoveryPolicy(), timeout_s=timeout_s,
@@ -165,8 +165,8 @@ def test_the_recovery_nodes_model_calls_come_back_to_the_caller_for_its_journal(
             assert port.drain_calls() == [], "each record is handed over once"
             assert len(fake.requests) == 1
         finally:
-            rclpy.try_shutdown(context=ctx)
+            executor.shutdown(timeout_sec=5.0)
             thread.join(timeout=5.0)
-            executor.shutdown(timeout_sec=2.0)
             node.destroy_node()
             client.destroy_node()
+            rclpy.try_shutdown(context=ctx)

@@ -315,12 +315,15 @@ def test_capture_answers_while_odometry_floods_a_multithreaded_executor():
         assert answered == 3, f"{answered}/3 captures answered within 3 s while odometry floods"
     finally:
         stop.set()
-        flooder.join(timeout=2.0) if flooder.is_alive() else None
-        rclpy.try_shutdown(context=ctx)
+        if flooder.is_alive():
+            flooder.join(timeout=2.0)
+        # The executor first (its spin returns), then the nodes, then the context: shutting the
+        # context down under a spinning executor raises in its thread.
+        executor.shutdown(timeout_sec=5.0)
         thread.join(timeout=5.0)
-        executor.shutdown(timeout_sec=2.0)
         for n in (agg, flood, asker):
             n.destroy_node()
+        rclpy.try_shutdown(context=ctx)
 
 
 def test_the_supervisors_snapshot_port_answers_through_a_renewed_client():
@@ -349,7 +352,7 @@ def test_the_supervisors_snapshot_port_answers_through_a_renewed_client():
         spinner.stop()
         port.destroy(spinner.node)
         spinner.destroy()
-        rclpy.try_shutdown(context=ctx)
+        executor.shutdown(timeout_sec=5.0)  # before the context, as above
         thread.join(timeout=5.0)
-        executor.shutdown(timeout_sec=2.0)
         agg.destroy_node()
+        rclpy.try_shutdown(context=ctx)
