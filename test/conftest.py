@@ -24,7 +24,7 @@ os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "SUBNET"
 os.environ.pop("ROS_STATIC_PEERS", None)
 # A fresh domain for every test run (RH_TEST_DOMAIN_ID pins one for debugging);
 # subprocesses the tests start inherit it.
-os.environ["ROS_DOMAIN_ID"] = os.environ.get("RH_TEST_DOMAIN_ID") or str(random.SystemRandom().randint(1, 101))
+os.environ["ROS_DOMAIN_ID"] = os.environ.get("RH_TEST_DOMAIN_ID") or str(random.SystemRandom().randint(0, 232))
 
 
 def pytest_report_header(config):  # noqa: D103 - pytest hook

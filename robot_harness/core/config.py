@@ -1,12 +1,15 @@
 """Harness configuration (the ``harness`` section of config/*.yaml and scenarios)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .records import Pose2D
+
 __all__ = ["Preconditions", "OutcomeTolerance", "NavigationConfig", "LimitsConfig", "ContractConfig", "VerificationConfig", "RecoveryConfig", "InteractionsConfig", "McpConfig", "HarnessConfig",
-           "load_harness_config", "dotted_overrides", "deep_merge"]
+           "load_harness_config", "dotted_overrides", "deep_merge", "place_pose", "place_poses", "place_aliases"]
 
 
 class _Cfg(BaseModel):
@@ -84,6 +87,9 @@ class ContractConfig(_Cfg):
     """template | scenario | llm. ``scenario`` uses ``obligations`` verbatim."""
     templates_file: str = ""
     """YAML templates for the template compiler; empty: the packaged config/contract_templates.yaml defaults."""
+    mission_templates_file: str = ""
+    """Named mission templates a program may send instead of a goal (Mission ``template``; core/mission_spec.py);
+    empty: the packaged config/mission_templates.yaml."""
     obligations: list[dict[str, Any]] = Field(default_factory=list)
     """A scenario-provided contract (obligation dicts); non-empty implies the scenario compiler."""
     llm: dict[str, Any] = Field(default_factory=dict)
@@ -172,7 +178,9 @@ class HarnessConfig(_Cfg):
     """Upper bound on the JSON context the model receives per turn."""
     snapshot_byte_cap: int = 1500
     """Upper bound on the snapshot projection inside that context."""
-    places: dict[str, dict[str, float]] = Field(default_factory=dict)
+    places: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Named places: ``{x, y, yaw}`` in ``frame_id``, optionally ``aliases`` (what people call the place,
+    e.g. ``loading_bay: {x: 15, y: -8, aliases: ["loading bay", "the bay"]}``; the goal compiler reads them)."""
     navigation: NavigationConfig = NavigationConfig()
     limits: LimitsConfig = LimitsConfig()
     contract: ContractConfig = ContractConfig()
@@ -183,6 +191,21 @@ class HarnessConfig(_Cfg):
     eval_ablations: EvalAblations = EvalAblations()
     artifacts_dir: str = ""
     """Where capture_image writes artifacts; empty: beside the journal."""
+
+
+def place_pose(spec: Mapping[str, Any]) -> Pose2D:
+    """The pose of one ``places`` entry (its ``aliases`` are not part of it)."""
+    return Pose2D(**{k: v for k, v in spec.items() if k != "aliases"})
+
+
+def place_poses(config: HarnessConfig) -> dict[str, Pose2D]:
+    """``config.places`` as poses."""
+    return {name: place_pose(spec) for name, spec in config.places.items()}
+
+
+def place_aliases(config: HarnessConfig) -> dict[str, tuple[str, ...]]:
+    """``config.places``' aliases by place (places without any are left out)."""
+    return {name: tuple(spec["aliases"]) for name, spec in config.places.items() if spec.get("aliases")}
 
 
 def load_harness_config(*, file_text: str | None = None, overrides: dict | None = None) -> HarnessConfig:

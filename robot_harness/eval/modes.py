@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.clock import IdGenerator
-from ..core.config import deep_merge, load_harness_config
+from ..core.config import deep_merge, load_harness_config, place_poses
 from ..core.engine import MissionRunner
 from ..core.errors import HarnessError, HarnessTimeout
 from ..core.journal import MemoryJournal, SqliteJournal
@@ -206,7 +206,7 @@ def _baseline(scenario: Scenario, mode: str, harness: dict[str, Any], ports: Sim
               planner: Any) -> tuple[str, str, int, str]:
     """The direct and monitored loops: a tool-calling agent with a navigation tool and the devices."""
     config = load_harness_config(overrides=harness)
-    places = {k: Pose2D(**v) for k, v in config.places.items()}
+    places = place_poses(config)
     skills = default_skills(config.navigation)
     nav = config.navigation
     deadline = ports.clock.monotonic() + config.limits.mission_timeout_s

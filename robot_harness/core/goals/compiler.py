@@ -1,0 +1,835 @@
+"""``GoalCompiler``: parse a goal, bind every phrase, emit the contract.
+
+Three stages, each a pure function of the goal, the places and the lexicon:
+
+1. **Clauses** (``parse``): quotes out, tokens, clauses cut at punctuation and
+   connectors, each with its connector and sentence.
+2. **Intents**: each clause's verb (longest lexicon match at its start, or the
+   previous clause's verb when it has none of its own: "drive to A, then to B")
+   and its arguments: places (unresolved references: a place, the base, the
+   start, "there"), recipients, text. A clause the lexicon cannot read refuses
+   the goal; nothing is dropped.
+3. **Steps**: intents put in the goal's order ("Y after X" puts X first), places
+   resolved in that order ("there" is the last place named; an image or a
+   speech binds the place the robot is at), implicit navigations added,
+   ``depends_on`` chained, the last place made final.
+
+The rules are written down in docs/goal_compiler.md; the gold set in
+test/contracts_gold/ holds the compiler to them.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..completion import CompletionContract, EvidenceKind, ObligationKind
+from ..records import Pose2D
+from .lexicon import ARTICLES, Lexicon, PhraseIndex, PlaceBook, PlaceRef, inflections, tokens_of
+from .parse import BACK, Clause, Segmenter, Tok, restore, tokenize
+
+__all__ = ["GoalCompiler", "START_PLACE", "REFUSAL_REASONS"]
+
+START_PLACE = "start"
+"""The reserved place name for where the robot was when the mission was admitted (the engine fills it in)."""
+
+REFUSAL_REASONS = ("unknown_place", "unsupported_action", "not_understood")
+
+_NAV_PARTICLES = (("over", "to"), ("up", "to"), ("down", "to"), ("across", "to"), ("back", "to"), ("on", "to"),
+                  ("round", "to"), ("around", "to"), ("over",), ("to",), ("into",), ("inside",), ("towards",),
+                  ("toward",), ("by",), ("at",), ("onto",), ("in",), ("through",), ("as", "far", "as"), ("all", "the",
+                  "way", "to"), ("the", "way", "to"), ("way", "to"))
+_RETURN_PARTICLES = (("back", "to"), ("back",), ("to",), ("over", "to"), ("into",), ("towards",), ("toward",),
+                     ("again",))
+_ROUTE_PARTICLES = (("of",), ("around",), ("round",), ("through",), ("to",), ("via",), ("past",), ("between",),
+                    ("along",), ("across",), ("at",), ("in",), ("by",), ("the", "route"), ("route",), ("the", "loop"),
+                    ("the", "circuit"), ("visiting",), ("covering",), ("including",), ("from",))
+_IMAGE_PLACE_PARTICLES = (("of",), ("at",), ("in",), ("inside",), ("from",), ("over",), ("near",), ("by",),
+                          ("outside",), ("showing",))
+_LIGHT_VERBS = (("do",), ("make",), ("go", "on"), ("take",), ("run",), ("complete",), ("perform",), ("carry", "out"),
+                ("start",), ("begin",))
+_DETERMINERS = frozenset({"a", "an", "the", "one", "another", "quick", "full", "short", "single", "complete",
+                          "little", "brief", "final", "some", "couple", "of", "few", "two", "three", "several",
+                          "new", "fresh", "clear", "good", "nice", "2", "3"})
+_SPEECH_TAILS = frozenset({"aloud", "loudly", "out", "loud", "clearly", "please", "now", "again"})
+_MESSAGE_DETERMINERS = frozenset({"a", "an", "the", "some", "any", "my", "our", "this", "quick", "short", "brief",
+                                  "status", "final", "little", "new"})
+_POSSESSIVES = frozenset({"your", "his", "her", "their", "its"})
+_CONTENT_STOPS = frozenset({"about", "what", "how", "where", "whether", "if", "why", "when", "which", "who", "once",
+                            "as", "while", "with"})
+
+
+def _starts(words: Sequence[str], i: int, options: Sequence[tuple[str, ...]]) -> int:
+    """Length of the longest of ``options`` at ``words[i]`` (0: none)."""
+    best = 0
+    for opt in options:
+        n = len(opt)
+        if n > best and tuple(words[i:i + n]) == opt:
+            best = n
+    return best
+
+
+@dataclass
+class _Intent:
+    """One clause read: what it asks for, with references still unresolved."""
+
+    cls: str
+    source: str
+    group: int
+    places: list[PlaceRef] = field(default_factory=list)
+    """navigate/return/inspect: the targets; image/speak: where (empty: where the robot is); route: waypoints."""
+    text: str | None = None
+    to: str | None = None
+    eligible: tuple[str, ...] = ()
+    start: PlaceRef | None = None
+    question: str = ""
+    explicit_place: bool = False
+
+
+@dataclass
+class _Group:
+    """A clause with a verb of its own and the verb-less clauses that continue it."""
+
+    gid: int
+    sentence: int
+    connector: str
+    first_in_sentence: bool
+    intents: list[_Intent] = field(default_factory=list)
+    any_order: bool = False
+
+
+class _Refusal(Exception):
+    def __init__(self, reason: str, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.details = details
+
+
+@dataclass
+class _Draft:
+    kind: ObligationKind
+    params: dict[str, Any]
+    source: str
+    description: str
+    depends_on: list[int] = field(default_factory=list)
+    eligible: tuple[str, ...] = ()
+
+
+class GoalCompiler:
+    """Compiles natural-language goals with one lexicon; see the module docstring.
+
+    Guarantees: every clause of the goal becomes an obligation, a refusal, or
+    (politeness, filler, an occasion like "when you get there") nothing by
+    rule; every place named is a known place or ``start``; the same inputs give
+    the same contract. Refusals are ``ContractError`` with ``details.reason``
+    one of ``REFUSAL_REASONS``, the phrase, the nearest known places and the
+    supported verbs.
+    """
+
+    name = "grammar"
+
+    def __init__(self, lexicon: Lexicon | None = None, *, aliases: Mapping[str, Sequence[str]] | None = None) -> None:
+        self.lexicon = lexicon if lexicon is not None else Lexicon.default()
+        self.aliases = {k: tuple(v) for k, v in (aliases or {}).items()}
+        lex = self.lexicon
+        self._verbs = PhraseIndex()
+        v = lex.verbs
+        for cls, phrases in (("report", v.report), ("return", v.return_), ("route", v.route), ("inspect", v.inspect),
+                             ("image", v.image), ("speak", v.speak), ("semantic", v.semantic),
+                             ("message", v.message), ("navigate", v.navigate), ("unsupported", v.unsupported)):
+            for phrase in phrases:
+                self._verbs.add_phrase(phrase, (cls, phrase), inflect=True)
+        self._let = inflections("let")
+        self._image_leads = {f for lead in lex.image_leads for f in inflections(lead)}
+        self._image_nouns = frozenset(lex.image_nouns)
+        self._message_nouns = PhraseIndex()
+        for phrase in lex.message_nouns:
+            self._message_nouns.add_phrase(phrase, True)
+        self._media = frozenset(lex.message_media)
+        self._route_nouns = {t for p in v.route for t in tokens_of(p)[-1:]}
+        self._fillers = PhraseIndex()
+        self._fillers_rev = PhraseIndex()
+        for phrase in lex.fillers:
+            toks = tokens_of(phrase)
+            self._fillers.add(toks, True)
+            self._fillers_rev.add(tuple(reversed(toks)), True)
+        self._seq_words = PhraseIndex()
+        for phrase in (*lex.sequence_words, *lex.before_words, *lex.after_words):
+            self._seq_words.add_phrase(phrase, True)
+        self._self = PhraseIndex()
+        for phrase in lex.self_recipients:
+            self._self.add_phrase(phrase, True)
+        self._segmenter = Segmenter(lex, verb_starts=self._verbs, fillers=self._fillers)
+
+    @classmethod
+    def from_yaml(cls, path: str, *, aliases: Mapping[str, Sequence[str]] | None = None) -> GoalCompiler:
+        from .lexicon import load_lexicon
+
+        return cls(load_lexicon(path), aliases=aliases)
+
+    # ------------------------------------------------------------------ entry point
+
+    def compile(self, goal: str, *, mission_id: str, contract_id: str,
+                places: Mapping[str, Pose2D]) -> CompletionContract:
+        from ..contracts import ContractError, build_contract
+
+        book = PlaceBook(places, aliases={k: v for k, v in self.aliases.items() if k in places}, lexicon=self.lexicon)
+        try:
+            drafts = self._drafts(goal, book)
+        except _Refusal as r:
+            raise ContractError(f"{self.name}: {r.message}", compiler=self.name, goal=goal, reason=r.reason,
+                                known_places=sorted(places), supported_verbs=self.lexicon.supported_verbs(),
+                                **r.details) from None
+        obligations = [self._obligation(i, d) for i, d in enumerate(drafts)]
+        return build_contract(goal, mission_id=mission_id, contract_id=contract_id, compiler=self.name,
+                              obligations=obligations, places={**places, START_PLACE: Pose2D(x=0.0, y=0.0)})
+
+    def _obligation(self, i: int, d: _Draft) -> dict[str, Any]:
+        final = d.kind is ObligationKind.AT_PLACE and d.params.get("final") is True
+        out: dict[str, Any] = {
+            "id": f"o{i + 1}", "kind": d.kind.value, "description": d.description, "params": d.params,
+            "evidence": [e.value for e in _evidence(d.kind, d.eligible)],
+            "max_age_s": self.lexicon.final_pose_max_age_s if final else self.lexicon.evidence_max_age_s,
+            "depends_on": [f"o{j + 1}" for j in d.depends_on], "source": d.source,
+        }
+        if d.eligible:
+            out["eligible"] = list(d.eligible)
+        return out
+
+    # ------------------------------------------------------------------ stages
+
+    def _drafts(self, goal: str, book: PlaceBook) -> list[_Draft]:
+        toks, quotes = tokenize(goal)
+        clauses = self._segmenter.split(toks)
+        groups = self._groups(goal, clauses, quotes, book)
+        intents_in_order = self._order(groups)
+        if not any(g.intents for g in groups):
+            raise _Refusal("not_understood", "the goal asks for nothing this robot can do"
+                           + (f": {goal.strip()!r}" if goal.strip() else " (it is empty)"),
+                           phrase=goal.strip())
+        return self._steps(intents_in_order, book)
+
+    # -- stage 2: clauses to intents
+
+    def _groups(self, goal: str, clauses: list[Clause], quotes: list[str], book: PlaceBook) -> list[_Group]:
+        groups: list[_Group] = []
+        prev: tuple[str, str] | None = None  # (class, verb phrase) of the last clause with a verb
+        deferred: list[tuple[list[Tok], _Group]] = []  # "after the lab, go to ...": read with the next verb
+        start_at: PlaceRef | None = None  # "starting at the lobby, patrol ..."
+
+        def last_intent() -> _Intent | None:
+            return next((i for g in reversed(groups) for i in reversed(g.intents)), None)
+
+        for clause in clauses:
+            toks = self._strip(clause.toks, trailing=False)
+            if not toks:
+                continue
+            words = [t.text for t in toks]
+            verb = self._verb(words)
+            if verb is None or verb[1][0] != "speak":
+                toks = self._strip(toks)
+                if not toks:
+                    continue
+                words = [t.text for t in toks]
+                verb = self._verb(words)
+            last = last_intent()
+            # a quote standing alone after "say:" / "message bob:" is what to say or send
+            if len(toks) == 1 and toks[0].quote is not None and last is not None \
+                    and last.cls in ("speak", "message") and last.text is None:
+                last.text = quotes[toks[0].quote]
+                continue
+            if verb is None and prev is None and (ref := self._start_modifier(words, book)) is not None:
+                start_at = ref
+                continue
+            continuation = prev is not None and (verb is None or self._is_place_list(words, book))
+            new_group = not continuation or clause.connector in ("before", "after") or not groups
+            if new_group:
+                groups.append(_Group(len(groups), clause.sentence, clause.connector, clause.first_in_sentence))
+            group = groups[-1]
+            group.any_order = group.any_order or clause.any_order
+            if verb is None and prev is None and self._is_place_list(words, book):
+                deferred.append((toks, group))
+                continue
+            if continuation:
+                assert prev is not None
+                intents = self._continue(prev, toks, goal, quotes, book, group.gid, groups)
+            else:
+                if verb is None:
+                    phrase = restore(goal, toks)
+                    raise _Refusal("not_understood", f"did not understand {phrase!r}: it names no action "
+                                   f"(supported: {_verbs_text(self.lexicon)})", phrase=phrase)
+                n, (cls, phrase) = verb
+                intents = self._read(cls, phrase, toks, n, goal, quotes, book, group.gid)
+                prev = (cls, phrase)
+            for intent in intents:
+                last = last_intent()
+                if intent.cls == "return" and last is not None and last.cls == "route" and (
+                        last.start is None or last.start == intent.places[0]):
+                    # "patrol A and B and return to base": the route ends where it starts
+                    if intent.places[0].kind != "start":
+                        last.start = intent.places[0]
+                    last.source = f"{last.source}, {intent.source}"
+                    continue
+                if intent.cls == "route" and start_at is not None and intent.start is None:
+                    intent.start, start_at = start_at, None
+                group.intents.append(intent)
+            if deferred and prev is not None:
+                for dtoks, dgroup in deferred:
+                    dgroup.intents.extend(self._continue(prev, dtoks, goal, quotes, book, dgroup.gid, groups))
+                deferred.clear()
+        if deferred:
+            phrase = restore(goal, deferred[0][0])
+            raise _Refusal("not_understood", f"did not understand {phrase!r}: it names no action "
+                           f"(supported: {_verbs_text(self.lexicon)})", phrase=phrase)
+        return groups
+
+    def _start_modifier(self, words: list[str], book: PlaceBook) -> PlaceRef | None:
+        """``starting at X`` / ``from X`` / ``beginning at X`` standing alone: where a route starts."""
+        k = _starts(words, 0, (("starting", "at"), ("starting", "from"), ("beginning", "at"), ("from",),
+                               ("starting", "out", "from"), ("leaving", "from")))
+        if not k:
+            return None
+        m = book.match(words, k)
+        return m[1] if m is not None and k + m[0] == len(words) else None
+
+    def _strip(self, toks: list[Tok], *, trailing: bool = True) -> list[Tok]:
+        """Without leading (and trailing) filler, politeness and sequence words."""
+        changed = True
+        while changed and toks:
+            changed = False
+            words = [t.text for t in toks]
+            for index in (self._fillers, self._seq_words):
+                m = index.match(words, 0)
+                if m is not None and m[0] < len(words) + 1:
+                    toks = toks[m[0]:]
+                    changed = True
+                    break
+            if changed or not toks or not trailing:
+                continue
+            rev = [t.text for t in reversed(toks)]
+            m = self._fillers_rev.match(rev, 0)
+            if m is not None:
+                toks = toks[:len(toks) - m[0]]
+                changed = True
+        return toks
+
+    def _verb(self, words: list[str]) -> tuple[int, tuple[str, str]] | None:
+        """The verb phrase a clause starts with: (length, (class, phrase))."""
+        best = self._verbs.match(words, 0)
+        if words and words[0] in self._let:
+            try:
+                k = words.index("know", 1, 7)
+            except ValueError:
+                k = -1
+            if k > 0:
+                return 1, ("message", "let know")
+        # light verbs before a route noun: "do a lap of", "make a round trip to"
+        n = _starts(words, 0, _LIGHT_VERBS) or (1 if words and words[0] in inflections("do") else 0)
+        if n:
+            j = n
+            while j < len(words) and words[j] in _DETERMINERS:
+                j += 1
+            m = self._verbs.match(words, j)
+            if m is not None and m[1][0] == "route":
+                return j + m[0], m[1]
+        # an image lead, a few words, an image noun: "take three quick photos"
+        if words and words[0] in self._image_leads:
+            for j in range(1, min(len(words), 6)):
+                if words[j] in self._image_nouns:
+                    if best is None or best[0] < j + 1:
+                        return j + 1, ("image", " ".join(words[:j + 1]))
+                    break
+                if words[j] not in _DETERMINERS and not words[j].isdigit() and words[j] not in {"quick", "few"}:
+                    break
+        return best
+
+    def _is_place_list(self, words: list[str], book: PlaceBook) -> bool:
+        i = _starts(words, 0, _NAV_PARTICLES)
+        m = book.match(words, i)
+        return m is not None and i + m[0] == len(words) and m[1].kind == "place"
+
+    # -- reading one clause
+
+    def _read(self, cls: str, phrase: str, toks: list[Tok], n: int, goal: str, quotes: list[str], book: PlaceBook,
+              gid: int) -> list[_Intent]:
+        words = [t.text for t in toks]
+        source = restore(goal, toks)
+        rest = toks[n:]
+        if cls == "unsupported":
+            raise _Refusal("unsupported_action", f"{source!r}: {phrase!r} is not an action this robot can be held "
+                           f"to (supported: {_verbs_text(self.lexicon)})", phrase=source, verb=phrase)
+        if cls in ("navigate", "return"):
+            # "go take a picture": the motion verb only introduces the next one
+            if cls == "navigate" and rest and self._verb([t.text for t in rest]) is not None \
+                    and not self._is_place_list([t.text for t in rest], book):
+                k = self._verb([t.text for t in rest])
+                assert k is not None
+                return self._read(k[1][0], k[1][1], rest, k[0], goal, quotes, book, gid)
+            return [self._motion(cls, rest, source, book, gid, goal)]
+        if cls == "route":
+            return [self._route(rest, source, book, gid, goal)]
+        if cls in ("image", "inspect"):
+            return [self._image(cls, phrase, words, rest, source, book, gid, goal)]
+        if cls == "speak":
+            return [self._speech(rest, source, quotes, book, gid, goal)]
+        if cls in ("message", "report"):
+            return [self._message(cls, phrase, toks, n, source, quotes, book, gid, goal)]
+        assert cls == "semantic"
+        return [_Intent("semantic", source, gid, question=source)]
+
+    def _continue(self, prev: tuple[str, str], toks: list[Tok], goal: str, quotes: list[str], book: PlaceBook,
+                  gid: int, groups: list[_Group]) -> list[_Intent]:
+        cls, phrase = prev
+        source = restore(goal, toks)
+        words = [t.text for t in toks]
+        if cls in ("navigate", "return"):
+            return [self._motion("navigate", toks, source, book, gid, goal)]
+        if cls == "route":
+            last = next((i for g in reversed(groups) for i in reversed(g.intents)), None)
+            if last is not None and last.cls == "route":
+                extra = self._route(toks, source, book, gid, goal)
+                last.places.extend(extra.places)
+                last.source = f"{last.source}, {source}"
+                if extra.start is not None:
+                    last.start = extra.start
+                return []
+            return [self._route(toks, source, book, gid, goal)]
+        if cls in ("image", "inspect"):
+            return [self._image(cls, phrase, words, toks, source, book, gid, goal, continued=True)]
+        if cls == "speak":
+            return [self._speech(toks, source, quotes, book, gid, goal)]
+        if cls == "message":
+            return [self._message(cls, phrase, toks, 0, source, quotes, book, gid, goal, continued=True)]
+        if cls == "semantic":
+            last = next((i for g in reversed(groups) for i in reversed(g.intents)), None)
+            if last is not None and last.cls == "semantic":
+                last.question = f"{last.question} and {source}"
+                last.source = last.question
+                return []
+        raise _Refusal("not_understood", f"did not understand {source!r} (after {phrase!r})", phrase=source)
+
+    # -- arguments
+
+    def _place_at(self, words: list[str], i: int, book: PlaceBook, goal: str, toks: list[Tok],
+                  *, clause: str) -> tuple[int, PlaceRef]:
+        """The place phrase at ``words[i]`` or a refusal naming the unknown place."""
+        m = book.match(words, i)
+        if m is not None:
+            return m
+        j = i
+        while j < len(words) and words[j] in ARTICLES:
+            j += 1
+        end = j
+        while end < len(words) and words[end] != BACK and not words[end].startswith("\x00") \
+                and words[end] not in {"and", "then", "to", "from", "via", "for", "with", "at", "in", "on", "when"}:
+            end += 1
+        phrase = restore(goal, toks[j:end]) if end > j else restore(goal, toks[i:]) or clause
+        if not phrase:
+            raise _Refusal("not_understood", f"{clause!r} names no place", phrase=clause)
+        near = book.nearest(phrase)
+        hint = f"; did you mean {' or '.join(near)}?" if near else ""
+        raise _Refusal("unknown_place", f"unknown place {phrase!r} in {clause!r}{hint} "
+                       f"(known places: {', '.join(book.names)})", phrase=phrase, clause=clause, nearest=near)
+
+    def _leftover(self, words: list[str], i: int, goal: str, toks: list[Tok], clause: str) -> None:
+        """Refuse what is left of a clause after its arguments, unless it is filler."""
+        rest = [t for t in toks[i:] if t.text != BACK]
+        rest = self._strip(rest)
+        if rest:
+            phrase = restore(goal, rest)
+            raise _Refusal("not_understood", f"did not understand {phrase!r} in {clause!r}", phrase=phrase,
+                           clause=clause)
+
+    def _motion(self, cls: str, toks: list[Tok], source: str, book: PlaceBook, gid: int, goal: str) -> _Intent:
+        words = [t.text for t in toks]
+        parts = _RETURN_PARTICLES if cls == "return" else _NAV_PARTICLES
+        i = _starts(words, 0, parts)
+        if i >= len(words) or words[i] == BACK:
+            if cls == "return":
+                back = BACK in words
+                intent = _Intent("return", source, gid, places=[PlaceRef("start")])
+                if back:
+                    intent.cls = "return"
+                self._leftover(words, i, goal, toks, source)
+                return intent
+            if not words:
+                return _Intent("noop", source, gid)
+            raise _Refusal("not_understood", f"{source!r} names no place to go to", phrase=source)
+        n, ref = self._place_at(words, i, book, goal, toks, clause=source)
+        j = i + n
+        way = _starts(words, j, (("on", "your", "way", "to"), ("on", "the", "way", "to"), ("on", "your", "way", "back",
+                                                                                               "to"),
+                                 ("on", "the", "way", "back", "to"), ("en", "route", "to"), ("on", "route", "to")))
+        if way:
+            # "swing by A on your way to B": A, then B
+            n2, ref2 = self._place_at(words, j + way, book, goal, toks, clause=source)
+            self._leftover(words, j + way + n2, goal, toks, source)
+            return _Intent("navigate", source, gid, places=[ref, ref2])
+        if j < len(words) and words[j] == BACK:
+            intent = _Intent("route", source, gid, places=[ref], start=None)
+            self._leftover(words, j + 1, goal, toks, source)
+            return intent
+        self._leftover(words, j, goal, toks, source)
+        return _Intent("return" if cls == "return" else "navigate", source, gid, places=[ref])
+
+    def _route(self, toks: list[Tok], source: str, book: PlaceBook, gid: int, goal: str) -> _Intent:
+        words = [t.text for t in toks]
+        intent = _Intent("route", source, gid)
+        i = 0
+        while i < len(words):
+            if words[i] == BACK:
+                i += 1
+                continue
+            if words[i] in ("and", "then"):
+                i += 1
+                continue
+            k = _starts(words, i, (("starting", "at"), ("starting", "from"), ("beginning", "at"), ("start", "at"),
+                                   ("returning", "to"), ("ending", "at"), ("finishing", "at")))
+            if k or (words[i] == "from" and i > 0):
+                k = k or 1
+                n, ref = self._place_at(words, i + k, book, goal, toks, clause=source)
+                intent.start = ref
+                i += k + n
+                continue
+            k = _starts(words, i, _ROUTE_PARTICLES)
+            if k:
+                i += k
+                continue
+            if words[i] in _DETERMINERS or words[i] in self._route_nouns:
+                i += 1
+                continue
+            m = book.match(words, i)
+            if m is None:
+                rest = self._strip(toks[i:])
+                if not rest:
+                    break
+                self._place_at(words, i, book, goal, toks, clause=source)
+            assert m is not None
+            intent.places.append(m[1])
+            i += m[0]
+        return intent
+
+    def _image(self, cls: str, phrase: str, words: list[str], rest: list[Tok], source: str, book: PlaceBook, gid: int,
+               goal: str, *, continued: bool = False) -> _Intent:
+        r = [t.text for t in rest]
+        i = _starts(r, 0, _IMAGE_PLACE_PARTICLES)
+        direct = cls == "inspect" or len(tokens_of(phrase)) == 1 or continued
+        intent = _Intent(cls, source, gid)
+        if i == 0 and not direct:
+            # "take a photo" [there | here | at X]: nothing after the noun means where the robot is
+            j = 0
+            while j < len(r) and r[j] in _DETERMINERS:
+                j += 1
+            if j < len(r):
+                m = book.match(r, j)
+                if m is not None and m[1].kind in ("there", "start"):
+                    intent.places, intent.explicit_place = [m[1]], True
+                    self._leftover(r, j + m[0], goal, rest, source)
+                    return intent
+                self._leftover(r, j, goal, rest, source)
+            return intent
+        if i >= len(r):
+            if cls == "inspect" and not continued:
+                intent.places = [PlaceRef("there")]
+                return intent
+            return intent
+        n, ref = self._place_at(r, i, book, goal, rest, clause=source)
+        intent.places, intent.explicit_place = [ref], True
+        self._leftover(r, i + n, goal, rest, source)
+        return intent
+
+    def _speech(self, toks: list[Tok], source: str, quotes: list[str], book: PlaceBook, gid: int, goal: str) -> _Intent:
+        intent = _Intent("speak", source, gid)
+        words = [t.text for t in toks]
+        qs = [t.quote for t in toks if t.quote is not None]
+        # where: "... there", "... at/in <place>" at the end
+        end = len(words)
+        while end > 0 and words[end - 1] in _SPEECH_TAILS:
+            end -= 1
+        for start in range(0, end):
+            if words[start] in ("at", "in", "inside", "near", "by") or (words[start] in book.index._by_first
+                                                                         and start > 0):
+                off = 1 if words[start] in ("at", "in", "inside", "near", "by") else 0
+                m = book.match(words, start + off)
+                if m is not None and start + off + m[0] == end and (off or m[1].kind in ("there", "start")):
+                    if m[1].kind == "there" or m[1].kind == "place" or m[1].kind == "base" or m[1].kind == "start":
+                        intent.places, intent.explicit_place = [m[1]], True
+                        end = start
+                        break
+        body = [t for t in toks[:end] if t.text not in {"to", "everyone", "everybody", "the", "room"} or qs == []]
+        if qs:
+            intent.text = quotes[qs[0]]
+            leftover = [t for t in toks[:end] if t.quote is None and t.text not in {"to", "everyone", "everybody",
+                                                                                     "all", "the", "visitors", "them",
+                                                                                     "people", "aloud", "out",
+                                                                                     "loud", "that", "this"}]
+            if len(qs) > 1:
+                raise _Refusal("not_understood", f"{source!r} quotes more than one sentence to say", phrase=source)
+            if self._strip(leftover):
+                phrase = restore(goal, self._strip(leftover))
+                raise _Refusal("not_understood", f"did not understand {phrase!r} in {source!r}", phrase=phrase,
+                               clause=source)
+            return intent
+        body = toks[:end]
+        if body and body[0].text == "that":
+            body = body[1:]
+        text = restore(goal, body).strip(" ,.!?")
+        if text:
+            intent.text = text
+        return intent
+
+    def _message(self, cls: str, phrase: str, toks: list[Tok], n: int, source: str, quotes: list[str],
+                 book: PlaceBook, gid: int, goal: str, *, continued: bool = False) -> _Intent:
+        words = [t.text for t in toks]
+        lex = self.lexicon
+        intent = _Intent("message", source, gid)
+        verb = tokens_of(phrase)
+        medium = phrase in self._media or (verb[:1] and verb[0] in self._media)
+        i = n
+        recipient: list[Tok] = []
+        has_noun = False
+        if phrase == "let know":
+            k = words.index("know")
+            recipient = toks[1:k]
+            i = k + 1
+        elif continued:
+            recipient = [t for t in toks if t.quote is None]
+            i = len(toks)
+        elif cls == "report":
+            k = next((x for x in range(n, len(words)) if words[x] == "to"), None)
+            if k is not None:
+                recipient = self._recipient(toks[k + 1:])
+            i = len(toks)
+        else:
+            rest = words[i:]
+            # "send <recipient> a <noun>", "send a <noun> to <recipient>", "email <recipient> ...", "tell me ..."
+            j = 0
+            done = False
+            while j < len(rest):
+                w = rest[j]
+                if w.startswith("\x00"):
+                    break
+                k = j
+                while k < len(rest) and rest[k] in _MESSAGE_DETERMINERS:
+                    k += 1
+                m = self._message_nouns.match(rest, k)
+                if m is not None:
+                    has_noun = True
+                    j = k + m[0]
+                    done = done or bool(recipient)
+                    continue
+                if w in ("to", "for") and not recipient:
+                    j += 1
+                    continue
+                if done or w in ("that", "saying", "to") or w in _CONTENT_STOPS or w in _POSSESSIVES:
+                    break
+                sm = self._self.match(rest, j)
+                if sm is not None and not recipient:
+                    recipient = toks[i + j:i + j + sm[0]]
+                    j += sm[0]
+                    done = True
+                    continue
+                if w in ARTICLES and not recipient:
+                    j += 1
+                    continue
+                recipient.append(toks[i + j])
+                j += 1
+            i += j
+        text: str | None = None
+        qs = [t.quote for t in toks if t.quote is not None]
+        if qs:
+            text = quotes[qs[0]]
+        else:
+            for k in range(i, len(words)):
+                if words[k] in ("that", "saying") and (k + 1 < len(words)):
+                    text = restore(goal, toks[k + 1:]).strip(" ,.!?")
+                    break
+        if phrase in ("send", "deliver") and not has_noun and text is None:
+            raise _Refusal("unsupported_action", f"{source!r}: only messages can be sent (supported: "
+                           f"{_verbs_text(lex)})", phrase=source, verb=phrase)
+        rwords = [t.text for t in recipient if t.quote is None]
+        while rwords and rwords[0] in ARTICLES and self._self.match(rwords, 0) is None:
+            rwords = rwords[1:]
+        # "send me a message" keeps "me"; "email bob a note" keeps "bob"
+        to = lex.default_recipient
+        is_self = True
+        if rwords:
+            if self._self.match(rwords, 0) is not None and self._self.match(rwords, 0)[0] == len(rwords):  # type: ignore[index]
+                is_self = True
+            else:
+                to, is_self = "_".join(rwords), False
+        intent.to = to
+        intent.text = text
+        if cls == "report" or (is_self and not medium and phrase not in ("send", "deliver")):
+            intent.eligible = ("send_message", "speak") if is_self else ()
+        return intent
+
+    def _recipient(self, toks: list[Tok]) -> list[Tok]:
+        out: list[Tok] = []
+        for t in toks:
+            if t.quote is not None or t.text in ("that", "saying", "to") or t.text in _CONTENT_STOPS:
+                break
+            out.append(t)
+        return out
+
+    # -- stage 3: order
+
+    def _order(self, groups: list[_Group]) -> list[_Group]:
+        """Groups in the goal's order: "before X, Y" and "Y after X" put X where it belongs."""
+        out: list[_Group] = []
+        by_sentence: dict[int, list[_Group]] = {}
+        for g in groups:
+            by_sentence.setdefault(g.sentence, []).append(g)
+        for s in sorted(by_sentence):
+            gs = by_sentence[s]
+            if gs and gs[0].connector == "before" and gs[0].first_in_sentence and len(gs) > 1:
+                gs = [*gs[1:], gs[0]]
+            k = 1
+            while k < len(gs):
+                if gs[k].connector == "after" and not gs[k].first_in_sentence:
+                    gs = [*gs[:k - 1], gs[k], gs[k - 1], *gs[k + 1:]]
+                k += 1
+            out.extend(gs)
+        return out
+
+    # -- stage 4: steps
+
+    def _steps(self, groups: list[_Group], book: PlaceBook) -> list[_Draft]:
+        drafts: list[_Draft] = []
+        current: str | None = None
+        last_named: str | None = None
+        prev: list[int] = []
+        lex = self.lexicon
+
+        def resolve(ref: PlaceRef, source: str) -> str:
+            nonlocal last_named
+            if ref.kind == "place":
+                last_named = ref.name
+                return ref.name
+            if ref.kind == "base":
+                if lex.base_place not in book.names:
+                    raise _Refusal("unknown_place", f"{source!r} means the base place {lex.base_place!r}, which "
+                                   f"this map does not have (known places: {', '.join(book.names)})",
+                                   phrase=lex.base_place, clause=source, nearest=[])
+                last_named = lex.base_place
+                return lex.base_place
+            if ref.kind == "start":
+                return START_PLACE
+            if last_named is None and current is None:
+                raise _Refusal("not_understood", f"{source!r}: 'there' refers to no place named before it",
+                               phrase=source)
+            return last_named or current  # type: ignore[return-value]
+
+        def add(draft: _Draft, deps: list[int]) -> int:
+            draft.depends_on = sorted(set(deps))
+            drafts.append(draft)
+            return len(drafts) - 1
+
+        def go(place: str, source: str, deps: list[int]) -> int:
+            nonlocal current
+            current = place
+            return add(_Draft(ObligationKind.AT_PLACE, {"place": place, "final": False}, source,
+                              f"The robot reached {place}."), deps)
+
+        for g in groups:
+            before_group = list(prev)
+            ends: list[int] = []
+            for intent in g.intents:
+                deps = list(before_group) if g.any_order else list(prev)
+                last = self._emit(intent, deps, resolve, add, go, lambda: current, book)
+                if last is None:
+                    continue
+                if intent.cls == "route":
+                    current = None
+                if g.any_order:
+                    ends.extend(last)
+                else:
+                    prev = last
+            if g.any_order and ends:
+                prev = ends
+        # the last place is final unless a route moves the robot on after it
+        last_at = max((i for i, d in enumerate(drafts) if d.kind is ObligationKind.AT_PLACE), default=None)
+        if last_at is not None and not any(d.kind is ObligationKind.ROUTE_CLOSED for d in drafts[last_at + 1:]):
+            d = drafts[last_at]
+            d.params["final"] = True
+            d.description = f"The robot is at {d.params['place']} when the mission is verified."
+        if not drafts:
+            raise _Refusal("not_understood", "the goal asks for nothing this robot can do", phrase="")
+        return drafts
+
+    def _emit(self, intent: _Intent, deps: list[int], resolve: Any, add: Any, go: Any, current: Any,
+              book: PlaceBook) -> list[int] | None:
+        src = intent.source
+        if intent.cls == "noop":
+            return None
+        if intent.cls in ("navigate", "return"):
+            out: list[int] = []
+            for ref in intent.places:
+                place = resolve(ref, src)
+                idx = go(place, src, deps)
+                deps = [idx]
+                out = [idx]
+            return out
+        if intent.cls == "route":
+            waypoints = [resolve(r, src) for r in intent.places]
+            start = resolve(intent.start, src) if intent.start is not None else START_PLACE
+            while waypoints and waypoints[0] == start:
+                waypoints.pop(0)
+            while waypoints and waypoints[-1] == start:
+                waypoints.pop()
+            params = {"start": start, "waypoints": waypoints, "min_departure_m": self.lexicon.min_departure_m}
+            via = f" via {', '.join(waypoints)}" if waypoints else ""
+            return [add(_Draft(ObligationKind.ROUTE_CLOSED, params, src,
+                               f"Closed route: leave {start}{via} and come back to {start}."), deps)]
+        if intent.cls in ("image", "inspect"):
+            where = resolve(intent.places[0], src) if intent.places else current()
+            if where is not None and where != current():
+                deps = [go(where, src, deps)]
+            params = {"place": where} if where is not None else {}
+            at = f" at {where}" if where is not None else ""
+            return [add(_Draft(ObligationKind.IMAGE_CAPTURED, params, src, f"An image was captured{at}."), deps)]
+        if intent.cls == "speak":
+            where = resolve(intent.places[0], src) if intent.places else current()
+            if where is not None and where != current():
+                deps = [go(where, src, deps)]
+            params: dict[str, Any] = {}
+            if intent.text is not None:
+                params["text"] = intent.text
+            if where is not None:
+                params["place"] = where
+            said = f" {intent.text!r}" if intent.text is not None else ""
+            at = f" at {where}" if where is not None else ""
+            return [add(_Draft(ObligationKind.SPOKEN, params, src, f"The robot said{said}{at}."), deps)]
+        if intent.cls == "message":
+            params = {"to": intent.to}
+            if intent.text is not None:
+                params["text"] = intent.text
+            how = " (by message or speech)" if "speak" in intent.eligible else ""
+            return [add(_Draft(ObligationKind.MESSAGE_DELIVERED, params, src,
+                               f"{intent.to} was told{how}.", eligible=intent.eligible), deps)]
+        assert intent.cls == "semantic"
+        params = {"question": intent.question}
+        where = current()
+        if where is not None:
+            params["place"] = where
+        return [add(_Draft(ObligationKind.SEMANTIC, params, src, f"Semantic judgement: {intent.question}"), deps)]
+
+
+def _evidence(kind: ObligationKind, eligible: tuple[str, ...]) -> tuple[EvidenceKind, ...]:
+    E = EvidenceKind
+    base = {
+        ObligationKind.AT_PLACE: (E.NAVIGATION_RECEIPT, E.POSE_OBSERVATION),
+        ObligationKind.IMAGE_CAPTURED: (E.IMAGE_ARTIFACT,),
+        ObligationKind.SPOKEN: (E.SPEECH_RECEIPT,),
+        ObligationKind.MESSAGE_DELIVERED: (E.DELIVERY_RECEIPT,),
+        ObligationKind.ROUTE_CLOSED: (E.NAVIGATION_RECEIPT, E.POSE_OBSERVATION, E.TRAJECTORY),
+        ObligationKind.SEMANTIC: (E.SEMANTIC_JUDGEMENT, E.IMAGE_ARTIFACT),
+    }[kind]
+    if kind is ObligationKind.MESSAGE_DELIVERED and "speak" in eligible:
+        return (*base, E.SPEECH_RECEIPT)
+    return base
+
+
+def _verbs_text(lex: Lexicon) -> str:
+    return "; ".join(f"{cls}: {', '.join(v)}" for cls, v in lex.supported_verbs().items())
