@@ -14,9 +14,11 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from .records import FORMAT_VERSION, Pose2D
 
@@ -29,6 +31,13 @@ __all__ = [
     "Receipt",
     "ObligationKind",
     "EvidenceKind",
+    "NAVIGATE_SKILL",
+    "CAPTURE_SKILL",
+    "MESSAGE_SKILL",
+    "SPEAK_SKILL",
+    "DEFAULT_SKILLS",
+    "admissible_skills",
+    "eligible_skills",
     "Obligation",
     "CoverageReport",
     "CompletionContract",
@@ -201,6 +210,42 @@ class EvidenceKind(str, enum.Enum):
     SEMANTIC_JUDGEMENT = "semantic_judgement"
 
 
+NAVIGATE_SKILL = "navigate_to"
+CAPTURE_SKILL = "capture_image"
+MESSAGE_SKILL = "send_message"
+SPEAK_SKILL = "speak"
+
+DEFAULT_SKILLS: Mapping[ObligationKind, tuple[str, ...]] = MappingProxyType({
+    ObligationKind.AT_PLACE: (NAVIGATE_SKILL,),
+    ObligationKind.ROUTE_CLOSED: (NAVIGATE_SKILL,),
+    ObligationKind.IMAGE_CAPTURED: (CAPTURE_SKILL,),
+    ObligationKind.SPOKEN: (SPEAK_SKILL,),
+    ObligationKind.MESSAGE_DELIVERED: (MESSAGE_SKILL,),
+    ObligationKind.SEMANTIC: (),
+})
+"""The one map from an obligation kind to the skills whose receipts satisfy it when the obligation
+names none (``Obligation.eligible`` empty). ``SEMANTIC`` has none: it is a judgement on the
+mission's observations, not the receipt of one skill."""
+
+_ALSO_ELIGIBLE: Mapping[ObligationKind, tuple[str, ...]] = MappingProxyType({
+    ObligationKind.MESSAGE_DELIVERED: (SPEAK_SKILL,),
+})
+"""Skills an obligation may add to its kind's defaults: a report to the user may be spoken."""
+
+_SKILL_EVIDENCE: Mapping[str, EvidenceKind] = MappingProxyType({
+    NAVIGATE_SKILL: EvidenceKind.NAVIGATION_RECEIPT,
+    CAPTURE_SKILL: EvidenceKind.IMAGE_ARTIFACT,
+    MESSAGE_SKILL: EvidenceKind.DELIVERY_RECEIPT,
+    SPEAK_SKILL: EvidenceKind.SPEECH_RECEIPT,
+})
+"""The kind of evidence a skill's receipt is."""
+
+
+def admissible_skills(kind: ObligationKind) -> tuple[str, ...]:
+    """Every skill that can ever satisfy ``kind``: its defaults, then what an obligation may add."""
+    return (*DEFAULT_SKILLS[kind], *_ALSO_ELIGIBLE.get(kind, ()))
+
+
 class Obligation(_Frozen):
     """One atomic thing the goal requires, with what may prove it."""
 
@@ -209,14 +254,59 @@ class Obligation(_Frozen):
     kind: ObligationKind
     description: str
     params: dict[str, Any] = Field(default_factory=dict)
-    evidence: tuple[EvidenceKind, ...] = ()
-    """Acceptable kinds of evidence (any one path that the predicate accepts)."""
+    eligible: tuple[str, ...] = ()
+    """The skills whose receipts may satisfy this obligation; empty means the kind's own skill
+    (``DEFAULT_SKILLS``). Only skills in ``admissible_skills(kind)`` are accepted (a report may add
+    ``speak``); anything else is a validation error naming it. The verifier accepts a receipt of an
+    eligible skill and of no other."""
+    evidence: tuple[EvidenceKind, ...] = Field(default=(), validate_default=True)
+    """Acceptable kinds of evidence (any one path that the predicate accepts). When ``eligible`` adds
+    a skill beyond the kind's defaults, that skill's evidence kind is added (empty: the eligible
+    skills' evidence kinds), so a report that may be spoken accepts ``speech_receipt``."""
     max_age_s: float | None = None
     """Observations used for this obligation must be at most this old when verified."""
     depends_on: tuple[str, ...] = ()
     """Obligations whose evidence must exist, and come earlier, before this one can be satisfied."""
     source: str = ""
     """The part of the goal this obligation was compiled from (for coverage review and display)."""
+
+    @field_validator("eligible")
+    @classmethod
+    def _admissible(cls, eligible: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        kind = info.data.get("kind")
+        if kind is None:  # the kind itself failed validation; that error is reported
+            return eligible
+        allowed = admissible_skills(kind)
+        for skill in eligible:
+            if skill not in allowed:
+                raise ValueError(f"a {kind.value} obligation cannot be satisfied by skill {skill!r} "
+                                 f"(eligible: {', '.join(allowed) or 'none'})")
+        if len(set(eligible)) != len(eligible):
+            raise ValueError(f"duplicate eligible skills: {list(eligible)}")
+        return eligible
+
+    @field_validator("evidence")
+    @classmethod
+    def _evidence_of_added_skills(cls, evidence: tuple[EvidenceKind, ...],
+                                  info: ValidationInfo) -> tuple[EvidenceKind, ...]:
+        kind, eligible = info.data.get("kind"), info.data.get("eligible")
+        if kind is None or not eligible or all(s in DEFAULT_SKILLS[kind] for s in eligible):
+            return evidence
+        if not evidence:  # unspecified: what the eligible skills' receipts are
+            return tuple(dict.fromkeys(_SKILL_EVIDENCE[s] for s in eligible if s in _SKILL_EVIDENCE))
+        added = [_SKILL_EVIDENCE[s] for s in eligible if s not in DEFAULT_SKILLS[kind] and s in _SKILL_EVIDENCE]
+        return (*evidence, *(e for e in dict.fromkeys(added) if e not in evidence))
+
+
+def eligible_skills(ob: Obligation) -> tuple[str, ...]:
+    """The skills whose receipts may satisfy ``ob``: ``ob.eligible``, else its kind's defaults.
+
+    Only admissible skills are returned, even for a record that bypassed validation
+    (``model_copy``): a skill the kind cannot be satisfied by never counts, and a record that
+    names only such skills gets none (never the defaults).
+    """
+    allowed = admissible_skills(ob.kind)
+    return tuple(s for s in (ob.eligible or DEFAULT_SKILLS[ob.kind]) if s in allowed)
 
 
 class CoverageReport(_Frozen):

@@ -16,7 +16,8 @@ import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from .completion import CompletionContract, Obligation, ObligationKind, Receipt
+from .completion import NAVIGATE_SKILL, CompletionContract, Obligation, ObligationKind, Receipt, admissible_skills, \
+    eligible_skills
 from .records import FieldMeta, Pose2D, RuntimeEvent, ToolResult, WorldSnapshot
 from .snapshot import project_for_model
 from .views import ContextItem, ContextView, Provenance, Role, ViewBudget, build_view
@@ -25,12 +26,12 @@ __all__ = ["compile_planner_context", "context_size", "SKILL_OBLIGATION_KINDS", 
            "compile_skill_view"]
 
 SKILL_OBLIGATION_KINDS: Mapping[str, tuple[ObligationKind, ...]] = {
-    "navigate_to": (ObligationKind.AT_PLACE, ObligationKind.ROUTE_CLOSED),
-    "capture_image": (ObligationKind.IMAGE_CAPTURED,),
-    "speak": (ObligationKind.SPOKEN,),
-    "send_message": (ObligationKind.MESSAGE_DELIVERED,),
+    skill: tuple(k for k in ObligationKind if skill in admissible_skills(k))
+    for skill in dict.fromkeys(s for k in ObligationKind for s in admissible_skills(k))
 }
-"""Which obligation kinds a skill's receipts can be evidence for (the verifier's predicates agree)."""
+"""Which obligation kinds a skill's receipts can ever be evidence for, derived from
+``completion.DEFAULT_SKILLS`` (a listing for display; whether a skill serves one obligation is
+``completion.eligible_skills``)."""
 SKILL_VIEW_BUDGET = ViewBudget(max_items=16, max_bytes=2000)
 """C2 is journaled with every tool call: small by design."""
 
@@ -89,16 +90,17 @@ def subgoal_for(contract: CompletionContract | None, skill: str, *, done: Collec
                 places: Mapping[str, Pose2D] | None = None, near_m: float = 0.5) -> Obligation | None:
     """The obligation one invocation of ``skill`` works toward, or None (the contract asks nothing of it).
 
-    Obligations not yet done (committed, or already evidenced) come first, in
-    contract order; a navigation matches an ``at_place`` obligation of its
-    place (named, or a known place within ``near_m`` of its target), else a
-    closed route.
+    A skill serves an obligation iff it is one of its eligible skills
+    (``completion.eligible_skills``: a speech serves a report that may be
+    spoken, never a message-only one). Obligations not yet done (committed, or
+    already evidenced) come first, in contract order; a navigation matches an
+    ``at_place`` obligation of its place (named, or a known place within
+    ``near_m`` of its target), else a closed route.
     """
     if contract is None:
         return None
-    kinds = SKILL_OBLIGATION_KINDS.get(skill, ())
-    mine = [o for o in contract.obligations if o.kind in kinds]
-    if skill == "navigate_to":
+    mine = [o for o in contract.obligations if skill in eligible_skills(o)]
+    if skill == NAVIGATE_SKILL:
         def mine_place(o: Obligation) -> bool:
             name = o.params.get("place")
             if place is not None:

@@ -11,7 +11,8 @@ judge gets receipts reduced to their structure (``judge_view``: structural
 arguments such as the place or the recipient, identifier-like result values,
 ids, hashes and times; no free text and nothing that echoes the planner's
 words), and verdict reasons quote no planner-authored text. Delivery is
-checked on hashes, never on what was said.
+checked on hashes; the words a contract binds (``params.text``) are compared
+with the words sent inside the predicate, and neither is quoted.
 
 Each obligation is judged in layers, cheapest first, stopping at the first
 failure:
@@ -22,7 +23,9 @@ failure:
    dependencies are not satisfied is ``ambiguous`` (unless its own evidence
    is already ``violated``); with ``Obligation.max_age_s``, evidence older
    than that at verification time (``clock.now()``) is ``stale``.
-2. **predicate** — one deterministic check per ``ObligationKind``.
+2. **predicate** — one deterministic check per ``ObligationKind``, over the
+   receipts of the obligation's eligible skills (``completion.eligible_skills``)
+   and of no other skill.
 3. **semantic** — only for ``SEMANTIC`` obligations, or obligations that
    list ``SEMANTIC_JUDGEMENT`` evidence, after their predicate passed.
 
@@ -44,11 +47,27 @@ Choices worth knowing:
   For every other obligation it bounds the evidence itself: a receipt's
   ``pose_stamp`` (pose-based kinds) or ``ended_at``, a pose sample's stamp.
   ``max_age_s=None``: the evidence does not expire.
+* Eligible skills: an obligation is satisfied only by receipts of
+  ``eligible_skills(ob)`` (its ``eligible``, else its kind's default skill).
+  A ``MESSAGE_DELIVERED`` that lists ``speak`` (a report to the user) is
+  satisfied by an acknowledged message *or* an acknowledged speech, each by
+  its own predicate; with ``eligible`` empty a speech never satisfies it.
 * Delivery (``MESSAGE_DELIVERED``, ``SPOKEN``) needs the receiver's ``ack``
-  in the robot I/O result: its sha256 must equal the sender's (and, for a
-  speech whose obligation quotes ``params.text``, sha256 of that text), its
-  message id the sent message's; the recipient must match. No ack is
-  ``ambiguous``; an ack of something else is ``violated``.
+  in the robot I/O result: its sha256 must equal the sender's, its message id
+  the sent message's, and for a speech the sha256 of the text the receipt's
+  arguments say was spoken. No ack is ``ambiguous``; an ack of something else
+  is ``violated``.
+* Bound words and recipients: ``params.text`` is compared with the sent
+  arguments' ``text`` ignoring whitespace and case (the ack still proves what
+  was actually sent); ``params.to`` with the recipient ignoring case,
+  whitespace and ``_`` versus space (``security_team`` is ``Security Team``).
+  Other words or another recipient is ``violated``; a receipt that does not
+  record them is ``ambiguous``. A speech has no recipient to check.
+* A ``SPOKEN`` with ``params.place`` needs the receipt's ``pose_at_end`` (the
+  pose observed when it was spoken) within the xy tolerance of the place:
+  elsewhere is ``violated``, no pose ``ambiguous``.
+* Places are names in ``request.places``; ``start`` (the robot's pose at
+  admission) is one like any other, and an unknown name is ``ambiguous``.
 * A localization jump (``fresh.last_pose_jump_at``) at or after the start of
   the evidence window makes a pose-based obligation ``ambiguous``, not
   ``unsafe``: the jump says the pose cannot be trusted, not that the robot is
@@ -63,11 +82,13 @@ Choices worth knowing:
   cannot do more.
 * Ordering: a dependent's receipt must *start* at or after its dependencies'
   satisfying receipts *ended* (the earliest satisfying receipt of each
-  dependency anchors it), so a message sent while the robot was still driving
-  does not count as sent "after arriving".
+  dependency anchors it), so a message sent (or a report spoken) while the
+  robot was still driving does not count as "after arriving".
 * Pose-vs-place checks use the xy tolerance and, for AT_PLACE and
   IMAGE_CAPTURED, the yaw tolerance (``yaw_tolerance_rad=None`` disables it);
-  route checks (departure, waypoints, return) use xy only.
+  route checks (departure, waypoints, return) and SPOKEN's place use xy only.
+  A route's ``waypoints`` may be empty (a lap: depart beyond
+  ``min_departure_m``, come back).
 """
 from __future__ import annotations
 
@@ -84,6 +105,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .clock import Clock, IdGenerator
 from .completion import (
+    CAPTURE_SKILL,
+    MESSAGE_SKILL,
+    NAVIGATE_SKILL,
+    SPEAK_SKILL,
     CompletionContract,
     EvidenceKind,
     GoalVerdict,
@@ -95,6 +120,7 @@ from .completion import (
     StepVerdict,
     Verdict,
     artifact_evidence_id,
+    eligible_skills,
 )
 from .errors import UsageError
 from .records import FORMAT_VERSION, ArtifactRef, Availability, Pose2D, WorldSnapshot
@@ -113,11 +139,6 @@ __all__ = [
     "check_file_artifact",
     "judge_view",
 ]
-
-NAVIGATE_SKILL = "navigate_to"
-CAPTURE_SKILL = "capture_image"
-MESSAGE_SKILL = "send_message"
-SPEAK_SKILL = "speak"
 
 
 class _Frozen(BaseModel):
@@ -428,7 +449,7 @@ def _ack_problem(rid: str, io: Mapping[str, Any], *, sent_sha_key: str, expected
         return _Sev.VIOLATED, (f"{rid}: the acknowledgement confirms payload sha256 {ack['sha256'][:12]}…, "
                                f"not the one sent ({sent[:12]}…)")
     if expected_sha is not None and ack["sha256"] != expected_sha:
-        return _Sev.VIOLATED, f"{rid}: the acknowledged sentence is not the one the contract names (sha256 differs)"
+        return _Sev.VIOLATED, f"{rid}: the acknowledged sentence is not the one sent (sha256 differs from the spoken text's)"
     if message:
         mid = io.get("message_id")
         if not (isinstance(mid, str) and mid):
@@ -453,8 +474,24 @@ def _blocked_resource(r: Receipt) -> str:
     return ""
 
 
-def _norm(s: Any) -> str:
-    return str(s).strip().casefold()
+def _norm_name(s: Any) -> str:
+    """A recipient for comparison: case, whitespace and ``_`` versus space do not count."""
+    return " ".join(str(s).replace("_", " ").split()).casefold()
+
+
+def _norm_text(s: str) -> str:
+    """Words for comparison: case and whitespace do not count."""
+    return " ".join(s.split()).casefold()
+
+
+def _bound_text(ob: Obligation) -> str | None:
+    """The words ``ob`` binds (``params.text``), or None when it binds none."""
+    text = ob.params.get("text")
+    if text is None or isinstance(text, str) and not text.strip():
+        return None
+    if not isinstance(text, str):
+        raise _Unresolved(f"cannot interpret params.text of type {type(text).__name__}")
+    return text
 
 
 # --------------------------------------------------------------------------- verifier
@@ -501,11 +538,11 @@ class Verifier:
                 raise UsageError(f"duplicate receipt id {r.receipt_id!r} in the request", receipt_id=r.receipt_id)
             seen.add(r.receipt_id)
 
-        eligible, excluded = self._floor(request)
+        admitted, excluded = self._floor(request)
         outcomes: dict[str, _Outcome] = {}
         for ob in self._topological(contract):
             try:
-                outcomes[ob.id] = self._judge_obligation(ob, request, fresh, eligible, excluded, outcomes)
+                outcomes[ob.id] = self._judge_obligation(ob, request, fresh, admitted, excluded, outcomes)
             except Exception as exc:  # noqa: BLE001 - fail closed: a malformed record is never evidence
                 outcomes[ob.id] = _Outcome(
                     StepVerdict.AMBIGUOUS, "predicate", f"could not evaluate: {type(exc).__name__}: {str(exc)[:240]}"
@@ -559,7 +596,7 @@ class Verifier:
     def _floor(request: VerifyRequest) -> tuple[list[Receipt], dict[str, list[str]]]:
         """Receipts that may serve as positive evidence, and why the others may not (by skill)."""
         rev = request.contract.revision
-        eligible: list[Receipt] = []
+        admitted: list[Receipt] = []
         excluded: dict[str, list[str]] = {}
         for r in sorted(request.receipts, key=lambda r: (r.ended_at, r.started_at)):
             why = ""
@@ -574,8 +611,8 @@ class Verifier:
             if why:
                 excluded.setdefault(r.skill, []).append(why)
             else:
-                eligible.append(r)
-        return eligible, excluded
+                admitted.append(r)
+        return admitted, excluded
 
     @staticmethod
     def _topological(contract: CompletionContract) -> list[Obligation]:
@@ -595,7 +632,7 @@ class Verifier:
         ob: Obligation,
         request: VerifyRequest,
         fresh: WorldSnapshot,
-        eligible: list[Receipt],
+        admitted: list[Receipt],
         excluded: dict[str, list[str]],
         prior: dict[str, _Outcome],
     ) -> _Outcome:
@@ -609,7 +646,7 @@ class Verifier:
             not_before = max(prior[d].done_at or 0.0 for d in ob.depends_on)
             anchors = [d for d in ob.depends_on if prior[d].done_at == not_before]
 
-        own = self._predicate(ob, request, fresh, eligible, excluded, not_before, anchors)
+        own = self._predicate(ob, request, fresh, admitted, excluded, not_before, anchors)
         if unmet:
             if own.verdict in (StepVerdict.VIOLATED, StepVerdict.UNSAFE):
                 return own
@@ -633,25 +670,22 @@ class Verifier:
         ob: Obligation,
         request: VerifyRequest,
         fresh: WorldSnapshot,
-        eligible: list[Receipt],
+        admitted: list[Receipt],
         excluded: dict[str, list[str]],
         not_before: float | None,
         anchors: list[str],
     ) -> _Outcome:
-        skill = {
-            ObligationKind.AT_PLACE: NAVIGATE_SKILL,
-            ObligationKind.IMAGE_CAPTURED: CAPTURE_SKILL,
-            ObligationKind.MESSAGE_DELIVERED: MESSAGE_SKILL,
-            ObligationKind.SPOKEN: SPEAK_SKILL,
-            ObligationKind.ROUTE_CLOSED: NAVIGATE_SKILL,
-        }.get(ob.kind)
         if _observation_only(ob):
             return self._observed_at_place(ob, request, not_before)
-        if skill is None:
-            return self._semantic_floor(ob, request, eligible, excluded)
-        candidates = [r for r in eligible if r.skill == skill]
+        if ob.kind is ObligationKind.SEMANTIC:
+            return self._semantic_floor(ob, request, admitted, excluded)
+        skills = eligible_skills(ob)
+        if not skills:  # only a record that bypassed validation: nothing may satisfy it
+            return _Outcome(StepVerdict.AMBIGUOUS, "floor",
+                            f"no skill is eligible to satisfy a {ob.kind.value} obligation (eligible: {list(ob.eligible)})")
+        candidates = [r for r in admitted if r.skill in skills]
         if not candidates:
-            attempts = self._attempts(ob, request, skill)
+            attempts = self._attempts(ob, request, skills)
             if attempts:
                 latest = max(attempts, key=lambda r: (r.ended_at, r.started_at))
                 why = _blocked_resource(latest)
@@ -668,18 +702,18 @@ class Verifier:
                                 "no success; attempts failed: " + "; ".join(
                                     f"{r.receipt_id} {r.status.value} ({_failure_reason(r)})" for r in failed),
                                 [r.receipt_id for r in failed])
-            return _Outcome(StepVerdict.AMBIGUOUS, "floor", self._no_evidence(skill, request, excluded, skill))
+            return _Outcome(StepVerdict.AMBIGUOUS, "floor", self._no_evidence("/".join(skills), request, excluded, skills))
 
         current, stale = self._by_age(ob, candidates)
-        out = self._in_order(ob, request, fresh, eligible, current, not_before, anchors) if current else None
+        out = self._in_order(ob, request, fresh, admitted, current, not_before, anchors) if current else None
         if out is not None and (out.verdict is StepVerdict.SATISFIED or not stale):
             return out
-        old = self._in_order(ob, request, fresh, eligible, stale, not_before, anchors)
+        old = self._in_order(ob, request, fresh, admitted, stale, not_before, anchors)
         if old.verdict is StepVerdict.SATISFIED:
             return self._stale(ob, list(old.receipts) or stale, old.reason, old.evidence)
         return out if out is not None else old
 
-    def _semantic_floor(self, ob: Obligation, request: VerifyRequest, eligible: list[Receipt],
+    def _semantic_floor(self, ob: Obligation, request: VerifyRequest, admitted: list[Receipt],
                         excluded: dict[str, list[str]]) -> _Outcome:
         """SEMANTIC: the current receipts a judge may look at.
 
@@ -690,7 +724,7 @@ class Verifier:
         a dependent's own receipt (which would put every dependent "out of
         order"). Which receipts suffice is the judge's call.
         """
-        pool = [r for r in eligible if r.skill not in (MESSAGE_SKILL, SPEAK_SKILL)]
+        pool = [r for r in admitted if r.skill not in (MESSAGE_SKILL, SPEAK_SKILL)]
         if not pool:
             return _Outcome(StepVerdict.AMBIGUOUS, "floor",
                             self._no_evidence("observation or action", request, excluded, None))
@@ -702,7 +736,7 @@ class Verifier:
                         [i for r in current for i in _receipt_ids(r)], min(r.ended_at for r in images or current),
                         tuple(current))
 
-    def _in_order(self, ob: Obligation, request: VerifyRequest, fresh: WorldSnapshot, eligible: list[Receipt],
+    def _in_order(self, ob: Obligation, request: VerifyRequest, fresh: WorldSnapshot, admitted: list[Receipt],
                   candidates: list[Receipt], not_before: float | None, anchors: list[str]) -> _Outcome:
         """The kind's predicate over ``candidates`` that started after the dependencies were satisfied."""
         ordered: list[Receipt] = []
@@ -721,10 +755,10 @@ class Verifier:
                 if ob.kind is ObligationKind.IMAGE_CAPTURED:
                     return self._image_captured(ob, request, receipts)
                 if ob.kind is ObligationKind.MESSAGE_DELIVERED:
-                    return self._message_delivered(ob, receipts)
+                    return self._message_delivered(ob, request, receipts)
                 if ob.kind is ObligationKind.SPOKEN:
-                    return self._spoken(ob, receipts)
-                return self._route_closed(ob, request, fresh, eligible, receipts)
+                    return self._spoken(ob, request, receipts)
+                return self._route_closed(ob, request, fresh, admitted, receipts)
             except _Unresolved as exc:
                 return _Outcome(StepVerdict.AMBIGUOUS, "predicate", str(exc))
 
@@ -775,7 +809,7 @@ class Verifier:
                         f"{what}; but the evidence is older than max_age_s={ob.max_age_s} s at verification ({ages})",
                         list(evidence))
 
-    def _attempts(self, ob: Obligation, request: VerifyRequest, skill: str) -> list[Receipt]:
+    def _attempts(self, ob: Obligation, request: VerifyRequest, skills: tuple[str, ...]) -> list[Receipt]:
         """Current attempts at this obligation, whatever their outcome.
 
         For AT_PLACE only navigations toward the obligation's place count (a
@@ -783,7 +817,7 @@ class Verifier:
         """
         rev = request.contract.revision
         mine = [r for r in request.receipts
-                if r.mission_id == request.mission_id and r.contract_revision == rev and r.skill == skill
+                if r.mission_id == request.mission_id and r.contract_revision == rev and r.skill in skills
                 and r.state_version <= request.state_version]
         if ob.kind is ObligationKind.AT_PLACE:
             try:
@@ -806,8 +840,9 @@ class Verifier:
                 and (r.result or {}).get("status") not in not_tried]
 
     @staticmethod
-    def _no_evidence(what: str, request: VerifyRequest, excluded: dict[str, list[str]], skill: str | None) -> str:
-        why = [w for s, ws in excluded.items() if skill is None or s == skill for w in ws]
+    def _no_evidence(what: str, request: VerifyRequest, excluded: dict[str, list[str]],
+                     skills: tuple[str, ...] | None) -> str:
+        why = [w for s, ws in excluded.items() if skills is None or s in skills for w in ws]
         msg = f"no SUCCEEDED {what} receipt of mission {request.mission_id} under contract revision {request.contract.revision}"
         return f"{msg} (not evidence: {'; '.join(why)})" if why else msg
 
@@ -958,56 +993,120 @@ class Verifier:
                             [*_receipt_ids(r), artifact_evidence_id(art[1])], r.ended_at, (r,))
         return self._worst(problems, f"no SUCCEEDED {CAPTURE_SKILL} receipt")
 
-    def _message_delivered(self, ob: Obligation, msgs: list[Receipt]) -> _Outcome:
-        want = ob.params.get("to")
-        problems: list[tuple[_Sev, str, list[str]]] = []
-        for r in msgs:
-            io = _io_result(r)
-            if io is None:
-                problems.append((_Sev.AMBIGUOUS, f"{r.receipt_id} carries no delivery result", [r.receipt_id]))
-                continue
-            bad = _ack_problem(r.receipt_id, io, sent_sha_key="sha256", message=True, words=_planner_words(r))
-            if bad is not None:
-                problems.append((bad[0], bad[1], _receipt_ids(r) if bad[0] is _Sev.VIOLATED else [r.receipt_id]))
-                continue
-            to = io.get("to", _arguments(r).get("to"))
-            if want is not None:
-                if to is None:
-                    problems.append((_Sev.AMBIGUOUS, f"{r.receipt_id} does not say its recipient", [r.receipt_id]))
-                    continue
-                if _norm(to) != _norm(want):
-                    problems.append((_Sev.VIOLATED, f"{r.receipt_id} went to {_show(to)}, not {want!r}", _receipt_ids(r)))
-                    continue
-            ack = io["ack"]
-            return _Outcome(StepVerdict.SATISFIED, "predicate",
-                            f"{r.receipt_id} delivered to {_show(to)}; acknowledged by {_show(ack['by'])} "
-                            f"(message {_show(ack['message_id'])}, sha256 {ack['sha256'][:12]}…)",
-                            _receipt_ids(r), r.ended_at, (r,))
-        return self._worst(problems, f"no SUCCEEDED {MESSAGE_SKILL} receipt")
+    def _message_delivered(self, ob: Obligation, request: VerifyRequest, receipts: list[Receipt]) -> _Outcome:
+        """A message to ``params.to`` (saying ``params.text``), acknowledged; or, when the obligation
+        makes ``speak`` eligible (a report to the user), an acknowledged speech saying ``params.text``.
 
-    def _spoken(self, ob: Obligation, speaks: list[Receipt]) -> _Outcome:
-        text = ob.params.get("text")
-        expected = hashlib.sha256(text.encode()).hexdigest() if isinstance(text, str) and text else None
+        ``receipts`` are already of eligible skills only. A speech has no recipient to check: whoever
+        is there hears it, and only a report to the user makes speech eligible.
+        """
+        want_to = ob.params.get("to")
+        want_text = _bound_text(ob)
+        problems: list[tuple[_Sev, str, list[str]]] = []
+        for r in receipts:
+            speech = r.skill == SPEAK_SKILL
+            found = self._speech_problems(r, want_text, None) if speech else self._message_problems(r, want_to, want_text)
+            if found:
+                problems.extend(found)
+                continue
+            io = _io_result(r)
+            assert io is not None
+            ack = io["ack"]
+            said = " the text the contract names" if want_text is not None else ""
+            if speech:
+                why = (f"{r.receipt_id} spoke the report{said}; acknowledged by {_show(ack['by'])} "
+                       f"(sha256 {ack['sha256'][:12]}…)")
+            else:
+                why = (f"{r.receipt_id} delivered{said} to {_show(io.get('to', _arguments(r).get('to')))}; acknowledged by "
+                       f"{_show(ack['by'])} (message {_show(ack['message_id'])}, sha256 {ack['sha256'][:12]}…)")
+            return _Outcome(StepVerdict.SATISFIED, "predicate", why, _receipt_ids(r), r.ended_at, (r,))
+        return self._worst(problems, f"no SUCCEEDED {'/'.join(eligible_skills(ob))} receipt")
+
+    def _spoken(self, ob: Obligation, request: VerifyRequest, speaks: list[Receipt]) -> _Outcome:
+        """An acknowledged speech saying ``params.text``, spoken at ``params.place`` (xy only)."""
+        want_text = _bound_text(ob)
+        spec = ob.params.get("place")
+        place = self._resolve(spec, request.places) if spec is not None else None
         problems: list[tuple[_Sev, str, list[str]]] = []
         for r in speaks:
+            found = self._speech_problems(r, want_text, place)
+            if found:
+                problems.extend(found)
+                continue
             io = _io_result(r)
-            if io is None:
-                problems.append((_Sev.AMBIGUOUS, f"{r.receipt_id} carries no speech result", [r.receipt_id]))
-                continue
-            bad = _ack_problem(r.receipt_id, io, sent_sha_key="text_sha256", expected_sha=expected, message=False,
-                               words=_planner_words(r))
-            if bad is not None:
-                problems.append((bad[0], bad[1], _receipt_ids(r) if bad[0] is _Sev.VIOLATED else [r.receipt_id]))
-                continue
+            assert io is not None
             ack = io["ack"]
-            which = "the sentence the contract names" if expected else "a sentence"
+            which = "the sentence the contract names" if want_text is not None else "a sentence"
+            where = f" at {place.label}" if place is not None else ""
             return _Outcome(StepVerdict.SATISFIED, "predicate",
-                            f"{r.receipt_id} spoke {which}; acknowledged by {_show(ack['by'])} "
+                            f"{r.receipt_id} spoke {which}{where}; acknowledged by {_show(ack['by'])} "
                             f"(sha256 {ack['sha256'][:12]}…)", _receipt_ids(r), r.ended_at, (r,))
         return self._worst(problems, f"no SUCCEEDED {SPEAK_SKILL} receipt")
 
+    def _speech_problems(self, r: Receipt, want_text: str | None,
+                         place: _Place | None) -> list[tuple[_Sev, str, list[str]]]:
+        """Why a speak receipt does not prove this speech (empty if it does).
+
+        The words are compared normalised (whitespace, case) with what was sent; the ack must be of
+        exactly what was sent (sha256 of the spoken text, and the sender's ``text_sha256``).
+        """
+        rid, out = r.receipt_id, []
+        said = _arguments(r).get("text")
+        said = said if isinstance(said, str) else None
+        if want_text is not None:
+            if said is None:
+                out.append((_Sev.AMBIGUOUS, f"{rid} does not record the sentence it spoke", [rid]))
+            elif _norm_text(said) != _norm_text(want_text):
+                out.append((_Sev.VIOLATED, f"{rid} spoke a sentence that is not the one the contract names",
+                            _receipt_ids(r)))
+        if place is not None:
+            if r.pose_at_end is None:
+                out.append((_Sev.AMBIGUOUS, f"{rid} recorded no pose when it spoke", [rid]))
+            elif err := self._pose_error(r.pose_at_end, place, yaw=False):
+                out.append((_Sev.VIOLATED, f"{rid} was spoken {err}", _receipt_ids(r)))
+        io = _io_result(r)
+        if io is None:
+            out.append((_Sev.AMBIGUOUS, f"{rid} carries no speech result", [rid]))
+            return out
+        sent = hashlib.sha256(said.encode()).hexdigest() if said is not None else None
+        bad = _ack_problem(rid, io, sent_sha_key="text_sha256", expected_sha=sent, message=False, words=_planner_words(r))
+        if bad is not None:
+            out.append((bad[0], bad[1], _receipt_ids(r) if bad[0] is _Sev.VIOLATED else [rid]))
+        return out
+
+    @staticmethod
+    def _message_problems(r: Receipt, want_to: Any, want_text: str | None) -> list[tuple[_Sev, str, list[str]]]:
+        """Why a send_message receipt does not prove this delivery (empty if it does).
+
+        Recipients are compared ignoring case, whitespace and ``_`` versus space; the text
+        normalised (whitespace, case) against the sent arguments' ``text``; the ack must be of
+        the payload and message the sender recorded.
+        """
+        rid, out = r.receipt_id, []
+        args = _arguments(r)
+        if want_text is not None:
+            sent = args.get("text")
+            if not isinstance(sent, str):
+                out.append((_Sev.AMBIGUOUS, f"{rid} does not record the text it sent", [rid]))
+            elif _norm_text(sent) != _norm_text(want_text):
+                out.append((_Sev.VIOLATED, f"{rid} sent a text that is not the one the contract names", _receipt_ids(r)))
+        io = _io_result(r)
+        to = (io or {}).get("to", args.get("to"))
+        if want_to is not None:
+            if to is None:
+                out.append((_Sev.AMBIGUOUS, f"{rid} does not say its recipient", [rid]))
+            elif _norm_name(to) != _norm_name(want_to):
+                out.append((_Sev.VIOLATED, f"{rid} went to {_show(to)}, not {want_to!r}", _receipt_ids(r)))
+        if io is None:
+            out.append((_Sev.AMBIGUOUS, f"{rid} carries no delivery result", [rid]))
+            return out
+        bad = _ack_problem(rid, io, sent_sha_key="sha256", message=True, words=_planner_words(r))
+        if bad is not None:
+            out.append((bad[0], bad[1], _receipt_ids(r) if bad[0] is _Sev.VIOLATED else [rid]))
+        return out
+
     def _route_closed(self, ob: Obligation, request: VerifyRequest, fresh: WorldSnapshot,
-                      eligible: list[Receipt], navs: list[Receipt]) -> _Outcome:
+                      admitted: list[Receipt], navs: list[Receipt]) -> _Outcome:
         """Depart, visit the waypoints in order, be back at the start now.
 
         The route counts from the first current navigation (so poses from an
@@ -1021,7 +1120,7 @@ class Verifier:
         samples = sorted(
             [*request.trajectory,
              *(PoseSample(t=r.pose_stamp if r.pose_stamp is not None else r.ended_at, pose=r.pose_at_end, source_id=r.receipt_id)
-               for r in eligible if r.pose_at_end is not None)],
+               for r in admitted if r.pose_at_end is not None)],
             key=lambda s: s.t,
         )
         before = [s for s in samples if s.t <= t0]
@@ -1036,7 +1135,7 @@ class Verifier:
                 return _Outcome(StepVerdict.AMBIGUOUS, "predicate", "no pose known for the start of the route", evidence)
             start = _Place(origin.pose, f"start ({origin.pose.x:.2f}, {origin.pose.y:.2f})", False)
             evidence.append(origin.source_id)
-        waypoints = [self._resolve(w, request.places) for w in ob.params.get("waypoints", ())]
+        waypoints = [self._resolve(w, request.places) for w in ob.params.get("waypoints") or ()]
         min_dep = float(ob.params.get("min_departure_m", 2.0 * self.config.xy_tolerance_m))
 
         departed: PoseSample | None = None
