@@ -13,49 +13,62 @@ from typing import Any
 
 from .clock import Clock, IdGenerator
 from .completion import Verdict
-from .config import HarnessConfig, VerificationConfig
-from .contracts import ContractCompiler, ScenarioContractCompiler, TemplateContractCompiler
+from .config import HarnessConfig, VerificationConfig, place_aliases
+from .contracts import ContractCompiler, CoverageReviewer, RuleCoverageReviewer, ScenarioContractCompiler
+from .goals import GoalCompiler, Lexicon, load_lexicon
 from .ports import SnapshotPort
 from .records import WorldSnapshot
 from .verifier import Verifier, VerifierConfig, VerifyRequest
 
-__all__ = ["default_contract_compiler", "recovery_advisor", "verifier_config", "file_artifact_check", "InProcessVerifier",
-           "PACKAGED_TEMPLATES"]
-
-PACKAGED_TEMPLATES = Path(__file__).resolve().parents[2] / "config" / "contract_templates.yaml"
-"""The template file in a source checkout; installed packages find it under share/robot_harness/config."""
+__all__ = ["default_contract_compiler", "default_coverage_reviewer", "goal_lexicon", "recovery_advisor",
+           "verifier_config", "file_artifact_check", "InProcessVerifier", "packaged_config"]
 
 
-def _templates_path(config: HarnessConfig) -> Path | None:
-    if config.contract.templates_file:
-        return Path(config.contract.templates_file).expanduser()
-    candidates = [PACKAGED_TEMPLATES]
+def packaged_config(name: str) -> Path | None:
+    """A shipped config file: the source checkout's config/, else share/robot_harness/config under an ament prefix."""
     import os
 
+    candidates = [Path(__file__).resolve().parents[2] / "config" / name]
     for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
         if prefix:
-            candidates.append(Path(prefix) / "share" / "robot_harness" / "config" / "contract_templates.yaml")
+            candidates.append(Path(prefix) / "share" / "robot_harness" / "config" / name)
     return next((p for p in candidates if p.is_file()), None)
 
 
+def goal_lexicon(config: HarnessConfig) -> Lexicon:
+    """The goal compiler's lexicon: ``contract.lexicon_file``, else the shipped config/goal_lexicon.yaml."""
+    if config.contract.lexicon_file:
+        return load_lexicon(config.contract.lexicon_file)
+    path = packaged_config("goal_lexicon.yaml")
+    if path is None:
+        from .errors import UsageError
+
+        raise UsageError("no goal lexicon: set contract.lexicon_file (the package ships config/goal_lexicon.yaml)")
+    return load_lexicon(path)
+
+
+def default_coverage_reviewer(config: HarnessConfig) -> CoverageReviewer:
+    """The rule-based coverage review over the same lexicon and the map's aliases."""
+    return RuleCoverageReviewer(lexicon=goal_lexicon(config), aliases=place_aliases(config))
+
+
 def default_contract_compiler(config: HarnessConfig) -> ContractCompiler:
-    """Scenario-provided obligations when the config carries them, else the template compiler."""
+    """Scenario-provided obligations when the config carries them, else the goal compiler (or the model's)."""
     if config.contract.obligations or config.contract.compiler == "scenario":
         return ScenarioContractCompiler(config.contract.obligations)
+    if config.contract.compiler not in ("grammar", "template", "llm"):
+        from .errors import UsageError
+
+        raise UsageError(f"unknown contract compiler {config.contract.compiler!r} (grammar | scenario | llm)")
+    rules = GoalCompiler(goal_lexicon(config), aliases=place_aliases(config))
     if config.contract.compiler == "llm":
         # Imported here: the core stays free of the openai client unless asked for.
         from ..llm.client import ChatClient, LLMConfig, chat_complete_fn
         from .contracts import LLMContractCompiler
 
-        return LLMContractCompiler(complete=chat_complete_fn(ChatClient(LLMConfig(**config.contract.llm))))
-    if config.contract.compiler != "template":
-        from .errors import UsageError
-
-        raise UsageError(f"unknown contract compiler {config.contract.compiler!r} (template | scenario | llm)")
-    path = _templates_path(config)
-    if path is None:
-        return TemplateContractCompiler()
-    return TemplateContractCompiler.from_yaml(path)
+        return LLMContractCompiler(complete=chat_complete_fn(ChatClient(LLMConfig(**config.contract.llm))),
+                                   reference=rules, reviewer=default_coverage_reviewer(config))
+    return rules
 
 
 def verifier_config(config: HarnessConfig | VerificationConfig) -> VerifierConfig:

@@ -83,10 +83,12 @@ class LimitsConfig(_Cfg):
 class ContractConfig(_Cfg):
     """How the mission's completion contract is compiled (at admission, before any planning)."""
 
-    compiler: str = "template"
-    """template | scenario | llm. ``scenario`` uses ``obligations`` verbatim."""
-    templates_file: str = ""
-    """YAML templates for the template compiler; empty: the packaged config/contract_templates.yaml defaults."""
+    compiler: str = "grammar"
+    """grammar | scenario | llm. ``grammar``: the goal compiler (core/goals; ``template`` is its old name);
+    ``scenario`` uses ``obligations`` verbatim; ``llm``: a model's contract, post-validated against the goal
+    compiler's and the coverage review (an under-bound one is repaired or refused, never used)."""
+    lexicon_file: str = ""
+    """The goal compiler's lexicon; empty: the packaged config/goal_lexicon.yaml."""
     mission_templates_file: str = ""
     """Named mission templates a program may send instead of a goal (Mission ``template``; core/mission_spec.py);
     empty: the packaged config/mission_templates.yaml."""

@@ -30,12 +30,12 @@ from .completion import (
     StepVerdict,
     Verdict,
 )
-from .config import HarnessConfig
+from .config import HarnessConfig, place_poses
 from .contracts import (
     ContractCompiler,
     ContractError,
     CoverageReviewer,
-    RuleCoverageReviewer,
+    START_PLACE,
     compile_contract,
 )
 from .context import compile_planner_context, compile_skill_view, context_size
@@ -74,7 +74,13 @@ from .interactions import (
     resolution_draft,
 )
 from .skills import ASK_OPERATOR, PROPOSE_DONE, NavigateToArgs, Skill, SkillRegistry, ToolEnv, resolve_target
-from .authority import InProcessVerifier, default_contract_compiler, recovery_advisor, verifier_config
+from .authority import (
+    InProcessVerifier,
+    default_contract_compiler,
+    default_coverage_reviewer,
+    recovery_advisor,
+    verifier_config,
+)
 from .verifier import PoseSample, Verifier, VerifyRequest
 from .reconcile import ACTIVE_STATUSES, TERMINAL_STATUSES, Reconciler
 from .recovery import Failure, FailureKind, RecoveryBudgets, RecoveryPolicy, Rung
@@ -246,9 +252,9 @@ class MissionRunner:
         self.navigation = navigation
         self.robot_io = robot_io
         self._on_update = on_update
-        self._places = {k: Pose2D(**v) for k, v in config.places.items()}
+        self._places = place_poses(config)
         self.contract_compiler = contract_compiler or default_contract_compiler(config)
-        self.coverage_reviewer = coverage_reviewer or RuleCoverageReviewer()
+        self.coverage_reviewer = coverage_reviewer or default_coverage_reviewer(config)
         self.verifier = verifier or InProcessVerifier(config=config, snapshots=snapshots, ids=ids, clock=clock)
         self.gate = CommitGate(ids=ids, clock=clock)
         # The recovery node (via a port with the same decide()) or the same policy in-process.
@@ -333,6 +339,7 @@ class MissionRunner:
         if len(goal) > MAX_GOAL_CHARS:
             raise UsageError(f"goal is {len(goal)} characters; the limit is {MAX_GOAL_CHARS}")
         self._mission_id = mission_id or self.ids.new("mission")
+        self._places = place_poses(self.config)  # per mission: ``start`` is this mission's own
         self._actions, self._calls, self._evidence = [], [], []
         self._wide_view_turns = 0
         self._goal, self._contract, self._state_version = goal, None, 0
@@ -375,6 +382,7 @@ class MissionRunner:
         internal_error: dict[str, Any] | None = None
         try:
             self._freeze_contract(goal)
+            self._bind_start()
             status, summary = self._loop(goal)
         except _Stop as stop:
             status, summary = stop.status, stop.summary
@@ -1232,6 +1240,24 @@ class MissionRunner:
             raise _Stop(MissionStatus.WAITING_USER, (
                 "the completion contract does not cover all of the goal (" + "; ".join(coverage.uncovered)
                 + "): an operator must clarify or extend it; nothing was planned"))
+
+    def _bind_start(self) -> None:
+        """Give the reserved place ``start`` its pose: where the robot is now, at admission.
+
+        Only when the contract names it and the map has no place of that name. The pose comes from a
+        journaled snapshot (reason ``admission``); without a fresh localized pose, ``start`` stays
+        unknown, so nothing can navigate to it and no obligation at it can be satisfied (fail closed).
+        """
+        assert self._contract is not None
+        if START_PLACE in self._places:
+            return
+        named = any(START_PLACE == o.params.get(k) or START_PLACE in (o.params.get("waypoints") or ())
+                    for o in self._contract.obligations for k in ("place", "start"))
+        if not named:
+            return
+        snap = self._capture("admission")
+        if snap.pose is not None and snap.pose_meta.availability is Availability.AVAILABLE:
+            self._places[START_PLACE] = snap.pose
 
     def _receipt_draft(self, turn_id: str, decision: WorldSnapshot, call: ToolCall, result: ToolResult) -> list[EventDraft]:
         """The receipt of a call that ended with its tool result (capabilities, refusals, failed dispatches)."""

@@ -720,15 +720,12 @@ def test_an_offline_route_whose_last_pose_is_old_is_stale():
     assert ok.goal_verdict is GoalVerdict.VERIFIED_DONE, ok.steps
 
 
-def test_the_template_defaults_keep_a_two_minute_demo_fresh():
-    """The demo's contract as the shipped templates compile it, on a ~2-minute trace: nothing is stale."""
-    from pathlib import Path
-
-    from robot_harness.core.contracts import TemplateContractCompiler
+def test_the_lexicon_defaults_keep_a_two_minute_demo_fresh():
+    """The demo's contract as the shipped lexicon compiles it, on a ~2-minute trace: nothing is stale."""
+    from robot_harness.core.goals import GoalCompiler
 
     places = {"dock": Pose2D(x=0.0, y=0.0, yaw=0.0), "office_storage": Pose2D(x=12.0, y=4.5, yaw=1.57)}
-    templates = Path(__file__).resolve().parents[2] / "config" / "contract_templates.yaml"
-    c = TemplateContractCompiler.from_yaml(templates).compile(
+    c = GoalCompiler().compile(
         "Go to office_storage, capture an image there, return to dock and report.", mission_id=MISSION,
         contract_id="c1", places=places)
     there = Pose2D(x=12.0, y=4.4, yaw=1.6)
@@ -806,15 +803,12 @@ def test_a_lease_held_by_someone_else_or_a_later_attempt_is_not_unsafe():
     assert done.goal_verdict is GoalVerdict.VERIFIED_DONE
 
 
-def test_the_incident_goal_compiled_by_the_templates():
+def test_the_incident_goal_compiled_by_the_goal_compiler():
     """"Identify the drink bottle, travel to the elevator, and report.": lookup alone is rejected naming the
     missing navigation; the full trace is accepted by a satisfied judge, and waits for a human without one."""
-    from pathlib import Path
+    from robot_harness.core.goals import GoalCompiler
 
-    from robot_harness.core.contracts import TemplateContractCompiler
-
-    templates = Path(__file__).resolve().parents[2] / "config" / "contract_templates.yaml"
-    c = TemplateContractCompiler.from_yaml(templates).compile(
+    c = GoalCompiler().compile(
         "Identify the drink bottle, travel to the elevator, and report.", mission_id=MISSION, contract_id="c1",
         places=PLACES)
     sem, at_elevator, report = (o.id for o in c.obligations)
@@ -833,4 +827,6 @@ def test_the_incident_goal_compiled_by_the_templates():
     assert run(*trace, judge=RecordingJudge((StepVerdict.SATISFIED, "a bottle"))).goal_verdict \
         is GoalVerdict.VERIFIED_DONE
     waiting = run(*trace)
-    assert waiting.goal_verdict is GoalVerdict.WAITING_USER and set(waiting.missing) == {sem, report}
+    # the steps are ordered (identify, then travel, then report): all that follows the judgement waits for it
+    assert waiting.goal_verdict is GoalVerdict.WAITING_USER and set(waiting.missing) == {sem, at_elevator, report}
+    assert "awaits a semantic judgement" in waiting.step(at_elevator).reason
