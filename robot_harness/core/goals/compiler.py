@@ -397,8 +397,8 @@ class GoalCompiler:
             return [self._route(toks, source, book, gid, goal)]
         if cls in ("image", "inspect"):
             return [self._image(cls, phrase, words, toks, source, book, gid, goal, continued=True)]
-        if cls == "speak":
-            return [self._speech(toks, source, quotes, book, gid, goal)]
+        if cls == "speak" and any(t.quote is not None for t in toks):
+            return [self._speech(toks, source, quotes, book, gid, goal)]  # "say 'hi' and 'bye'"
         if cls == "message":
             return [self._message(cls, phrase, toks, 0, source, quotes, book, gid, goal, continued=True)]
         if cls == "semantic":
@@ -427,6 +427,11 @@ class GoalCompiler:
         phrase = restore(goal, toks[j:end]) if end > j else restore(goal, toks[i:]) or clause
         if not phrase:
             raise _Refusal("not_understood", f"{clause!r} names no place", phrase=clause)
+        inside = next((k for k in range(j + 1, end) if book.match(words, k) is not None), None)
+        if inside is not None:  # "zorp the kitchen": a known place after words nobody knows
+            what = restore(goal, toks[j:inside])
+            raise _Refusal("not_understood", f"did not understand {what!r} in {clause!r}", phrase=what,
+                           clause=clause)
         near = book.nearest(phrase)
         hint = f"; did you mean {' or '.join(near)}?" if near else ""
         raise _Refusal("unknown_place", f"unknown place {phrase!r} in {clause!r}{hint} "

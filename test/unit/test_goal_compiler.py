@@ -1,0 +1,411 @@
+"""The goal compiler: verb classes, bindings, sequencing, refusals, the gold set, and the LLM compiler's post-validation."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from robot_harness.core.completion import EvidenceKind, ObligationKind
+from robot_harness.core.contracts import (
+    ContractError,
+    FakeContractLLM,
+    LLMContractCompiler,
+    RuleCoverageReviewer,
+    compile_contract,
+)
+from robot_harness.core.errors import UsageError
+from robot_harness.core.goals import DEFAULT_LEXICON, GoalCompiler, Lexicon, load_lexicon
+from robot_harness.core.goals.gold import load_gold, load_map, score
+from robot_harness.core.goals.lexicon import inflections
+
+REPO = Path(__file__).resolve().parents[2]
+GOLD = REPO / "test" / "contracts_gold"
+MAP = load_map(GOLD / "_map.yaml")
+K = ObligationKind
+
+
+@pytest.fixture(scope="module")
+def gc() -> GoalCompiler:
+    return GoalCompiler(load_lexicon(DEFAULT_LEXICON), aliases=MAP.aliases)
+
+
+def comp(gc: GoalCompiler, goal: str):
+    return gc.compile(goal, mission_id="m", contract_id="c", places=MAP.places)
+
+
+def steps(contract):
+    return [(o.kind, o.params) for o in contract.obligations]
+
+
+def deps(contract):
+    return [o.depends_on for o in contract.obligations]
+
+
+def refusal(gc: GoalCompiler, goal: str) -> ContractError:
+    with pytest.raises(ContractError) as err:
+        comp(gc, goal)
+    return err.value
+
+
+# --------------------------------------------------------------------------- the lexicon
+
+
+def test_the_shipped_lexicon_loads_and_every_class_has_verbs():
+    lex = Lexicon.default()
+    assert lex.base_place == "dock" and lex.default_recipient == "operator"
+    for cls in ("navigate", "return_", "image", "inspect", "speak", "message", "report", "route", "semantic",
+                "unsupported"):
+        assert len(getattr(lex.verbs, cls)) >= 3, cls
+
+
+def test_a_bad_lexicon_is_a_usage_error(tmp_path):
+    bad = tmp_path / "lex.yaml"
+    bad.write_text("verbs: {navigate: []}\n")
+    with pytest.raises(UsageError):
+        load_lexicon(bad)
+    with pytest.raises(UsageError):
+        load_lexicon(tmp_path / "missing.yaml")
+
+
+def test_a_site_lexicon_changes_what_words_mean_without_code(tmp_path):
+    import yaml
+
+    raw = yaml.safe_load(DEFAULT_LEXICON.read_text())
+    raw["verbs"]["navigate"] = [*raw["verbs"]["navigate"], "scoot over to"]
+    raw["base_place"] = "charging_bay"
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    site = GoalCompiler(load_lexicon(path), aliases=MAP.aliases)
+    assert steps(comp(site, "Scoot over to the lab, then return to base.")) == [
+        (K.AT_PLACE, {"place": "lab", "final": False}), (K.AT_PLACE, {"place": "charging_bay", "final": True})]
+
+
+@pytest.mark.parametrize("word, form", [("go", "going"), ("go", "went"), ("drive", "driving"), ("stop", "stopping"),
+                                        ("visit", "visiting"), ("patrol", "patrolling"), ("notify", "notifies"),
+                                        ("take", "took"), ("head", "heads"), ("swing", "swung")])
+def test_single_word_verbs_match_their_inflections(word, form):
+    assert form in inflections(word)
+
+
+# --------------------------------------------------------------------------- verb classes
+
+
+@pytest.mark.parametrize("goal", [
+    "Go to the lab.", "Head over to the lab.", "Drive to the lab.", "Travel to the lab.", "Move to the lab.",
+    "Walk to the lab.", "Proceed to the lab.", "Make your way to the lab.", "Swing by the lab.", "Stop by the lab.",
+    "Visit the lab.", "Get to the lab.", "Would you mind going over to the lab?", "Navigate to the lab",
+    "Head on over to the laboratory, please.", "GO TO THE LAB", "Could you please drive over to the lab? Thanks!",
+])
+def test_navigate_verbs(gc, goal):
+    assert steps(comp(gc, goal)) == [(K.AT_PLACE, {"place": "lab", "final": True})]
+
+
+@pytest.mark.parametrize("goal, place", [
+    ("Go to the lab and return.", "start"), ("Go to the lab and come back.", "start"),
+    ("Go to the lab, then head back.", "start"), ("Go to the lab and go back to the kitchen.", "kitchen"),
+    ("Go to the lab, then back to base.", "dock"), ("Go to the lab and come back here.", "start"),
+    ("Go to the lab and return to where you started.", "start"), ("Go to the lab and return home.", "dock"),
+])
+def test_return_verbs(gc, goal, place):
+    c = comp(gc, goal)
+    assert steps(c) == [(K.AT_PLACE, {"place": "lab", "final": False}), (K.AT_PLACE, {"place": place, "final": True})]
+    assert deps(c) == [(), ("o1",)]
+
+
+@pytest.mark.parametrize("goal", ["Go to the lab and take a picture.", "Go to the lab and take a photo there.",
+                                  "Go to the lab and snap a photo.", "Go to the lab and capture an image.",
+                                  "Go to the lab and photograph it.", "Inspect the lab.",
+                                  "Take a snapshot of the lab.", "Head to the lab and take three quick photos."])
+def test_image_verbs_bind_the_place(gc, goal):
+    assert steps(comp(gc, goal)) == [(K.AT_PLACE, {"place": "lab", "final": True}), (K.IMAGE_CAPTURED, {"place": "lab"})]
+
+
+def test_an_image_with_no_place_anywhere_binds_none(gc):
+    assert steps(comp(gc, "Take a picture.")) == [(K.IMAGE_CAPTURED, {})]
+
+
+@pytest.mark.parametrize("goal, text", [
+    ("Go to the lobby and say 'hello' there.", "hello"), ('Go to the lobby and say "hello" there.', "hello"),
+    ("Go to the lobby and say ‘hello, world’ there.", "hello, world"), ("Go to the lobby and say “don't run”.",
+                                                                        "don't run"),
+    ("Go to the lobby and announce 'we're closing'.", "we're closing"), ("Go to the lobby and say hello there.", "hello"),
+    ("Go to the lobby and announce that the lab is closed.", "the lab is closed"),
+    ("Go to the lobby and announce: 'Closing now.'", "Closing now."),
+])
+def test_speech_binds_the_text_verbatim_and_the_place(gc, goal, text):
+    c = comp(gc, goal)
+    assert steps(c) == [(K.AT_PLACE, {"place": "lobby", "final": True}), (K.SPOKEN, {"text": text, "place": "lobby"})]
+    assert deps(c) == [(), ("o1",)]
+
+
+def test_speech_at_a_place_the_robot_is_not_at_goes_there_first(gc):
+    assert steps(comp(gc, "Say 'good night' at the front desk.")) == [
+        (K.AT_PLACE, {"place": "reception", "final": True}), (K.SPOKEN, {"text": "good night", "place": "reception"})]
+
+
+@pytest.mark.parametrize("goal, to, text, eligible", [
+    ("Tell maria 'lunch is ready'.", "maria", "lunch is ready", ()),
+    ("Send a message to Bob saying the door is open.", "bob", "the door is open", ()),
+    ("Let the security team know that the lobby is clear.", "security_team", "the lobby is clear", ()),
+    ("Email ops.", "ops", None, ()), ("Text me.", "operator", None, ()), ("Message the supervisor.", "supervisor", None, ()),
+    ("Notify me.", "operator", None, ("send_message", "speak")), ("Let me know.", "operator", None, ("send_message", "speak")),
+    ("Report.", "operator", None, ("send_message", "speak")), ("Report to maria.", "maria", None, ()),
+    ("Tell me that the tour is over.", "operator", "the tour is over", ("send_message", "speak")),
+    ("Give me an update.", "operator", None, ("send_message", "speak")),
+])
+def test_message_and_report_verbs_bind_recipient_text_and_who_may_satisfy_them(gc, goal, to, text, eligible):
+    (o,) = comp(gc, goal).obligations
+    assert o.kind is K.MESSAGE_DELIVERED and o.params.get("to") == to and o.params.get("text") == text
+    assert o.eligible == eligible
+    assert (EvidenceKind.SPEECH_RECEIPT in o.evidence) == ("speak" in eligible)
+    assert "place" not in o.params
+
+
+@pytest.mark.parametrize("goal, start, waypoints", [
+    ("Make a round trip to the workshop and back.", "start", ["workshop"]),
+    ("Go to the workshop and back.", "start", ["workshop"]), ("Patrol the lab, the kitchen and the lobby.", "start",
+                                                               ["lab", "kitchen", "lobby"]),
+    ("Patrol the lab and the kitchen and return to base.", "dock", ["lab", "kitchen"]),
+    ("Do a lap of the hallway.", "start", ["hallway"]), ("Go around and come back.", "start", []),
+    ("Starting at the lobby, patrol reception and the lift.", "lobby", ["reception", "elevator"]),
+    ("Patrol the route kitchen -> lab -> dock.", "start", ["kitchen", "lab", "dock"]),
+])
+def test_closed_routes(gc, goal, start, waypoints):
+    (o,) = comp(gc, goal).obligations
+    assert o.kind is K.ROUTE_CLOSED and o.params == {"start": start, "waypoints": waypoints, "min_departure_m": 1.0}
+
+
+def test_semantic_questions_bind_where_the_robot_is(gc):
+    c = comp(gc, "Go to the kitchen and check whether the fridge door is closed.")
+    assert steps(c)[1] == (K.SEMANTIC, {"question": "check whether the fridge door is closed", "place": "kitchen"})
+
+
+# --------------------------------------------------------------------------- places
+
+
+@pytest.mark.parametrize("phrase", ["office_storage", "office storage", "Office Storage", "the office storage",
+                                    "OFFICE_STORAGE"])
+def test_places_ignore_case_articles_and_underscores(gc, phrase):
+    assert steps(comp(gc, f"Go to {phrase}."))[0][1]["place"] == "office_storage"
+
+
+@pytest.mark.parametrize("alias, place", [("the lift", "elevator"), ("the front desk", "reception"),
+                                          ("the bay", "loading_bay"), ("the meeting room", "conference_room"),
+                                          ("room 101", "room_101"), ("the kitchens", "kitchen")])
+def test_aliases_from_the_map_and_plurals(gc, alias, place):
+    assert steps(comp(gc, f"Go to {alias}."))[0][1]["place"] == place
+
+
+def test_there_and_it_are_the_last_place_named(gc):
+    assert steps(comp(gc, "Go to the lab, then go to the kitchen and take a photo of it.")) == [
+        (K.AT_PLACE, {"place": "lab", "final": False}), (K.AT_PLACE, {"place": "kitchen", "final": True}),
+        (K.IMAGE_CAPTURED, {"place": "kitchen"})]
+
+
+# --------------------------------------------------------------------------- sequencing
+
+
+@pytest.mark.parametrize("goal", [
+    "Go to the lab, then the kitchen.", "Go to the lab and then the kitchen.", "Go to the lab. After that, the kitchen.",
+    "Go to the lab; next, go to the kitchen.", "First go to the lab, then the kitchen.",
+    "Go to the lab and finally the kitchen.", "Go to the lab before going to the kitchen.",
+    "Go to the kitchen after the lab.", "After the lab, go to the kitchen.", "Before the kitchen, go to the lab.",
+    "Go to the kitchen after you've visited the lab.", "Visit the lab, the kitchen.",
+])
+def test_order_follows_the_goal(gc, goal):
+    c = comp(gc, goal)
+    assert steps(c) == [(K.AT_PLACE, {"place": "lab", "final": False}), (K.AT_PLACE, {"place": "kitchen", "final": True})]
+    assert deps(c) == [(), ("o1",)]
+
+
+def test_in_any_order_leaves_the_list_unordered_and_what_follows_after_all_of_it(gc):
+    c = comp(gc, "Visit the lab and the kitchen in any order, then come back.")
+    assert deps(c) == [(), (), ("o1", "o2")]
+
+
+def test_politeness_and_occasions_are_not_clauses(gc):
+    polite = comp(gc, "Hey robot, could you please go to the workshop for me when you get a chance and let me know "
+                      "when you get there? Thanks!")
+    assert steps(polite) == [(K.AT_PLACE, {"place": "workshop", "final": True}), (K.MESSAGE_DELIVERED, {"to": "operator"})]
+    assert deps(polite) == [(), ("o1",)]
+
+
+def test_only_the_last_place_is_final_and_not_before_a_route(gc):
+    c = comp(gc, "Go to the lab, take a photo, then patrol the kitchen and the lobby.")
+    assert [o.params.get("final") for o in c.obligations] == [False, None, None]
+    d = comp(gc, "Drive to the storeroom, then to the workshop, then come back to base.")
+    assert [o.params["final"] for o in d.obligations] == [False, False, True]
+    assert [o.max_age_s for o in d.obligations] == [None, None, 2.0]
+
+
+def test_compiling_is_deterministic(gc):
+    goal = "Please head to the loading bay, take a photo, then tell maria 'all clear'."
+    assert comp(gc, goal).digest == comp(GoalCompiler(aliases=MAP.aliases), goal).digest
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_an_unknown_place_is_refused_with_the_nearest_places(gc):
+    err = refusal(gc, "Go to the lobbby and report.")
+    assert err.details["reason"] == "unknown_place" and err.details["phrase"] == "lobbby"
+    assert err.details["nearest"][0] == "lobby" and "did you mean lobby" in err.message
+    assert "lobby" in err.details["known_places"]
+
+
+@pytest.mark.parametrize("goal, verb", [("Pick up the bottle and go to the kitchen.", "pick up"),
+                                        ("Go to the kitchen and open the door.", "open"),
+                                        ("Bring me a coffee.", "bring"), ("Deliver the package to bob.", "deliver")])
+def test_an_unsupported_action_refuses_the_whole_goal(gc, goal, verb):
+    err = refusal(gc, goal)
+    assert err.details["reason"] == "unsupported_action"
+    assert verb in err.message and "navigate" in err.details["supported_verbs"]
+
+
+@pytest.mark.parametrize("goal", ["asdf qwer", "The lobby is nice.", "", "Go to the lab and zorp the kitchen.",
+                                  "Go to the lab quickly by the window."])
+def test_what_is_not_understood_is_refused_never_dropped(gc, goal):
+    err = refusal(gc, goal)
+    assert err.details["reason"] == "not_understood"
+    assert set(err.details["supported_verbs"]) >= {"navigate", "speak", "message", "report", "route"}
+
+
+def test_return_to_base_without_a_base_on_the_map_is_an_unknown_place():
+    from robot_harness.core.records import Pose2D
+
+    with pytest.raises(ContractError) as exc:
+        GoalCompiler().compile("Go to the lab and return to base.", mission_id="m", contract_id="c",
+                               places={"lab": Pose2D(x=1.0, y=0.0)})
+    assert exc.value.details["reason"] == "unknown_place" and "'dock'" in exc.value.message
+
+
+# --------------------------------------------------------------------------- the gold set
+
+
+def test_every_gold_goal_compiles_to_its_gold_contract(gc):
+    cases = load_gold(GOLD)
+    assert len(cases) >= 300
+    result = score(lambda g: comp(gc, g), cases)
+    bad = [(o.case.goal, o.result, o.detail) for o in result.outcomes if o.result not in ("exact", "right_refusal")]
+    assert result.count("under_bound") == 0 and result.count("missed_refusal") == 0, bad
+    assert result.exact_rate >= 0.95, bad[:10]
+    refusals = {o.case.refuse for o in result.outcomes if o.result == "right_refusal"}
+    assert refusals <= {"unknown_place", "unsupported_action", "not_understood"}
+
+
+def test_every_compiled_gold_contract_passes_the_coverage_review(gc):
+    reviewer = RuleCoverageReviewer(aliases=MAP.aliases)
+    for case in load_gold(GOLD):
+        if case.refuse:
+            continue
+        c = compile_contract(case.goal, compiler=gc, reviewer=reviewer, mission_id="m", contract_id="c",
+                             places=MAP.places)
+        assert c.coverage is not None and c.coverage.ok, (case.goal, c.coverage)
+
+
+# --------------------------------------------------------------------------- the coverage review
+
+
+def ob(oid, kind, **params):
+    ev = {"at_place": ["navigation_receipt"], "spoken": ["speech_receipt"], "message_delivered": ["delivery_receipt"],
+          "image_captured": ["image_artifact"]}[kind]
+    return {"id": oid, "kind": kind, "description": "-", "params": params, "evidence": ev,
+            "source": "the whole goal, whatever it says"}
+
+
+@pytest.mark.parametrize("goal, obligations, uncovered", [
+    # a dropped clause
+    ("Go to the lab and take a photo there.", [ob("o1", "at_place", place="lab", final=True)], "take a photo there"),
+    # two steps merged into one
+    ("Go to the lab, then go to the kitchen.", [ob("o1", "at_place", place="kitchen", final=True)], "Go to the lab"),
+    # the wrong recipient
+    ("Tell maria.", [ob("o1", "message_delivered", to="bob")], "Tell maria"),
+    # an image at another place
+    ("Take a photo of the lab.", [ob("o1", "image_captured", place="kitchen")], "Take a photo of the lab"),
+    # an unsupported action is never covered
+    ("Go to the lab and open the door.", [ob("o1", "at_place", place="lab", final=True)], "open the door"),
+])
+def test_the_review_reads_the_goal_not_the_sources(goal, obligations, uncovered):
+    from robot_harness.core.completion import Obligation
+
+    report = RuleCoverageReviewer(aliases=MAP.aliases).review(goal, [Obligation.model_validate(o) for o in obligations])
+    assert not report.ok and uncovered in report.uncovered, report
+
+
+def test_the_review_knows_the_maps_aliases():
+    from robot_harness.core.completion import Obligation
+
+    lift = [Obligation.model_validate(ob("o1", "at_place", place="elevator", final=True))]
+    assert RuleCoverageReviewer(aliases=MAP.aliases).review("Take the lift? No: go to the lift.", lift).ok
+    assert not RuleCoverageReviewer().review("Go to the lift.", lift).ok  # without the map it cannot tell
+
+
+# --------------------------------------------------------------------------- the LLM compiler under the same rules
+
+
+GOAL = "Go to the lobby and say 'hello' there, then come back and report."
+
+
+def llm(reply_obligations):
+    return LLMContractCompiler(FakeContractLLM([json.dumps({"obligations": reply_obligations})]),
+                               reference=GoalCompiler(aliases=MAP.aliases),
+                               reviewer=RuleCoverageReviewer(aliases=MAP.aliases))
+
+
+def good_reply(gc):
+    return [o.model_dump(mode="json") for o in comp(gc, GOAL).obligations]
+
+
+def test_a_faithful_model_contract_is_used_as_it_is(gc):
+    c = llm(good_reply(gc)).compile(GOAL, mission_id="m", contract_id="c", places=MAP.places)
+    assert c.compiler == "llm" and c.coverage is None and steps(c) == steps(comp(gc, GOAL))
+
+
+@pytest.mark.parametrize("weakness", ["drops_a_clause", "forgets_the_text", "forgets_there", "merges_two_steps",
+                                      "drops_the_order", "widens_eligibility", "drops_final"])
+def test_an_under_bound_model_contract_is_repaired_never_used(gc, weakness):
+    reply = good_reply(gc)
+    if weakness == "drops_a_clause":
+        reply = [o for o in reply if o["kind"] != "spoken"]
+        for o in reply:
+            o["depends_on"] = [d for d in o["depends_on"] if d != "o2"]
+    elif weakness == "forgets_the_text":
+        reply[1]["params"].pop("text")
+    elif weakness == "forgets_there":
+        reply[1]["params"].pop("place")
+    elif weakness == "merges_two_steps":
+        reply = [reply[0] | {"params": {"place": "start", "final": True}}, *reply[3:]]
+        reply[1]["depends_on"] = ["o1"]
+        reply[1]["id"] = "o2"
+    elif weakness == "drops_the_order":
+        for o in reply:
+            o["depends_on"] = []
+    elif weakness == "widens_eligibility":
+        reply[-1]["kind"] = "spoken"
+        reply[-1]["params"] = {}
+        reply[-1]["evidence"] = ["speech_receipt"]
+        reply[-1].pop("eligible", None)
+        reply[2]["params"]["final"] = True
+    elif weakness == "drops_final":
+        reply[2]["params"]["final"] = False
+    c = llm(reply).compile(GOAL, mission_id="m", contract_id="c", places=MAP.places)
+    assert steps(c) == steps(comp(gc, GOAL)) and deps(c) == deps(comp(gc, GOAL)), weakness
+    assert c.coverage is not None and "repaired" in c.coverage.notes
+
+
+def test_a_model_that_invents_a_place_is_refused(gc):
+    reply = good_reply(gc)
+    reply[0]["params"]["place"] = "atrium"
+    with pytest.raises(ContractError, match="atrium"):
+        llm(reply).compile(GOAL, mission_id="m", contract_id="c", places=MAP.places)
+
+
+def test_when_the_rules_refuse_the_model_must_still_bind_the_quotes_and_pass_the_review(gc):
+    goal = "Go to the lobby, say 'hello' and wave."  # "wave" is not in the lexicon: the rules refuse
+    with pytest.raises(ContractError):
+        comp(gc, goal)
+    forgot = [ob("o1", "at_place", place="lobby", final=True), ob("o2", "spoken", place="lobby") | {"depends_on": ["o1"]}]
+    with pytest.raises(ContractError) as err:
+        llm(forgot).compile(goal, mission_id="m", contract_id="c", places=MAP.places)
+    assert err.value.details["reason"] == "under_bound" and "hello" in err.value.message
