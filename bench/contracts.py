@@ -22,7 +22,8 @@ Two compilers over the hand-written gold set (test/contracts_gold/, >= 300 goals
   review finds uncovered is not planned). A contract is *used* when admission
   returns it with full coverage. Target: 0 under-bound contracts used.
 
-No DDS participant is started (no ROS at all).
+It starts no DDS participant, but it runs the same loopback guard as every bench
+(``bench/_loopback.py``): the code it loads is the harness's.
 
     python bench/contracts.py [--json out.json] [--gold DIR] [--show N]
 """
@@ -39,6 +40,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from _loopback import require_loopback  # noqa: E402 - bench/_loopback.py (the script's own folder)
 
 from robot_harness.core.completion import CompletionContract  # noqa: E402
 from robot_harness.core.contracts import (  # noqa: E402
@@ -230,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default="")
     ap.add_argument("--show", type=int, default=10, help="failures to list per compiler")
     args = ap.parse_args(argv)
+    require_loopback()
     gold_dir = Path(args.gold)
     cases = load_gold(gold_dir)
     gold_map = load_map(gold_dir / "_map.yaml")

@@ -741,10 +741,18 @@ class Verifier:
         """The kind's predicate over ``candidates`` that started after the dependencies were satisfied."""
         ordered: list[Receipt] = []
         early: list[str] = []
+        target: Pose2D | None = None
+        if ob.kind is ObligationKind.AT_PLACE:  # only navigations toward this place are attempts at it
+            try:
+                target = self._resolve(ob.params.get("place", ob.params.get("pose")), request.places).pose
+            except _Unresolved:
+                target = None
         for r in candidates:
             if not_before is not None and r.started_at < not_before:
-                early.append(f"{r.receipt_id} started at {r.started_at:.3f}, before dependency "
-                             f"{'/'.join(anchors)} was satisfied at {not_before:.3f}")
+                aimed = _nav_target(r, request.places) if target is not None else None
+                if target is None or (aimed is not None and aimed.distance_to(target) <= self.config.xy_tolerance_m):
+                    early.append(f"{r.receipt_id} started at {r.started_at:.3f}, before dependency "
+                                 f"{'/'.join(anchors)} was satisfied at {not_before:.3f}")
             else:
                 ordered.append(r)
 
@@ -771,6 +779,11 @@ class Verifier:
             # the evidence exists, but not in the order the goal asked for
             return _Outcome(StepVerdict.VIOLATED, "predicate",
                             f"{too_early.reason}, but out of order: {'; '.join(early)}", too_early.evidence)
+        if not ordered:
+            # every attempt came before its dependency: out of order, and (say why) not right either
+            return _Outcome(StepVerdict.VIOLATED, "predicate",
+                            f"out of order: {'; '.join(early)}; and {too_early.reason}", too_early.evidence
+                            or [r.receipt_id for r in candidates if r.receipt_id not in kept])
         return out
 
     # ------------------------------------------------------------------ freshness
