@@ -163,6 +163,7 @@ def run_grammar(cases: list[GoldCase], gold_map: Any) -> dict[str, Any]:
         "goals": result.total, "exact": result.count("exact"), "right_refusal": result.count("right_refusal"),
         "exact_rate": result.exact_rate, "under_bound": result.count("under_bound") + result.count("missed_refusal"),
         "over_constrained": result.count("over_constrained"), "wrong_refusal": result.count("wrong_refusal"),
+        "other_refusal": result.count("other_refusal"),
         "missed_refusal": result.count("missed_refusal"),
         "compile_ms": {"median": statistics.median(times), "p95": _pct(times, 95), "max": max(times)},
         "baseline_validate_ms": {"median": statistics.median(baseline), "p95": _pct(baseline, 95)},
@@ -248,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{g['compile_ms']['median']:.2f} / {g['compile_ms']['p95']:.2f} "
           f"({g['baseline_validate_ms']['median']:.2f} / {g['baseline_validate_ms']['p95']:.2f}; ratio "
           f"{g['compile_ms']['p95'] / max(g['baseline_validate_ms']['p95'], 1e-9):.1f}x at p95)")
-    print(f"          ({g['right_refusal']} of them right refusals; max compile {g['compile_ms']['max']:.2f} ms)\n")
+    print(f"          ({g['right_refusal']} of them right refusals, {g['other_refusal']} refused for another reason "
+          f"than the gold's; max compile {g['compile_ms']['max']:.2f} ms)\n")
     print("per category (grammar):")
     for cat, row in sorted(g["by_category"].items()):
         print(f"  {cat:10s} " + ", ".join(f"{k} {v}" for k, v in sorted(row.items())))

@@ -191,6 +191,12 @@ def _obligation_problems(obligations: Sequence[Obligation], places: Mapping[str,
         elif o.kind is ObligationKind.MESSAGE_DELIVERED:
             if "to" in p and not (isinstance(p["to"], str) and p["to"]):
                 problems.append(f"{o.id}: params.to must be a non-empty string")
+        if o.kind is ObligationKind.MESSAGE_DELIVERED and "attachments" in p:
+            att = p["attachments"]
+            kinds = {x.id: x.kind for x in obligations}
+            if not isinstance(att, list) or not att or any(kinds.get(a) is not ObligationKind.IMAGE_CAPTURED
+                                                           for a in att):
+                problems.append(f"{o.id}: params.attachments must list image_captured obligation ids")
         if o.kind in (ObligationKind.SPOKEN, ObligationKind.MESSAGE_DELIVERED) and "text" in p \
                 and not (isinstance(p["text"], str) and p["text"].strip()):
             problems.append(f"{o.id}: params.text must be a non-empty string")

@@ -646,7 +646,7 @@ class Verifier:
             not_before = max(prior[d].done_at or 0.0 for d in ob.depends_on)
             anchors = [d for d in ob.depends_on if prior[d].done_at == not_before]
 
-        own = self._predicate(ob, request, fresh, admitted, excluded, not_before, anchors)
+        own = self._predicate(ob, request, fresh, admitted, excluded, not_before, anchors, prior)
         if unmet:
             if own.verdict in (StepVerdict.VIOLATED, StepVerdict.UNSAFE):
                 return own
@@ -674,6 +674,7 @@ class Verifier:
         excluded: dict[str, list[str]],
         not_before: float | None,
         anchors: list[str],
+        prior: Mapping[str, _Outcome] | None = None,
     ) -> _Outcome:
         if _observation_only(ob):
             return self._observed_at_place(ob, request, not_before)
@@ -705,10 +706,10 @@ class Verifier:
             return _Outcome(StepVerdict.AMBIGUOUS, "floor", self._no_evidence("/".join(skills), request, excluded, skills))
 
         current, stale = self._by_age(ob, candidates)
-        out = self._in_order(ob, request, fresh, admitted, current, not_before, anchors) if current else None
+        out = self._in_order(ob, request, fresh, admitted, current, not_before, anchors, prior) if current else None
         if out is not None and (out.verdict is StepVerdict.SATISFIED or not stale):
             return out
-        old = self._in_order(ob, request, fresh, admitted, stale, not_before, anchors)
+        old = self._in_order(ob, request, fresh, admitted, stale, not_before, anchors, prior)
         if old.verdict is StepVerdict.SATISFIED:
             return self._stale(ob, list(old.receipts) or stale, old.reason, old.evidence)
         return out if out is not None else old
@@ -737,7 +738,8 @@ class Verifier:
                         tuple(current))
 
     def _in_order(self, ob: Obligation, request: VerifyRequest, fresh: WorldSnapshot, admitted: list[Receipt],
-                  candidates: list[Receipt], not_before: float | None, anchors: list[str]) -> _Outcome:
+                  candidates: list[Receipt], not_before: float | None, anchors: list[str],
+                  prior: Mapping[str, _Outcome] | None = None) -> _Outcome:
         """The kind's predicate over ``candidates`` that started after the dependencies were satisfied."""
         ordered: list[Receipt] = []
         early: list[str] = []
@@ -763,7 +765,7 @@ class Verifier:
                 if ob.kind is ObligationKind.IMAGE_CAPTURED:
                     return self._image_captured(ob, request, receipts)
                 if ob.kind is ObligationKind.MESSAGE_DELIVERED:
-                    return self._message_delivered(ob, request, receipts)
+                    return self._message_delivered(ob, request, receipts, prior or {})
                 if ob.kind is ObligationKind.SPOKEN:
                     return self._spoken(ob, request, receipts)
                 return self._route_closed(ob, request, fresh, admitted, receipts)
@@ -1006,7 +1008,8 @@ class Verifier:
                             [*_receipt_ids(r), artifact_evidence_id(art[1])], r.ended_at, (r,))
         return self._worst(problems, f"no SUCCEEDED {CAPTURE_SKILL} receipt")
 
-    def _message_delivered(self, ob: Obligation, request: VerifyRequest, receipts: list[Receipt]) -> _Outcome:
+    def _message_delivered(self, ob: Obligation, request: VerifyRequest, receipts: list[Receipt],
+                           prior: Mapping[str, _Outcome]) -> _Outcome:
         """A message to ``params.to`` (saying ``params.text``), acknowledged; or, when the obligation
         makes ``speak`` eligible (a report to the user), an acknowledged speech saying ``params.text``.
 
@@ -1016,9 +1019,23 @@ class Verifier:
         want_to = ob.params.get("to")
         want_text = _bound_text(ob)
         problems: list[tuple[_Sev, str, list[str]]] = []
+        needed: dict[str, set[str]] = {}  # params.attachments: the images of these obligations travel with it
+        for oid in ob.params.get("attachments") or ():
+            judged = prior.get(oid)
+            shas = {e.split(":", 2)[2] for e in (judged.evidence if judged is not None else ())
+                    if e.startswith("artifact:sha256:")}
+            if judged is None or judged.verdict is not StepVerdict.SATISFIED or not shas:
+                return _Outcome(StepVerdict.AMBIGUOUS, "predicate", f"the image of {oid} it must carry is not proven")
+            needed[oid] = shas
         for r in receipts:
             speech = r.skill == SPEAK_SKILL
             found = self._speech_problems(r, want_text, None) if speech else self._message_problems(r, want_to, want_text)
+            if not found and needed:
+                sent = {a.get("sha256") for a in (_arguments(r).get("artifacts") or ()) if isinstance(a, Mapping)}
+                missing = [oid for oid, shas in needed.items() if not shas & sent]
+                if speech or missing:
+                    found = [(_Sev.VIOLATED, f"{r.receipt_id} does not carry the image of {', '.join(missing) or 'it'}",
+                              _receipt_ids(r))]
             if found:
                 problems.extend(found)
                 continue

@@ -209,7 +209,24 @@ PAIRS = [
                  lambda: [nav("lab", "r-1", start=T0 + 1, end=T0 + 10),
                           nav("lobby", "r-2", start=T0 + 11, end=T0 + 20, pose=AT_LOBBY)],
                  snap(AT_LOBBY), samples((T0, 0.0, 0.0), (T0 + 5, 3.0, 3.0)), StepVerdict.VIOLATED, id="route-start"),
+    pytest.param((ob("o1", ObligationKind.IMAGE_CAPTURED, place="lab"),
+                  after(ob("o2", ObligationKind.MESSAGE_DELIVERED, to="operator", attachments=["o1"]), "o1")), "o2",
+                 "attachments", lambda: [capture(AT_LAB), message("here it is", start=T0 + 23, end=T0 + 23.5)],
+                 snap(AT_LAB), (), StepVerdict.VIOLATED, id="message-attachments"),
 ]
+
+
+def test_a_message_that_carries_the_image_satisfies_its_attachment_binding():
+    obligations = (ob("o1", ObligationKind.IMAGE_CAPTURED, place="lab"),
+                   after(ob("o2", ObligationKind.MESSAGE_DELIVERED, to="operator", attachments=["o1"]), "o1"))
+    sent = message("here it is", start=T0 + 23, end=T0 + 23.5)
+    sent = sent.model_copy(update={"request": {"arguments": {**sent.request["arguments"], "artifacts": [
+        {"uri": "file:///art/img1.png", "sha256": SHA_IMG}]}}})
+    v = verify(obligations, [capture(AT_LAB), sent], snap(AT_LAB))
+    assert v.goal_verdict is GoalVerdict.VERIFIED_DONE, v.steps
+    other = sent.model_copy(update={"request": {"arguments": {**sent.request["arguments"], "artifacts": [
+        {"uri": "file:///art/img2.png", "sha256": "b" * 64}]}}})
+    assert verify(obligations, [capture(AT_LAB), other], snap(AT_LAB)).step("o2").verdict is StepVerdict.VIOLATED
 
 
 @pytest.mark.parametrize("obligations, oid, binding, trace, fresh, trajectory, bound_verdict", PAIRS)

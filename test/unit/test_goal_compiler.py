@@ -176,6 +176,29 @@ def test_closed_routes(gc, goal, start, waypoints):
     assert o.kind is K.ROUTE_CLOSED and o.params == {"start": start, "waypoints": waypoints, "min_departure_m": 1.0}
 
 
+def test_an_image_sent_on_travels_with_the_message_and_what_it_shows_is_judged(gc):
+    c = comp(gc, "Take a picture of the door in the kitchen and email it to ops.")
+    assert steps(c) == [(K.AT_PLACE, {"place": "kitchen", "final": True}), (K.IMAGE_CAPTURED, {"place": "kitchen"}),
+                        (K.SEMANTIC, {"question": "the image shows the door", "place": "kitchen"}),
+                        (K.MESSAGE_DELIVERED, {"to": "ops", "attachments": ["o2"]})]
+    assert c.obligations[-1].eligible == ()  # a speech cannot carry an image
+    assert refusal(gc, "Send it to me.").details["reason"] == "not_understood"
+
+
+def test_the_same_words_at_each_place_of_a_list(gc):
+    assert steps(comp(gc, "Announce 'closing' in the lobby and the cafeteria.")) == [
+        (K.AT_PLACE, {"place": "lobby", "final": False}), (K.SPOKEN, {"text": "closing", "place": "lobby"}),
+        (K.AT_PLACE, {"place": "cafeteria", "final": True}), (K.SPOKEN, {"text": "closing", "place": "cafeteria"})]
+
+
+@pytest.mark.parametrize("goal", ["1) go to the lab 2) take a photo 3) come back",
+                                  "- go to the lab\n- take a photo\n- come back", "go to the lab pls, take a photo, come back thx"])
+def test_lists_and_chat_style(gc, goal):
+    assert steps(comp(gc, goal.replace("\\n", "\n"))) == [
+        (K.AT_PLACE, {"place": "lab", "final": False}), (K.IMAGE_CAPTURED, {"place": "lab"}),
+        (K.AT_PLACE, {"place": "start", "final": True})]
+
+
 def test_semantic_questions_bind_where_the_robot_is(gc):
     c = comp(gc, "Go to the kitchen and check whether the fridge door is closed.")
     assert steps(c)[1] == (K.SEMANTIC, {"question": "check whether the fridge door is closed", "place": "kitchen"})

@@ -26,7 +26,7 @@ from ..completion import CompletionContract, ObligationKind, eligible_skills
 __all__ = ["ContractShape", "ObligationShape", "shape_of", "gold_shape", "entails", "compare_contracts", "Comparison",
            "normalise_text"]
 
-_BINDINGS = ("place", "final", "text", "to", "start", "waypoints", "min_departure_m")
+_BINDINGS = ("place", "final", "text", "to", "start", "waypoints", "min_departure_m", "attachments")
 """The parameters a goal binds and a verifier checks (``question`` is the judge's, compared only for exactness)."""
 
 
@@ -44,6 +44,8 @@ def _norm(key: str, value: Any) -> Any:
         return tuple(re.sub(r"[\s_]+", "_", str(w).strip().casefold()) for w in value)
     if key == "min_departure_m":
         return float(value)
+    if key == "attachments":
+        return len(value)  # how many images travel with it (their ids differ between contracts)
     if key == "question":
         return " ".join(re.findall(r"[a-z0-9]+", str(value).lower()))
     return value

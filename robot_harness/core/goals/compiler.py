@@ -84,6 +84,10 @@ class _Intent:
     start: PlaceRef | None = None
     question: str = ""
     explicit_place: bool = False
+    subject: str = ""
+    """image: what it must show ("of the whiteboard"), judged semantically."""
+    attach: bool = False
+    """message: carries the last image taken ("send it to me")."""
 
 
 @dataclass
@@ -399,6 +403,13 @@ class GoalCompiler:
             return [self._image(cls, phrase, words, toks, source, book, gid, goal, continued=True)]
         if cls == "speak" and any(t.quote is not None for t in toks):
             return [self._speech(toks, source, quotes, book, gid, goal)]  # "say 'hi' and 'bye'"
+        last = next((i for g in reversed(groups) for i in reversed(g.intents)), None)
+        if cls == "speak" and last is not None and last.cls == "speak" and last.explicit_place \
+                and self._is_place_list(words, book):
+            # "announce 'X' in the lobby and the cafeteria": the same words at the next place too
+            m = book.match(words, _starts(words, 0, _NAV_PARTICLES))
+            assert m is not None
+            return [_Intent("speak", source, gid, places=[m[1]], text=last.text, explicit_place=True)]
         if cls == "message":
             return [self._message(cls, phrase, toks, 0, source, quotes, book, gid, goal, continued=True)]
         if cls == "semantic":
@@ -539,6 +550,16 @@ class GoalCompiler:
                 intent.places = [PlaceRef("there")]
                 return intent
             return intent
+        if book.match(r, i) is None and r[:i] in (["of"], ["showing"]) and not continued:
+            # "a picture of the whiteboard [in the lab]": what an image shows needs a judgement
+            k = next((x for x in range(i, len(r)) if r[x] in ("at", "in", "inside", "from")
+                      and book.match(r, x + 1) is not None), len(r))
+            intent.subject = restore(goal, rest[i:k])
+            if k < len(r):
+                n, ref = self._place_at(r, k + 1, book, goal, rest, clause=source)
+                intent.places, intent.explicit_place = [ref], True
+                self._leftover(r, k + 1 + n, goal, rest, source)
+            return intent
         n, ref = self._place_at(r, i, book, goal, rest, clause=source)
         intent.places, intent.explicit_place = [ref], True
         self._leftover(r, i + n, goal, rest, source)
@@ -594,6 +615,7 @@ class GoalCompiler:
         i = n
         recipient: list[Tok] = []
         has_noun = False
+        attach = False
         if phrase == "let know":
             k = words.index("know")
             recipient = toks[1:k]
@@ -618,6 +640,12 @@ class GoalCompiler:
                 k = j
                 while k < len(rest) and rest[k] in _MESSAGE_DETERMINERS:
                     k += 1
+                if (k < len(rest) and rest[k] in self._image_nouns) or (
+                        j == 0 and w in ("it", "them", "these", "those") and (medium or phrase == "deliver")):
+                    attach = has_noun = True  # "send it to me", "email the photos to ops"
+                    j = (k if rest[k:k + 1] and rest[k] in self._image_nouns else j) + 1
+                    done = done or bool(recipient)
+                    continue
                 m = self._message_nouns.match(rest, k)
                 if m is not None:
                     has_noun = True
@@ -646,7 +674,7 @@ class GoalCompiler:
         if qs:
             text = quotes[qs[0]]
         else:
-            for k in range(i, len(words)):
+            for k in range(n if cls == "report" else i, len(words)):
                 if words[k] in ("that", "saying") and (k + 1 < len(words)):
                     text = restore(goal, toks[k + 1:]).strip(" ,.!?")
                     break
@@ -666,7 +694,8 @@ class GoalCompiler:
                 to, is_self = "_".join(rwords), False
         intent.to = to
         intent.text = text
-        if cls == "report" or (is_self and not medium and phrase not in ("send", "deliver")):
+        intent.attach = attach
+        if not attach and (cls == "report" or (is_self and not medium and phrase not in ("send", "deliver"))):
             intent.eligible = ("send_message", "speak") if is_self else ()
         return intent
 
@@ -742,7 +771,7 @@ class GoalCompiler:
             ends: list[int] = []
             for intent in g.intents:
                 deps = list(before_group) if g.any_order else list(prev)
-                last = self._emit(intent, deps, resolve, add, go, lambda: current, book)
+                last = self._emit(intent, deps, resolve, add, go, lambda: current, drafts)
                 if last is None:
                     continue
                 if intent.cls == "route":
@@ -764,7 +793,7 @@ class GoalCompiler:
         return drafts
 
     def _emit(self, intent: _Intent, deps: list[int], resolve: Any, add: Any, go: Any, current: Any,
-              book: PlaceBook) -> list[int] | None:
+              drafts: list[_Draft]) -> list[int] | None:
         src = intent.source
         if intent.cls == "noop":
             return None
@@ -793,7 +822,12 @@ class GoalCompiler:
                 deps = [go(where, src, deps)]
             params = {"place": where} if where is not None else {}
             at = f" at {where}" if where is not None else ""
-            return [add(_Draft(ObligationKind.IMAGE_CAPTURED, params, src, f"An image was captured{at}."), deps)]
+            image = add(_Draft(ObligationKind.IMAGE_CAPTURED, params, src, f"An image was captured{at}."), deps)
+            if not intent.subject:
+                return [image]
+            question = {"question": f"the image shows {intent.subject}", **params}
+            return [add(_Draft(ObligationKind.SEMANTIC, question, src,
+                               f"Semantic judgement: the image shows {intent.subject}"), [image])]
         if intent.cls == "speak":
             where = resolve(intent.places[0], src) if intent.places else current()
             if where is not None and where != current():
@@ -810,6 +844,12 @@ class GoalCompiler:
             params = {"to": intent.to}
             if intent.text is not None:
                 params["text"] = intent.text
+            if intent.attach:
+                image = next((k for k in range(len(drafts) - 1, -1, -1)
+                              if drafts[k].kind is ObligationKind.IMAGE_CAPTURED), None)
+                if image is None:
+                    raise _Refusal("not_understood", f"{src!r}: no image is taken before it to send", phrase=src)
+                params["attachments"] = [f"o{image + 1}"]
             how = " (by message or speech)" if "speak" in intent.eligible else ""
             return [add(_Draft(ObligationKind.MESSAGE_DELIVERED, params, src,
                                f"{intent.to} was told{how}.", eligible=intent.eligible), deps)]

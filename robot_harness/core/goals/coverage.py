@@ -39,7 +39,7 @@ _KINDS = {
     "return": frozenset({ObligationKind.AT_PLACE, ObligationKind.ROUTE_CLOSED}),
     "route": frozenset({ObligationKind.ROUTE_CLOSED}),
     "inspect": frozenset({ObligationKind.AT_PLACE, ObligationKind.IMAGE_CAPTURED, ObligationKind.SEMANTIC}),
-    "image": frozenset({ObligationKind.IMAGE_CAPTURED}),
+    "image": frozenset({ObligationKind.IMAGE_CAPTURED, ObligationKind.SEMANTIC}),
     "speak": frozenset({ObligationKind.SPOKEN}),
     "message": frozenset({ObligationKind.MESSAGE_DELIVERED}),
     "report": frozenset({ObligationKind.MESSAGE_DELIVERED}),
@@ -224,7 +224,7 @@ class RuleCoverageReviewer:
                 tokens_of(self.lexicon.default_recipient))
         if not ph.obj:
             return True
-        if ph.cls == "semantic":
+        if ph.cls == "semantic" or o.kind is ObligationKind.SEMANTIC:
             grounding = _tokens(" ".join([*_strings(o.params), o.description]))
         else:
             grounding = self._grounding(o, _GROUNDING_KEYS.get(ph.cls, ()))

@@ -62,7 +62,9 @@ def load_gold(directory: str | Path) -> list[GoldCase]:
 class Outcome:
     case: GoldCase
     result: str
-    """exact | under_bound | over_constrained | wrong_refusal | missed_refusal | right_refusal"""
+    """exact | under_bound | over_constrained | wrong_refusal (refused a goal the gold compiles) |
+    missed_refusal (compiled a goal the gold refuses) | right_refusal | other_refusal (both refuse, for
+    different reasons)"""
     detail: str = ""
     ms: float = 0.0
 
@@ -109,6 +111,9 @@ def score(compile_fn: Callable[[str], Any], cases: Sequence[GoldCase],
             reason = str(err.details.get("reason", ""))
             if case.refuse and reason == case.refuse:
                 out.outcomes.append(Outcome(case, "right_refusal", reason, ms))
+            elif case.refuse:
+                out.outcomes.append(Outcome(case, "other_refusal", f"{reason}, gold says {case.refuse}: "
+                                                                   f"{err.message}", ms))
             else:
                 out.outcomes.append(Outcome(case, "wrong_refusal", f"{reason}: {err.message}", ms))
             continue

@@ -19,7 +19,7 @@ from .lexicon import Lexicon, PhraseIndex, tokens_of
 __all__ = ["Tok", "Clause", "Segmenter", "tokenize", "BACK", "QUOTE_PREFIX"]
 
 _QUOTE = re.compile(r'"([^"]*)"|“([^”]*)”|(?<![\w])‘(.*?)’(?![\w])|(?<![\w])\'(.*?)\'(?![\w])', re.DOTALL)
-_TOKEN = re.compile(r"«q(\d+)»|->|→|[,;:!?]|\.(?=\s|$|[\"'”’)])|\.$|[a-z0-9]+(?:['-][a-z0-9]+)*", re.IGNORECASE)
+_TOKEN = re.compile(r"«q(\d+)»|(?:^|(?<=\s))\d{1,2}[.)](?=\s)|(?:^|(?<=\n))\s*[-*•](?=\s)|\n|->|→|[,;:!?]|\.(?=\s|$|[\"'”’)])|\.$|[a-z0-9]+(?:['-][a-z0-9]+)*", re.IGNORECASE)
 
 BACK = "\x00back"
 """The token a route marker ("and back", "there and back") becomes."""
@@ -93,6 +93,8 @@ def tokenize(goal: str) -> tuple[list[Tok], list[str]]:
         text = m.group(0).lower()
         if text == "→":
             text = "->"
+        elif text == "\n" or text.strip() in ("-", "*", "•") or re.fullmatch(r"\d{1,2}[.)]", text):
+            text = ","  # a line break, a bullet or a list number ("1)", "2.") ends a clause
         toks.append(Tok(text, to_goal(m.start()), to_goal(m.end(), end=True)))
     return toks, quotes
 
