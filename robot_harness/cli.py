@@ -50,7 +50,7 @@ class ExitCode(enum.IntEnum):
              "the replay matched, the evidence is intact")
     NOT_SUCCEEDED = 1, ("with --require-success: the mission ended FAILED, UNKNOWN, BLOCKED, CANCELLED or "
                         "WAITING_USER; a replay found differences")
-    USAGE = 2, "bad usage: unknown option, invalid scenario, no such journal, mission or interaction"
+    USAGE = 2, "bad usage: unknown option, invalid scenario or contract file, no such journal, mission or interaction"
     REFUSED = 3, "the harness refused: mission not admitted, wrong owner token, a conflicting answer"
     UNAVAILABLE = 4, "nothing answered in time: no running graph or service, a timeout, the model endpoint"
     EVIDENCE = 5, "the journal or the evidence cannot be trusted: unreadable journal, evidence missing or changed"
@@ -350,15 +350,29 @@ def _register_run_commands(sub: Any) -> None:
 
     m = add_command(
         sub, "mission", help="send a mission to a running graph and follow it",
-        description="Send a natural-language goal to the graph `robot-harness up` (or the launch file) runs, "
-                    "follow its progress, and print the result. Ctrl-C stops following, not the mission: "
-                    "stop it with `robot-harness stop`.",
-        examples=['robot-harness mission "Go to office_storage and come back to dock."',
-                  'robot-harness mission "Go to office_storage" --set limits.mission_timeout_s=60 --json',
-                  'ROBOT_HARNESS_OPERATOR_TOKEN=s3cret robot-harness mission "Inspect office_storage" --owner alice'],
+        description="Send a mission to the graph `robot-harness up` (or the launch file) runs, follow its "
+                    "progress, and print the result. The mission is a natural-language goal, or, for programs, "
+                    "an explicit contract (--contract FILE: YAML or JSON obligations) or a named mission template "
+                    "(--template NAME --param KEY=VALUE ...), with the goal as an optional description. A "
+                    "structured mission the supervisor finds invalid ends BLOCKED with every problem named by "
+                    "field. Ctrl-C stops following, not the mission: stop it with `robot-harness stop`.",
+        examples=['robot-harness mission "Go to office_storage and come back to dock." '
+                  '--set limits.mission_timeout_s=60',
+                  "robot-harness mission --contract contract.yaml --json",
+                  "robot-harness mission --template inspect_and_return --param place=office_storage"],
         run=_mission, progress=True, notes=_FINAL_STATUS_NOTE,
         exit_codes=(ExitCode.NOT_SUCCEEDED, ExitCode.REFUSED, ExitCode.UNAVAILABLE))
-    m.add_argument("goal", help="the natural-language goal")
+    m.add_argument("goal", nargs="?", default="",
+                   help="the natural-language goal (with --contract or --template: an optional description)")
+    source = m.add_mutually_exclusive_group()
+    source.add_argument("--contract", type=Path, metavar="FILE",
+                        help="an explicit contract: a YAML or JSON file holding a list of obligations in the "
+                             "scenario contract format (or a mapping with an `obligations` key)")
+    source.add_argument("--template", default="", metavar="NAME",
+                        help="a mission template of the supervisor (config/mission_templates.yaml), e.g. go_to, "
+                             "inspect_and_return, deliver_message, patrol")
+    m.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="a template parameter (repeatable); a place list is comma-separated: waypoints=a,b")
     m.add_argument("--mission-id", default="", help="the mission id (default: a new one); sending it again is safe")
     m.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override for this mission")
     m.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the result (default 900)")
@@ -1032,6 +1046,7 @@ def _mission(args: argparse.Namespace, console: Console) -> int:
     from .client import MissionClient
 
     overrides = dict(_pairs(args.set))
+    structured = _mission_source(args)
     mission_id = args.mission_id or f"mission-{uuid.uuid4().hex[:12]}"
     token = args.owner_token if args.owner_token is not None else os.environ.get(TOKEN_ENV, "")
     ctx = rclpy.Context()
@@ -1053,7 +1068,7 @@ def _mission(args: argparse.Namespace, console: Console) -> int:
     try:
         accepted, result = client.send(args.goal, mission_id=mission_id, overrides=overrides,
                                        timeout_s=args.timeout, server_timeout_s=min(30.0, args.timeout),
-                                       on_feedback=on_feedback, owner=args.owner, owner_token=token)
+                                       on_feedback=on_feedback, owner=args.owner, owner_token=token, **structured)
     except KeyboardInterrupt:
         if followed:
             progress.clear()
@@ -1069,8 +1084,8 @@ def _mission(args: argparse.Namespace, console: Console) -> int:
     if not accepted:
         from .core.errors import RefusalError
 
-        raise RefusalError("the supervisor refused the mission (not active, busy, backend not active, or bad goal)",
-                           mission_id=mission_id)
+        raise RefusalError("the supervisor refused the mission (not active, busy, backend not active, bad goal "
+                           "or configuration override)", mission_id=mission_id)
     out = {"mission_id": result.mission_id, "status": result.status, "summary": result.summary,
            "evidence_seqs": list(result.evidence_seqs), "evidence_ids": list(result.evidence_ids),
            "verdict_id": result.verdict_id, "contract_id": result.contract_id,
@@ -1080,3 +1095,28 @@ def _mission(args: argparse.Namespace, console: Console) -> int:
                         f"\nverdict: {out['verdict_id'] or 'none'}\njournal: {out['journal']}"
                         f"\nbag:     {out['bag'] or 'not recorded'}")
     return mission_exit_code(out["status"], require_success=args.require_success)
+
+
+def _mission_source(args: argparse.Namespace) -> dict[str, Any]:
+    """``MissionClient.send``'s structured-mission arguments from ``--contract`` / ``--template`` / ``--param``.
+
+    The contract file is read and checked here (shape and obligation schema); what needs the
+    mission's places or the supervisor's templates is checked by the supervisor.
+    """
+    from .core.mission_spec import read_contract_file
+
+    if args.param and not args.template:
+        raise UsageError("--param needs --template NAME", field="--param")
+    if not (args.goal.strip() or args.contract or args.template.strip()):
+        raise UsageError("give a goal, --contract FILE or --template NAME")
+    if args.contract:
+        return {"contract": read_contract_file(args.contract)}
+    if not args.template:
+        return {}
+    params = []
+    for item in args.param:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--param expects KEY=VALUE, got {item!r}", field="--param")
+        params.append((key.strip(), value))
+    return {"template": args.template, "template_params": params}

@@ -1,10 +1,10 @@
-"""Send a Mission goal and follow it: used by the CLI and the tests."""
+"""Send a Mission goal (words, an explicit contract, or a template) and follow it: used by the CLI and the tests."""
 from __future__ import annotations
 
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .core.errors import BackendUnavailable, HarnessTimeout
@@ -38,8 +38,15 @@ class MissionClient:
         owner_token: str = "",
         answer_timeout_s: float = 10.0,
         max_sends: int = 4,
+        contract: str | Sequence[Any] | Mapping[str, Any] | None = None,
+        template: str = "",
+        template_params: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None,
     ) -> tuple[bool, Any]:
         """Returns (accepted, result). Needs an executor spinning ``self.node``.
+
+        ``contract`` (text, or obligations as data) or ``template`` with ``template_params`` make a
+        structured mission (``goal`` is then its description, and may be empty); the supervisor checks
+        it field by field, and an invalid one comes back BLOCKED with the problems in ``summary``.
 
         The mission id is chosen here when not given, so the request can be
         sent again safely: when no accept/reject arrives within
@@ -49,11 +56,16 @@ class MissionClient:
         """
         from diagnostic_msgs.msg import KeyValue
 
+        from .core.mission_spec import MissionSpec
+        from .nodes.conversions import mission_spec_to_goal
+
+        spec = MissionSpec.build(goal=goal, contract=contract, template=template, params=template_params)
         if not self.client.wait_for_server(timeout_sec=server_timeout_s):
             raise BackendUnavailable(f"no mission server at {self.client._action_name} within {server_timeout_s} s")  # noqa: SLF001
         mission_id = mission_id or f"mission-{uuid.uuid4().hex[:12]}"
-        msg = self.Mission.Goal(goal=goal, mission_id=mission_id, owner=owner, owner_token=owner_token,
-                                overrides=[KeyValue(key=k, value=str(v)) for k, v in (overrides or {}).items()])
+        msg = mission_spec_to_goal(spec, self.Mission.Goal(
+            mission_id=mission_id, owner=owner, owner_token=owner_token,
+            overrides=[KeyValue(key=k, value=str(v)) for k, v in (overrides or {}).items()]))
         fb = (lambda m: on_feedback(m.feedback)) if on_feedback else None
         deadline = time.monotonic() + timeout_s
         for _ in range(max_sends):

@@ -21,12 +21,15 @@ import json
 import math
 import struct
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from action_msgs.msg import GoalStatus, GoalStatusArray
 from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import KeyValue
 from geometry_msgs.msg import Pose, PoseStamped, Quaternion, Transform, Twist
 from unique_identifier_msgs.msg import UUID
 
+from robot_harness.core.mission_spec import MissionSpec
 from robot_harness.core.records import (
     ActionStatus,
     ActionView,
@@ -66,6 +69,8 @@ __all__ = [
     "msg_to_snapshot",
     "journal_event_to_msg",
     "msg_to_journal_event",
+    "msg_to_mission_spec",
+    "mission_spec_to_goal",
     "goal_id_to_hex",
     "hex_to_goal_id",
     "active_goal_ids",
@@ -367,6 +372,20 @@ def msg_to_journal_event(msg: JournalEventMsg) -> JournalEvent:
 
 
 # -- action goals -----------------------------------------------------------------------
+
+
+def msg_to_mission_spec(goal: Any) -> MissionSpec:
+    """What a ``Mission.Goal`` says the mission is: its goal words, contract text, template and
+    parameters (KeyValue pairs, in order; a repeated key is kept, for the spec to refuse)."""
+    return MissionSpec(goal=goal.goal, contract=goal.contract, template=goal.template_name,
+                       template_params=tuple((kv.key, kv.value) for kv in goal.template_params))
+
+
+def mission_spec_to_goal(spec: MissionSpec, goal: Any) -> Any:
+    """Fill a ``Mission.Goal``'s goal, contract, template and template_params from ``spec``; returns it."""
+    goal.goal, goal.contract, goal.template_name = spec.goal, spec.contract, spec.template
+    goal.template_params = [KeyValue(key=k, value=v) for k, v in spec.template_params]
+    return goal
 
 
 def goal_id_to_hex(goal_id: UUID | bytes | bytearray | Sequence[int]) -> str:

@@ -27,6 +27,7 @@ from ..core.config import HarnessConfig, deep_merge, dotted_overrides, load_harn
 from ..core.authority import default_contract_compiler
 from ..core.engine import MAX_GOAL_CHARS, MissionRunner
 from ..core.errors import HarnessError, HarnessTimeout, RefusalError, UsageError
+from ..core.mission_spec import MissionSpec, StructuredCoverageReviewer, structured_compiler
 from ..operator.session import ExternalPlanner, SessionContractCompiler, SessionHost
 from ..core.journal import BackgroundListener, Journal, SqliteJournal, default_journal_path
 from ..core.preconditions import check_preconditions
@@ -364,8 +365,11 @@ class SupervisorNode(LifecycleNode):
         if not self._active or self._journal is None:
             self.get_logger().warning("mission refused: supervisor is not active")
             return GoalResponse.REJECT
-        if not goal.strip() or len(goal) > MAX_GOAL_CHARS:
-            self.get_logger().warning(f"mission refused: goal must be 1..{MAX_GOAL_CHARS} characters")
+        # A structured mission's own problems are not refused here: they end it BLOCKED, on the record.
+        structured = cv.msg_to_mission_spec(goal_request).structured
+        if len(goal) > MAX_GOAL_CHARS or not (goal.strip() or structured):
+            self.get_logger().warning(f"mission refused: goal must be 1..{MAX_GOAL_CHARS} characters "
+                                      "(or empty beside a contract or a template)")
             return GoalResponse.REJECT
         try:
             default_contract_compiler(self._mission_config(goal_request))  # a malformed scenario contract is refused here
@@ -459,9 +463,10 @@ class SupervisorNode(LifecycleNode):
 
             assert self._journal is not None
             try:
-                runner = self._new_runner(config, self._planner, on_update)
-                outcome = runner.run(req.goal, mission_id=req.mission_id, owner=req.owner,
-                                           owner_token_sha256=token_sha256(req.owner_token) or self._operator_token_sha)
+                goal, structured = self._mission_inputs(config, cv.msg_to_mission_spec(req))
+                runner = self._new_runner(config, self._planner, on_update, **structured)
+                outcome = runner.run(goal, mission_id=req.mission_id, owner=req.owner,
+                                     owner_token_sha256=token_sha256(req.owner_token) or self._operator_token_sha)
             except UsageError as exc:
                 goal_handle.abort()
                 result.status, result.summary = MissionStatus.FAILED.value, f"invalid mission: {exc}"
@@ -491,6 +496,16 @@ class SupervisorNode(LifecycleNode):
             return result
         finally:
             self._release_mission()
+
+    @staticmethod
+    def _mission_inputs(config: HarnessConfig, spec: MissionSpec) -> tuple[str, dict[str, Any]]:
+        """The goal text a mission runs with and its runner's contract arguments: none for a goal (its
+        words are compiled as configured), the spec's own compiler for a structured mission, with a
+        review that does not second-guess the program's contract (the fields were checked instead)."""
+        if not spec.structured:
+            return spec.goal, {}
+        compiler = structured_compiler(spec, config=config)
+        return compiler.description, {"contract_compiler": compiler, "coverage_reviewer": StructuredCoverageReviewer()}
 
     def _new_runner(self, config: HarnessConfig, planner: Any, on_update: Any, **kw: Any) -> MissionRunner:
         """Build the admitted mission's runner and publish it; a Stop that came first applies to it."""
@@ -544,7 +559,7 @@ class SupervisorNode(LifecycleNode):
             self._mcp = serve(self._session_host, list(default_skills(self._config.navigation,
                                                                       ask_operator=self._config.interactions.ask_operator)),
                               bind=cfg.host, port=cfg.port, token=os.environ.get(cfg.token_env, ""),
-                              decision_timeout_s=decision_s, version=__version__)
+                              decision_timeout_s=decision_s, version=__version__, missions=self)
         except Exception as exc:  # never fatal to the supervisor: missions run without MCP
             self.get_logger().error(f"MCP server not started: {type(exc).__name__}: {exc}")
             self._unsubscribe_session()
@@ -625,6 +640,85 @@ class SupervisorNode(LifecycleNode):
     def _end_session(self, mission_id: str, reason: str) -> None:
         if self._busy.locked() and mission_id in (self._runner_mission_id(), self._admitted_id):
             self._stop_current(reason, source="mcp")
+
+    # -- MCP: whole missions (operator/mcp_server.py's MissionSubmitter) -----------------
+
+    def validate_mission(self, spec: MissionSpec) -> dict[str, Any]:
+        """The contract ``spec`` would be admitted with, compiled against this supervisor's places and
+        templates; nothing is journaled and nothing moves. ``ContractError`` (with ``problems``) if none."""
+        from ..core.authority import default_contract_compiler, default_coverage_reviewer
+        from ..core.contracts import compile_contract
+
+        if self._config is None:
+            raise RefusalError("the supervisor is not configured")
+        self._check_goal_text(spec)
+        goal, structured = self._mission_inputs(self._config, spec)
+        places = {k: _pose(v) for k, v in self._config.places.items()}
+        compiler = structured.get("contract_compiler") or default_contract_compiler(self._config)
+        reviewer = structured.get("coverage_reviewer") or default_coverage_reviewer(self._config)
+        contract = compile_contract(goal, compiler=compiler, reviewer=reviewer, mission_id="validation",
+                                    contract_id="validation", places=places)
+        return {"status": "valid", "goal": goal, "source": spec.source,
+                "contract": contract.model_dump(mode="json", exclude={"contract_id", "mission_id"})}
+
+    def submit_mission(self, spec: MissionSpec, *, caller: str, on_admitted: Any = None,
+                       on_stage: Any = None) -> dict[str, Any]:
+        """Run one mission for an MCP client, admitted and run like a Mission goal (same runner, journal
+        and verifier), and return its result once it ends. Refused (``RefusalError``) while the robot is
+        busy, an MCP session included; the caller is the owner, the operator token answers its approvals."""
+        if not self._active or self._journal is None or self._config is None:
+            raise RefusalError("the supervisor is not active")
+        self._check_goal_text(spec)
+        session = self._session_host.mission_id if self._session_host is not None else ""
+        if session:
+            raise RefusalError(f"an MCP operator session (mission {session}) holds the robot; end it with "
+                               "harness_stop, then submit the mission")
+        ok, why = self.backend_active()
+        if not ok:
+            raise RefusalError(f"backend not active ({why})")
+        if not self._busy.acquire(blocking=False):
+            raise RefusalError(f"the robot is busy with mission {self._runner_mission_id() or self._admitted_id}")
+        mission_id = self._ids.new("mission")
+        with self._admit:
+            self._admitted_id = mission_id
+        try:
+            if on_admitted is not None:
+                on_admitted(mission_id)
+            config = self._config
+            last = {"stage": ""}
+
+            def on_update(stage: str, action: ActionView | None, event: JournalEvent | None) -> None:
+                if action is not None:
+                    self._state_pub.publish(cv.action_view_to_msg(action, mission_id))
+                if stage and stage != last["stage"] and on_stage is not None:
+                    last["stage"] = stage
+                    on_stage(stage)
+
+            goal, structured = self._mission_inputs(config, spec)
+            runner = self._new_runner(config, self._planner, on_update, **structured)
+            outcome = runner.run(goal, mission_id=mission_id, owner=caller[:200],
+                                 owner_token_sha256=self._operator_token_sha)
+            return {"mission_id": outcome.mission_id, "status": outcome.status.value, "summary": outcome.summary,
+                    "contract_id": (outcome.contract or {}).get("contract_id", ""),
+                    "verdict_id": (outcome.verdict or {}).get("verdict_id", ""),
+                    "evidence_ids": list(outcome.evidence_ids), "journal": self.journal_path,
+                    "bag": outcome.bag.get("path", "")}
+        finally:
+            self._release_mission()
+
+    def stop_mission(self, mission_id: str, reason: str) -> str:
+        """Stop ``mission_id`` if it is the one running (journaled, like a Stop); "" or why not."""
+        with self._admit:
+            current = self._runner_mission_id() or self._admitted_id
+        if not self._busy.locked() or not mission_id or mission_id != current:
+            return f"mission {mission_id} is not running"
+        return self._stop_current(reason, source="mcp")
+
+    @staticmethod
+    def _check_goal_text(spec: MissionSpec) -> None:
+        if len(spec.goal) > MAX_GOAL_CHARS or not (spec.goal.strip() or spec.structured):
+            raise UsageError(f"a mission needs a goal of 1..{MAX_GOAL_CHARS} characters, a contract or a template",
+                             field="goal")
 
     def _publish_action_state(self, stage: str, action: ActionView | None, event: JournalEvent | None) -> None:
         if action is not None:

@@ -19,7 +19,12 @@ with the reason. The physical outcome arrives later, three ways:
 * the progress notifications of the call itself, up to its answer.
 
 ``propose_done`` is not offered and is refused: an MCP call never declares a
-mission complete. Binding anything but loopback needs a bearer token.
+mission complete. What a client can do instead is *submit a whole mission*
+(``harness_submit_mission``: a goal, an explicit contract, or a template and
+its parameters) through the supervisor's own admission path: the same runner,
+planner, journal, verifier and commit gate as a Mission goal, so it is the
+independent verifier, not the client, that rules the mission done. Binding
+anything but loopback needs a bearer token.
 """
 from __future__ import annotations
 
@@ -30,14 +35,16 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from . import is_loopback
-from ..core.errors import HarnessError, UsageError
+from ..core.errors import HarnessError, RefusalError, UsageError
+from ..core.mission_spec import MAX_CONTRACT_CHARS, MissionSpec
 from ..operator.session import CallTicket, SessionHost
 from ..core.skills import PROPOSE_DONE, READ_ONLY, Skill
 
-__all__ = ["ACTION_URI", "SESSION_URI", "HARNESS_TOOLS", "McpServerHandle", "build_server", "mcp_tools", "serve"]
+__all__ = ["ACTION_URI", "SESSION_URI", "HARNESS_TOOLS", "SUBMIT_MISSION", "MISSION_TOOL", "MissionSubmitter",
+           "McpServerHandle", "build_server", "mcp_tools", "serve"]
 
 ACTION_URI = "robot-harness://actions/{action_id}"
 SESSION_URI = "robot-harness://session"
@@ -78,6 +85,50 @@ HARNESS_TOOLS: dict[str, dict[str, Any]] = {
 }
 
 
+SUBMIT_MISSION = "harness_submit_mission"
+MISSION_TOOL: dict[str, Any] = {
+    "description": (
+        "Run a whole mission through the harness and return its final status and summary (the independent "
+        "verifier's ruling, not yours). Give exactly one source of its completion contract: `goal` (natural "
+        "language), `contract` (a list of obligations in the scenario contract format, as JSON or as YAML/JSON "
+        "text), or `template` with `params` (a named mission template, e.g. go_to {place}, inspect_and_return "
+        "{place}, deliver_message {to, text}, patrol {waypoints: [places]}); `goal` may accompany a contract "
+        "or template as its description. The mission is checked field by field before anything moves: an "
+        "invalid one ends BLOCKED with every problem named by field. Refused while an MCP session holds the "
+        "robot (harness_stop ends it) or another mission runs. `validate_only`: compile the contract and "
+        "return it, without journaling or moving. Cancelling the request stops the mission."),
+    "schema": {"type": "object", "properties": {
+        "goal": {"type": "string", "maxLength": 2000},
+        "contract": {"description": "obligations: a list, a mapping with an `obligations` key, or YAML/JSON text",
+                     "anyOf": [{"type": "string", "maxLength": MAX_CONTRACT_CHARS}, {"type": "array"},
+                               {"type": "object"}]},
+        "template": {"type": "string", "maxLength": 200},
+        "params": {"type": "object", "description": "the template's parameters; a place_list as a list or "
+                                                    "comma-separated",
+                   "additionalProperties": {"anyOf": [{"type": "string"},
+                                                      {"type": "array", "items": {"type": "string"}}]}},
+        "validate_only": {"type": "boolean", "default": False}},
+        "additionalProperties": False},
+}
+
+
+class MissionSubmitter(Protocol):
+    """What runs a submitted mission (the supervisor); every method may raise ``HarnessError``."""
+
+    def validate_mission(self, spec: MissionSpec) -> dict[str, Any]:
+        """The contract the mission would get; journals nothing, moves nothing."""
+        ...
+
+    def submit_mission(self, spec: MissionSpec, *, caller: str, on_admitted: Callable[[str], None] | None = None,
+                       on_stage: Callable[[str], None] | None = None) -> dict[str, Any]:
+        """Admit and run the mission (blocking until it ends); its result."""
+        ...
+
+    def stop_mission(self, mission_id: str, reason: str) -> str:
+        """Stop it if it is still running (journaled)."""
+        ...
+
+
 def _annotations(skill: Skill) -> Any:
     from mcp.types import ToolAnnotations
 
@@ -91,8 +142,9 @@ def _annotations(skill: Skill) -> Any:
     )
 
 
-def mcp_tools(skills: Sequence[Skill]) -> list[Any]:
-    """The skills as MCP tools (the planner's names, descriptions and schemas), then the harness's own."""
+def mcp_tools(skills: Sequence[Skill], *, missions: bool = False) -> list[Any]:
+    """The skills as MCP tools (the planner's names, descriptions and schemas), then the harness's own
+    (with ``missions``, ``harness_submit_mission`` too)."""
     from mcp.types import Tool, ToolAnnotations
 
     tools = []
@@ -108,6 +160,12 @@ def mcp_tools(skills: Sequence[Skill]) -> list[Any]:
         tools.append(Tool(name=name, description=spec["description"], input_schema=spec["schema"],
                           annotations=ToolAnnotations(read_only_hint=spec["read_only"], destructive_hint=False,
                                                       idempotent_hint=True, open_world_hint=not spec["read_only"])))
+    if missions:
+        tools.append(Tool(name=SUBMIT_MISSION, description=MISSION_TOOL["description"],
+                          input_schema=MISSION_TOOL["schema"],
+                          annotations=ToolAnnotations(title="submit mission", read_only_hint=False,
+                                                      destructive_hint=True, idempotent_hint=False,
+                                                      open_world_hint=True)))
     return tools
 
 
@@ -148,10 +206,12 @@ def _action_record(ticket: CallTicket) -> dict[str, Any]:
 
 
 class _Server:
-    def __init__(self, host: SessionHost, skills: Sequence[Skill], *, decision_timeout_s: float) -> None:
+    def __init__(self, host: SessionHost, skills: Sequence[Skill], *, decision_timeout_s: float,
+                 missions: MissionSubmitter | None = None) -> None:
         from mcp.server.subscriptions import InMemorySubscriptionBus
 
         self.host = host
+        self.missions = missions
         self.skills = list(skills)
         self.decision_timeout_s = decision_timeout_s
         self.bus = InMemorySubscriptionBus()
@@ -221,7 +281,7 @@ class _Server:
         from mcp.types import ListToolsResult
 
         self.loop = asyncio.get_running_loop()
-        return ListToolsResult(tools=mcp_tools(self.skills))
+        return ListToolsResult(tools=mcp_tools(self.skills, missions=self.missions is not None))
 
     async def call_tool(self, ctx: Any, params: Any) -> Any:
         self.loop = asyncio.get_running_loop()
@@ -229,6 +289,8 @@ class _Server:
         args = params.arguments if params.arguments is not None else {}
         if name in HARNESS_TOOLS:
             return await self._harness_tool(ctx, name, args)
+        if name == SUBMIT_MISSION and self.missions is not None:
+            return await self._submit_mission(ctx, args)
         if name == PROPOSE_DONE:
             return _refusal("not_allowed", f"{PROPOSE_DONE}: an MCP call can never declare a mission complete; the "
                             "independent verifier rules on missions sent with a goal (Mission action)")
@@ -285,6 +347,66 @@ class _Server:
                                error=False)
         return _result(_action_record(ticket), error=False)
 
+    async def _submit_mission(self, ctx: Any, args: Any) -> Any:
+        """A whole mission through the supervisor; the answer is its final result (or the refusal)."""
+        assert self.missions is not None
+        if not isinstance(args, dict):
+            return _refusal("invalid_arguments", f"{SUBMIT_MISSION}: arguments must be a JSON object")
+        unknown = sorted(set(args) - set(MISSION_TOOL["schema"]["properties"]))
+        if unknown:
+            return _refusal("invalid_arguments", f"{SUBMIT_MISSION}: unknown argument(s) {unknown}")
+        wrong = [k for k in ("goal", "template") if not isinstance(args.get(k, ""), str)]
+        if not isinstance(args.get("params") or {}, dict):
+            wrong.append("params")
+        if not isinstance(args.get("validate_only", False), bool):
+            wrong.append("validate_only")
+        if wrong:
+            return _refusal("invalid_arguments", f"{SUBMIT_MISSION}: wrong type for {wrong}")
+        try:
+            spec = MissionSpec.build(goal=args.get("goal", ""), contract=args.get("contract"),
+                                     template=args.get("template", ""), params=args.get("params"))
+            if args.get("validate_only"):
+                return _result(await asyncio.to_thread(self.missions.validate_mission, spec), error=False)
+        except HarnessError as exc:
+            return _refusal(exc.code, exc.message, **_problems_of(exc))
+        live = self.host.mission_id
+        if live:  # said here at once; the supervisor checks again under its own lock
+            return _refusal("refused", f"an MCP operator session (mission {live}) holds the robot; end it with "
+                            "harness_stop, then submit the mission")
+        loop = asyncio.get_running_loop()
+        report = _Reporter(ctx)
+        admitted: list[str] = []
+        cancelled = threading.Event()
+        lock = threading.Lock()
+
+        def stage(message: str) -> None:
+            asyncio.run_coroutine_threadsafe(report.stage(message), loop)
+
+        def on_admitted(mission_id: str) -> None:
+            with lock:
+                if cancelled.is_set():  # gone before its mission started: it never starts
+                    raise RefusalError("its MCP client cancelled the request before the mission started")
+                admitted.append(mission_id)
+            stage(f"admitted as {mission_id}")
+
+        def on_stage(name: str) -> None:
+            stage(f"{admitted[0] if admitted else 'mission'}: {name}")
+
+        work = asyncio.ensure_future(asyncio.to_thread(self.missions.submit_mission, spec, caller=_caller(ctx),
+                                                       on_admitted=on_admitted, on_stage=on_stage))
+        try:
+            body = await asyncio.shield(work)
+        except HarnessError as exc:
+            return _refusal(exc.code, exc.message, **_problems_of(exc))
+        except asyncio.CancelledError:  # the client cancelled or went away: the mission must not run on unwatched
+            with lock:
+                cancelled.set()
+                started = list(admitted)
+            if started:
+                await asyncio.to_thread(self.missions.stop_mission, started[0], "its MCP client cancelled the request")
+            raise
+        return _result(body, error=body.get("status") != "SUCCEEDED")
+
     async def subscribe(self, ctx: Any, params: Any) -> Any:
         from mcp.types import EmptyResult
 
@@ -334,6 +456,11 @@ class _Server:
             raise MCPError(code=-32002, message=f"unknown resource {uri}")
         return ReadResourceResult(contents=[TextResourceContents(uri=uri, mime_type="application/json",
                                                                  text=_json(body))])
+
+
+def _problems_of(exc: HarnessError) -> dict[str, Any]:
+    problems = exc.details.get("problems")
+    return {"problems": list(problems)} if problems else {}
 
 
 def _caller(ctx: Any) -> str:
@@ -387,17 +514,18 @@ class _BearerToken:
 
 
 def build_server(host: SessionHost, skills: Sequence[Skill], *, decision_timeout_s: float,
-                 version: str = "") -> tuple[Any, _Server]:
-    """The low-level MCP server over ``host``."""
+                 version: str = "", missions: MissionSubmitter | None = None) -> tuple[Any, _Server]:
+    """The low-level MCP server over ``host`` (and ``missions``, which offers ``harness_submit_mission``)."""
     from mcp.server.lowlevel import Server
     from mcp.server.subscriptions import ListenHandler
 
-    impl = _Server(host, skills, decision_timeout_s=decision_timeout_s)
+    impl = _Server(host, skills, decision_timeout_s=decision_timeout_s, missions=missions)
     server = Server(
         "robot_harness", version=version,
         instructions=("Tools move a real robot through an evidence-gated harness. A tool's answer is immediate: "
                       "'accepted' means a motion started, not that it succeeded. Read the outcome_uri resource or "
-                      "call harness_await_action for the verified outcome. You cannot declare a mission complete."),
+                      "call harness_await_action for the verified outcome. You cannot declare a mission complete; "
+                      "harness_submit_mission (when listed) runs a whole mission that the verifier rules on."),
         on_list_tools=impl.list_tools, on_call_tool=impl.call_tool,
         on_list_resources=impl.list_resources, on_list_resource_templates=impl.list_templates,
         on_read_resource=impl.read_resource, on_subscriptions_listen=ListenHandler(impl.bus),
@@ -422,7 +550,8 @@ class McpServerHandle:
 
 
 def serve(host: SessionHost, skills: Sequence[Skill], *, bind: str = "127.0.0.1", port: int = 0, token: str = "",
-          decision_timeout_s: float = 30.0, version: str = "", start_timeout_s: float = 10.0) -> McpServerHandle:
+          decision_timeout_s: float = 30.0, version: str = "", start_timeout_s: float = 10.0,
+          missions: MissionSubmitter | None = None) -> McpServerHandle:
     """Serve MCP over streamable HTTP at ``http://bind:port/mcp`` in a background thread.
 
     A non-loopback ``bind`` without a ``token`` is refused; with a token every
@@ -432,7 +561,7 @@ def serve(host: SessionHost, skills: Sequence[Skill], *, bind: str = "127.0.0.1"
 
     if not is_loopback(bind) and not token:
         raise UsageError(f"MCP on {bind} (not loopback) needs a bearer token (mcp.token_env)", host=bind)
-    server, _ = build_server(host, skills, decision_timeout_s=decision_timeout_s, version=version)
+    server, _ = build_server(host, skills, decision_timeout_s=decision_timeout_s, version=version, missions=missions)
     kwargs: dict[str, Any] = {"streamable_http_path": "/mcp", "host": bind}
     if is_loopback(bind):
         # DNS-rebinding protection for every loopback bind (the SDK enables it only for 127.0.0.1,

@@ -341,3 +341,22 @@ def test_raw_odometry_parser_matches_rclpy_serialization(frame_id, child):
     stamp, v = parse_odometry_twist(serialize_message(msg))
     assert stamp == pytest.approx(42.5)
     assert (v.vx, v.vy, v.wz) == (0.7, -0.1, 0.25)
+
+
+def test_mission_goal_to_mission_spec_and_back_keeps_every_field_and_the_order():
+    from diagnostic_msgs.msg import KeyValue
+
+    from robot_harness.action import Mission
+    from robot_harness.core.mission_spec import MissionSpec
+    from robot_harness.nodes.conversions import mission_spec_to_goal, msg_to_mission_spec
+
+    goal = Mission.Goal(goal="Patrol.", contract="", template_name="patrol", mission_id="m-1",
+                        template_params=[KeyValue(key="waypoints", value="lab,kitchen"),
+                                         KeyValue(key="waypoints", value="lobby")])
+    spec = msg_to_mission_spec(goal)
+    assert spec == MissionSpec(goal="Patrol.", template="patrol",
+                               template_params=(("waypoints", "lab,kitchen"), ("waypoints", "lobby")))
+    back = mission_spec_to_goal(spec, Mission.Goal(mission_id="m-2"))
+    assert back.mission_id == "m-2" and back.template_name == "patrol"  # only the spec's fields are set
+    assert [(kv.key, kv.value) for kv in back.template_params] == list(spec.template_params)
+    assert msg_to_mission_spec(Mission.Goal(goal="Go.")).source == "goal"
