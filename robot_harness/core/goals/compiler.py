@@ -182,6 +182,11 @@ class GoalCompiler:
         try:
             drafts = self._drafts(goal, book)
         except _Refusal as r:
+            if r.reason == "not_understood" and "nearest" not in r.details and r.details.get("phrase"):
+                near = [p for w in str(r.details["phrase"]).split() if len(w) > 3 for p in book.nearest(w, 1)]
+                r.details["nearest"] = list(dict.fromkeys(near))
+                if near:
+                    r.message += f"; if a place was meant: {' or '.join(dict.fromkeys(near))}?"
             raise ContractError(f"{self.name}: {r.message}", compiler=self.name, goal=goal, reason=r.reason,
                                 known_places=sorted(places), supported_verbs=self.lexicon.supported_verbs(),
                                 **r.details) from None
@@ -850,9 +855,11 @@ class GoalCompiler:
                 if image is None:
                     raise _Refusal("not_understood", f"{src!r}: no image is taken before it to send", phrase=src)
                 params["attachments"] = [f"o{image + 1}"]
-            how = " (by message or speech)" if "speak" in intent.eligible else ""
-            return [add(_Draft(ObligationKind.MESSAGE_DELIVERED, params, src,
-                               f"{intent.to} was told{how}.", eligible=intent.eligible), deps)]
+            saying = f" saying {intent.text!r}" if intent.text is not None else ""
+            carrying = " with the image" if intent.attach else ""
+            what = (f"{intent.to} was told{saying}, by an acknowledged message or speech." if "speak" in intent.eligible
+                    else f"A message{carrying} was delivered to {intent.to}{saying}.")
+            return [add(_Draft(ObligationKind.MESSAGE_DELIVERED, params, src, what, eligible=intent.eligible), deps)]
         assert intent.cls == "semantic"
         params = {"question": intent.question}
         where = current()
