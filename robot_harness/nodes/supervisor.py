@@ -872,9 +872,9 @@ class SupervisorNode(LifecycleNode):
 
 
 def _pose(v: dict) -> Any:
-    from ..core.records import Pose2D
+    from ..core.config import place_pose
 
-    return Pose2D(**v)
+    return place_pose(v)
 
 
 def main(argv: list[str] | None = None) -> int:

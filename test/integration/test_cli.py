@@ -72,7 +72,7 @@ def test_run_writes_a_report_and_the_journal_reads_back(tmp_path):
     # the contract, receipts, verdict and commit read as sentences, not JSON
     shown = " ".join(show.stdout.split())
     contract, verdict, commit = report["contract"], report["verdict"], report["commit"]
-    assert f"contract {contract['contract_id']} rev 1 (template)" in shown
+    assert f"contract {contract['contract_id']} rev 1 (grammar)" in shown
     assert "o1 at_place:" in shown and "o2 at_place:" in shown
     assert f"{verdict['verdict_id']} VERIFIED_DONE" in shown and "o1 satisfied [predicate]" in shown
     assert f"{commit['commit_id']} accepts {verdict['verdict_id']}" in shown

@@ -454,3 +454,46 @@ def test_the_incident_goal_travel_to_the_elevator_and_report():
     assert incident.goal_verdict is GoalVerdict.CONTINUE
     assert incident.step("o1").verdict is StepVerdict.AMBIGUOUS and "navigate_to" in incident.step("o1").reason
     assert incident.step("o2").verdict is not StepVerdict.SATISFIED and set(incident.missing) == {"o1", "o2"}
+
+
+# --------------------------------------------------------------------------- the compiled contract carries each binding
+
+
+def compiled(goal: str) -> tuple[Obligation, ...]:
+    from robot_harness.core.goals import GoalCompiler
+
+    return GoalCompiler().compile(goal, mission_id=MISSION, contract_id="c1", places=PLACES).obligations
+
+
+COMPILED_PAIRS = [
+    pytest.param("Go to the lobby and say 'hello' there.", "o2", "text",
+                 lambda: [nav("lobby", pose=AT_LOBBY), speak("goodbye", pose=AT_LOBBY)], snap(AT_LOBBY),
+                 id="speech-text"),
+    pytest.param("Go to the lobby and say 'hello' there.", "o2", "place",
+                 lambda: [nav("lobby", pose=AT_LOBBY), speak("hello", pose=AT_KITCHEN)], snap(AT_LOBBY),
+                 id="speech-place"),
+    pytest.param("Go to the lobby and say 'hello' there.", "o2", "depends_on",
+                 lambda: [speak("hello", start=T0 + 0.2, end=T0 + 0.5, pose=AT_LOBBY), nav("lobby", pose=AT_LOBBY)],
+                 snap(AT_LOBBY), id="speech-order"),
+    pytest.param("Tell the security team 'all clear'.", "o1", "to", lambda: [message("all clear", to="maria")],
+                 snap(AT_LOBBY), id="message-to"),
+    pytest.param("Tell the security team 'all clear'.", "o1", "text",
+                 lambda: [message("nothing to report", to="security team")], snap(AT_LOBBY), id="message-text"),
+    pytest.param("Go to the kitchen and take a picture there.", "o2", "place",
+                 lambda: [nav("kitchen", pose=AT_KITCHEN), capture(AT_LAB)], snap(AT_KITCHEN), id="image-place"),
+    pytest.param("Go to the elevator.", "o1", "final", lambda: [nav("elevator")], snap(AT_LOBBY), id="final"),
+]
+
+
+@pytest.mark.parametrize("goal, oid, binding, trace, fresh", COMPILED_PAIRS)
+def test_each_binding_the_compiler_emits_decides_the_verdict(goal: str, oid: str, binding: str, trace: Trace,
+                                                             fresh: WorldSnapshot):
+    """The goal compiler's own contract: with the binding the bad trace fails; drop it and the trace passes."""
+    obligations = compiled(goal)
+    bound = verify(obligations, trace(), fresh)
+    assert bound.goal_verdict is not GoalVerdict.VERIFIED_DONE and oid in bound.missing, bound.steps
+    loose = tuple(drop(o, binding) if o.id == oid else o for o in obligations)
+    if binding == "final":  # the compiler bounds only the final place's freshness: a non-final one is history
+        loose = tuple(o.model_copy(update={"max_age_s": None}) if o.id == oid else o for o in loose)
+    unbound = verify(loose, trace(), fresh)
+    assert unbound.goal_verdict is GoalVerdict.VERIFIED_DONE, unbound.steps
