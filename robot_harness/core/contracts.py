@@ -191,6 +191,9 @@ def _obligation_problems(obligations: Sequence[Obligation], places: Mapping[str,
         elif o.kind is ObligationKind.MESSAGE_DELIVERED:
             if "to" in p and not (isinstance(p["to"], str) and p["to"]):
                 problems.append(f"{o.id}: params.to must be a non-empty string")
+        if o.kind is ObligationKind.IMAGE_CAPTURED and "count" in p and not (
+                isinstance(p["count"], int) and not isinstance(p["count"], bool) and 1 <= p["count"] <= 20):
+            problems.append(f"{o.id}: params.count must be a whole number from 1 to 20")
         if o.kind is ObligationKind.MESSAGE_DELIVERED and "attachments" in p:
             att = p["attachments"]
             kinds = {x.id: x.kind for x in obligations}

@@ -984,8 +984,13 @@ class Verifier:
         spec = ob.params.get("place")
         place = self._resolve(spec, request.places) if spec is not None else None
         problems: list[tuple[_Sev, str, list[str]]] = []
+        count = int(ob.params.get("count", 1))
+        # params.count: that many images, of distinct artifacts (sha256), each by its own receipt
+        good: list[tuple[Receipt, tuple[str, str]]] = []
         for r in caps:
             art = _artifact_of(r)
+            if art is not None and any(a[1] == art[1] for _, a in good):
+                continue  # the same image twice is one image
             if art is None:
                 problems.append((_Sev.AMBIGUOUS, f"{r.receipt_id} carries no artifact uri+sha256", [r.receipt_id]))
                 continue
@@ -1003,9 +1008,21 @@ class Verifier:
                 why = f"{r.receipt_id}: artifact checksum mismatch/missing for {art[0]}: {type(exc).__name__}: {exc}"
                 problems.append((_Sev.VIOLATED, why, _receipt_ids(r)))
                 continue
+            good.append((r, art))
+            if len(good) < count:
+                continue
             where = f" at {place.label}" if place is not None else ""
-            return _Outcome(StepVerdict.SATISFIED, "predicate", f"{r.receipt_id} captured {art[0]}{where}; sha256 matches",
-                            [*_receipt_ids(r), artifact_evidence_id(art[1])], r.ended_at, (r,))
+            if count == 1:
+                return _Outcome(StepVerdict.SATISFIED, "predicate",
+                                f"{r.receipt_id} captured {art[0]}{where}; sha256 matches",
+                                [*_receipt_ids(r), artifact_evidence_id(art[1])], r.ended_at, (r,))
+            ids = [i for g, a in good for i in (*_receipt_ids(g), artifact_evidence_id(a[1]))]
+            return _Outcome(StepVerdict.SATISFIED, "predicate",
+                            f"{count} distinct images captured{where} ({', '.join(g.receipt_id for g, _ in good)}); "
+                            "sha256 matches", ids, r.ended_at, tuple(g for g, _ in good))
+        if good:
+            problems.append((_Sev.AMBIGUOUS, f"{len(good)} of the {count} distinct images the contract names",
+                             [g.receipt_id for g, _ in good]))
         return self._worst(problems, f"no SUCCEEDED {CAPTURE_SKILL} receipt")
 
     def _message_delivered(self, ob: Obligation, request: VerifyRequest, receipts: list[Receipt],

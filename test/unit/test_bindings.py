@@ -216,6 +216,28 @@ PAIRS = [
 ]
 
 
+def test_a_count_of_images_needs_that_many_distinct_images():
+    two = (ob("o1", ObligationKind.IMAGE_CAPTURED, place="lab", count=2),)
+    first = capture(AT_LAB)
+    same = first.model_copy(update={"receipt_id": "r-cap2", "invocation_id": "call-r-cap2"})
+    once = verify(two, [first, same], snap(AT_LAB))  # the same image twice is one image
+    assert once.step("o1").verdict is StepVerdict.AMBIGUOUS and "1 of the 2" in once.step("o1").reason
+    assert verify((drop(two[0], "count"),), [first, same], snap(AT_LAB)).goal_verdict is GoalVerdict.VERIFIED_DONE
+
+    def check(uri: str, sha256: str) -> None:
+        if sha256 not in (SHA_IMG, "b" * 64):
+            raise ValueError("sha256 mismatch")
+
+    other = same.model_copy(update={"result": {"status": "ok", "content": {"artifact": {
+        "uri": "file:///art/img2.png", "sha256": "b" * 64}}}})
+    contract = CompletionContract(contract_id="c1", mission_id=MISSION, goal="(test)", compiler="test", obligations=two)
+    req = VerifyRequest(mission_id=MISSION, goal="(test)", contract=contract, receipts=(first, other), state_version=10,
+                        plan_node_id="turn-9", invocation_id="done-9", places=PLACES)
+    v = Verifier(VerifierConfig(), semantic=None, artifact_check=check, ids=IdGenerator(seed=7),
+                 clock=ManualClock(T0 + 31)).verify(req, snap(AT_LAB))
+    assert v.goal_verdict is GoalVerdict.VERIFIED_DONE, v.steps
+
+
 def test_a_message_that_carries_the_image_satisfies_its_attachment_binding():
     obligations = (ob("o1", ObligationKind.IMAGE_CAPTURED, place="lab"),
                    after(ob("o2", ObligationKind.MESSAGE_DELIVERED, to="operator", attachments=["o1"]), "o1"))

@@ -116,9 +116,17 @@ def test_return_verbs(gc, goal, place):
 @pytest.mark.parametrize("goal", ["Go to the lab and take a picture.", "Go to the lab and take a photo there.",
                                   "Go to the lab and snap a photo.", "Go to the lab and capture an image.",
                                   "Go to the lab and photograph it.", "Inspect the lab.",
-                                  "Take a snapshot of the lab.", "Head to the lab and take three quick photos."])
+                                  "Take a snapshot of the lab.", "Head to the lab and take a quick photo."])
 def test_image_verbs_bind_the_place(gc, goal):
     assert steps(comp(gc, goal)) == [(K.AT_PLACE, {"place": "lab", "final": True}), (K.IMAGE_CAPTURED, {"place": "lab"})]
+
+
+@pytest.mark.parametrize("goal, count", [("Take two photos of the lab.", 2), ("Go to the lab and snap 3 pictures.", 3),
+                                         ("Go to the lab and take a couple of shots.", 2),
+                                         ("Go to the lab and take some pictures.", 2), ("Photograph the lab.", None)])
+def test_how_many_images_is_bound(gc, goal, count):
+    image = comp(gc, goal).obligations[-1]
+    assert image.kind is K.IMAGE_CAPTURED and image.params.get("count") == count
 
 
 def test_an_image_with_no_place_anywhere_binds_none(gc):

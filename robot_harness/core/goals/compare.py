@@ -26,7 +26,7 @@ from ..completion import CompletionContract, ObligationKind, eligible_skills
 __all__ = ["ContractShape", "ObligationShape", "shape_of", "gold_shape", "entails", "compare_contracts", "Comparison",
            "normalise_text"]
 
-_BINDINGS = ("place", "final", "text", "to", "start", "waypoints", "min_departure_m", "attachments")
+_BINDINGS = ("place", "final", "text", "to", "start", "waypoints", "min_departure_m", "attachments", "count")
 """The parameters a goal binds and a verifier checks (``question`` is the judge's, compared only for exactness)."""
 
 
@@ -42,7 +42,7 @@ def _norm(key: str, value: Any) -> Any:
         return re.sub(r"[\s_]+", "_", str(value).strip().casefold())
     if key == "waypoints":
         return tuple(re.sub(r"[\s_]+", "_", str(w).strip().casefold()) for w in value)
-    if key == "min_departure_m":
+    if key in ("min_departure_m", "count"):
         return float(value)
     if key == "attachments":
         return len(value)  # how many images travel with it (their ids differ between contracts)
@@ -126,9 +126,9 @@ def _problems_against(ref: ContractShape, got: ContractShape) -> list[str]:
             have = g.binding(key)
             if key == "final" and value is False:
                 continue
-            if key == "min_departure_m":
+            if key in ("min_departure_m", "count"):
                 if have is None or have < value:
-                    return f"min_departure_m {have} < {value}"
+                    return f"{key} {have} < {value}"
                 continue
             if have != value:
                 return f"{key} {have!r} is not {value!r}"

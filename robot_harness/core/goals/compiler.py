@@ -51,6 +51,8 @@ _LIGHT_VERBS = (("do",), ("make",), ("go", "on"), ("take",), ("run",), ("complet
 _DETERMINERS = frozenset({"a", "an", "the", "one", "another", "quick", "full", "short", "single", "complete",
                           "little", "brief", "final", "some", "couple", "of", "few", "two", "three", "several",
                           "new", "fresh", "clear", "good", "nice", "2", "3"})
+_NUMBERS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
+            "couple": 2, "pair": 2, **{str(n): n for n in range(2, 21)}}
 _SPEECH_TAILS = frozenset({"aloud", "loudly", "out", "loud", "clearly", "please", "now", "again"})
 _MESSAGE_DETERMINERS = frozenset({"a", "an", "the", "some", "any", "my", "our", "this", "quick", "short", "brief",
                                   "status", "final", "little", "new"})
@@ -88,6 +90,8 @@ class _Intent:
     """image: what it must show ("of the whiteboard"), judged semantically."""
     attach: bool = False
     """message: carries the last image taken ("send it to me")."""
+    count: int = 1
+    """image: how many distinct images ("take three photos"; a plural with no number: at least two)."""
 
 
 @dataclass
@@ -349,7 +353,7 @@ class GoalCompiler:
                     if best is None or best[0] < j + 1:
                         return j + 1, ("image", " ".join(words[:j + 1]))
                     break
-                if words[j] not in _DETERMINERS and not words[j].isdigit() and words[j] not in {"quick", "few"}:
+                if words[j] not in _DETERMINERS and words[j] not in _NUMBERS and words[j] not in {"quick", "few"}:
                     break
         return best
 
@@ -379,7 +383,14 @@ class GoalCompiler:
         if cls == "route":
             return [self._route(rest, source, book, gid, goal)]
         if cls in ("image", "inspect"):
-            return [self._image(cls, phrase, words, rest, source, book, gid, goal)]
+            intent = self._image(cls, phrase, words, rest, source, book, gid, goal)
+            said = tokens_of(phrase)
+            numbers = [_NUMBERS[w] for w in said if w in _NUMBERS]
+            if numbers:
+                intent.count = numbers[0]
+            elif said and said[-1] in self._image_nouns and said[-1].endswith("s") and said[-1] != "photograph":
+                intent.count = 2  # "take some photos": more than one
+            return [intent]
         if cls == "speak":
             return [self._speech(rest, source, quotes, book, gid, goal)]
         if cls in ("message", "report"):
@@ -827,7 +838,10 @@ class GoalCompiler:
                 deps = [go(where, src, deps)]
             params = {"place": where} if where is not None else {}
             at = f" at {where}" if where is not None else ""
-            image = add(_Draft(ObligationKind.IMAGE_CAPTURED, params, src, f"An image was captured{at}."), deps)
+            what = "An image was" if intent.count == 1 else f"{intent.count} distinct images were"
+            image = add(_Draft(ObligationKind.IMAGE_CAPTURED, {**params, **({"count": intent.count} if intent.count > 1
+                                                                             else {})}, src,
+                               f"{what} captured{at}."), deps)
             if not intent.subject:
                 return [image]
             question = {"question": f"the image shows {intent.subject}", **params}
