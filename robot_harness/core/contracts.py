@@ -186,6 +186,8 @@ def _obligation_problems(obligations: Sequence[Obligation], places: Mapping[str,
             start = p.get("start", "start")
             if start != "start" and not (isinstance(start, str) and known(start)):
                 problems.append(f"{o.id}: unknown start place {start!r}")
+            if "final" in p and not isinstance(p["final"], bool):
+                problems.append(f"{o.id}: params.final must be true or false")
             if isinstance(dep, bool) or not isinstance(dep, int | float) or dep < 0:
                 problems.append(f"{o.id}: params.min_departure_m must be a non-negative number")
         elif o.kind is ObligationKind.MESSAGE_DELIVERED:

@@ -1187,13 +1187,16 @@ class Verifier:
 
         departed: PoseSample | None = None
         idx = 0
+        visited_at = t0
         for s in window:
             if departed is None and s.pose.distance_to(start.pose) > min_dep:
                 departed = s
                 evidence.append(s.source_id)
+                visited_at = max(visited_at, s.t)
             if idx < len(waypoints) and not self._pose_error(s.pose, waypoints[idx], yaw=False):
                 evidence.append(s.source_id)
                 idx += 1
+                visited_at = max(visited_at, s.t)
         if departed is None:
             far = max((s.pose.distance_to(start.pose) for s in window), default=0.0)
             return _Outcome(StepVerdict.VIOLATED, "predicate",
@@ -1202,6 +1205,17 @@ class Verifier:
             return _Outcome(StepVerdict.VIOLATED, "predicate",
                             f"waypoint {waypoints[idx].label} (#{idx + 1}) not visited in order", evidence)
 
+        if ob.params.get("final") is False:
+            # the goal moves the robot on after the route: its return is history, judged on the recorded poses
+            back = next((x for x in window if x.t >= visited_at and not self._pose_error(x.pose, start, yaw=False)),
+                        None)
+            if back is None:
+                return _Outcome(StepVerdict.VIOLATED, "predicate",
+                                f"never came back to {start.label} after the route, before moving on", evidence)
+            return _Outcome(StepVerdict.SATISFIED, "predicate",
+                            f"departed {departed.pose.distance_to(start.pose):.2f} m, visited {len(waypoints)} "
+                            f"waypoint(s) in order, back at {start.label} at t={back.t:.3f} ({back.source_id})",
+                            [*evidence, back.source_id], back.t, tuple(navs))
         last_end = max(r.ended_at for r in navs)
         if self.config.require_fresh_pose:
             pose, failure = self._fresh_pose(ob, fresh, t0, last_end)

@@ -26,8 +26,9 @@ from ..completion import CompletionContract, ObligationKind, eligible_skills
 __all__ = ["ContractShape", "ObligationShape", "shape_of", "gold_shape", "entails", "compare_contracts", "Comparison",
            "normalise_text"]
 
-_BINDINGS = ("place", "final", "text", "to", "start", "waypoints", "min_departure_m", "attachments", "count")
-"""The parameters a goal binds and a verifier checks (``question`` is the judge's, compared only for exactness)."""
+_BINDINGS = ("place", "final", "text", "to", "start", "waypoints", "min_departure_m", "attachments", "count",
+             "question")
+"""The parameters a goal binds and a verifier (or the judge, for ``question``) checks; ``max_age_s`` too."""
 
 
 def normalise_text(value: Any) -> str:
@@ -84,14 +85,20 @@ def _closure(direct: Sequence[Sequence[int]]) -> frozenset[tuple[int, int]]:
     return frozenset(out)
 
 
-def _shape(kind: ObligationKind, params: Mapping[str, Any], eligible: Sequence[str]) -> ObligationShape:
-    b = tuple(sorted((k, _norm(k, v)) for k, v in params.items() if k in _BINDINGS))
-    return ObligationShape(kind, b, frozenset(eligible), _norm("question", params.get("question", "")))
+def _shape(kind: ObligationKind, params: Mapping[str, Any], eligible: Sequence[str],
+           max_age_s: float | None = None) -> ObligationShape:
+    b = {k: _norm(k, v) for k, v in params.items() if k in _BINDINGS}
+    if kind is ObligationKind.ROUTE_CLOSED:
+        b.setdefault("final", True)  # a route is judged back at its start now unless it says otherwise
+    if max_age_s is not None:
+        b["max_age_s"] = float(max_age_s)
+    return ObligationShape(kind, tuple(sorted(b.items())), frozenset(eligible), _norm("question",
+                                                                                   params.get("question", "")))
 
 
 def shape_of(contract: CompletionContract) -> ContractShape:
     ids = [o.id for o in contract.obligations]
-    obs = tuple(_shape(o.kind, o.params, eligible_skills(o)) for o in contract.obligations)
+    obs = tuple(_shape(o.kind, o.params, eligible_skills(o), o.max_age_s) for o in contract.obligations)
     direct = [[ids.index(d) for d in o.depends_on] for o in contract.obligations]
     return ContractShape(obs, _closure(direct))
 
@@ -109,7 +116,9 @@ def gold_shape(entries: Sequence[Mapping[str, Any]]) -> ContractShape:
         kind = ObligationKind(kinds[0])
         params = dict(e[kinds[0]] or {})
         probe = Obligation(id="g", kind=kind, description="-", eligible=tuple(e.get("eligible", ())))
-        obs.append(_shape(kind, params, eligible_skills(probe)))
+        # the gold's final place is proven by a fresh pose (2 s, the shipped lexicon's bound) unless it says
+        max_age = e.get("max_age_s", 2.0 if kind is ObligationKind.AT_PLACE and params.get("final") else None)
+        obs.append(_shape(kind, params, eligible_skills(probe), max_age))
         after = e.get("after")
         direct.append([i - 1] if after is None and i > 0 else [int(a) - 1 for a in (after or [])])
     return ContractShape(tuple(obs), _closure(direct))
@@ -129,6 +138,10 @@ def _problems_against(ref: ContractShape, got: ContractShape) -> list[str]:
             if key in ("min_departure_m", "count"):
                 if have is None or have < value:
                     return f"{key} {have} < {value}"
+                continue
+            if key == "max_age_s":
+                if have is None or have > value:
+                    return f"evidence may be {have if have is not None else 'any'} s old, not at most {value} s"
                 continue
             if have != value:
                 return f"{key} {have!r} is not {value!r}"

@@ -53,12 +53,30 @@ _DETERMINERS = frozenset({"a", "an", "the", "one", "another", "quick", "full", "
                           "new", "fresh", "clear", "good", "nice", "2", "3"})
 _NUMBERS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
             "couple": 2, "pair": 2, **{str(n): n for n in range(2, 21)}}
-_SPEECH_TAILS = frozenset({"aloud", "loudly", "out", "loud", "clearly", "please", "now", "again"})
+_SPEECH_TAILS = frozenset({"aloud", "loudly", "clearly", "please"})
 _MESSAGE_DETERMINERS = frozenset({"a", "an", "the", "some", "any", "my", "our", "this", "quick", "short", "brief",
                                   "status", "final", "little", "new"})
 _POSSESSIVES = frozenset({"your", "his", "her", "their", "its"})
-_CONTENT_STOPS = frozenset({"about", "what", "how", "where", "whether", "if", "why", "when", "which", "who", "once",
-                            "as", "while", "with"})
+_COPULAS = frozenset({"is", "are", "was", "were", "will", "has", "have", "had", "can", "can't", "cannot", "should",
+                      "must", "isn't", "aren't", "wasn't", "won't", "needs", "need", "looks", "seems", "it's", "i'm",
+                      "we're", "they're", "you're", "there's", "am"})
+_SUBJECT_STARTS = frozenset({"the", "a", "an", "this", "that", "these", "those", "we", "i", "it", "he", "she", "they",
+                             "you", "everything", "everyone", "everybody", "nobody", "nothing", "all", "our", "my",
+                             "your", "his", "her", "their", "its", "there", "it's", "i'm", "we're", "they're",
+                             "you're", "there's", "lunch", "dinner", "breakfast", "coffee"})
+_QUESTION_STARTS = frozenset({"whether", "if", "how", "what", "where", "which", "who", "why"})
+_OCCASION_STARTS = frozenset({"when", "once", "after", "as"})
+_PAYLOAD_STARTS = frozenset({"that", "saying", "with", ":", *_QUESTION_STARTS, *_OCCASION_STARTS})
+_NOT_STATEMENTS = frozenset({"only", "if", "unless", "except", "not", "never", "in", "every", "each", "twice", "again",
+                             "later", "tomorrow", "today", "at", "by", "before", "after", "until", "without"})
+_REPORT_TOPICS = frozenset({"position", "location", "status", "progress", "battery", "level", "arrival", "findings",
+                            "results", "result", "state", "situation", "number", "count", "answer", "pose", "back",
+                            "in", "status report", "update", "whereabouts"})
+_NOT_NAMES = frozenset({"in", "at", "on", "by", "to", "for", "with", "from", "of", "not", "and", "or", "every", "each",
+                        "all", "when", "once", "again", "twice", "now", "later", "today", "tomorrow", "minutes",
+                        "minute", "hours", "hour", "seconds", "asap", "only", "if", "then", "also", "it", "them",
+                        "this", "that", "there", "here", "me", "us", "you", "anyone", "everyone", "everybody",
+                        "somebody", "someone", "nobody"})
 
 
 def _starts(words: Sequence[str], i: int, options: Sequence[tuple[str, ...]]) -> int:
@@ -88,8 +106,12 @@ class _Intent:
     explicit_place: bool = False
     subject: str = ""
     """image: what it must show ("of the whiteboard"), judged semantically."""
-    attach: bool = False
-    """message: carries the last image taken ("send it to me")."""
+    attach: str = ""
+    """message: carries images: "last" ("send it to me") or "all" since the last message ("send them")."""
+    ask: str = ""
+    """message: a question to check before it is sent ("tell me whether the door is open")."""
+    ask_place: PlaceRef | None = None
+    """semantic (or a message's ``ask``): the place the question names ("in the lobby")."""
     count: int = 1
     """image: how many distinct images ("take three photos"; a plural with no number: at least two)."""
 
@@ -104,6 +126,8 @@ class _Group:
     first_in_sentence: bool
     intents: list[_Intent] = field(default_factory=list)
     any_order: bool = False
+    position: str = ""
+    """"first" / "last": the goal said where this step goes ("go to the lab last")."""
 
 
 class _Refusal(Exception):
@@ -187,7 +211,8 @@ class GoalCompiler:
             drafts = self._drafts(goal, book)
         except _Refusal as r:
             if r.reason == "not_understood" and "nearest" not in r.details and r.details.get("phrase"):
-                near = [p for w in str(r.details["phrase"]).split() if len(w) > 3 for p in book.nearest(w, 1)]
+                near = [p for w in str(r.details["phrase"]).split() if len(w) > 3
+                        for p in book.nearest(w, 1, cutoff=0.8)]
                 r.details["nearest"] = list(dict.fromkeys(near))
                 if near:
                     r.message += f"; if a place was meant: {' or '.join(dict.fromkeys(near))}?"
@@ -240,7 +265,7 @@ class GoalCompiler:
                 continue
             words = [t.text for t in toks]
             verb = self._verb(words)
-            if verb is None or verb[1][0] != "speak":
+            if verb is None or verb[1][0] not in ("speak", "message", "report"):
                 toks = self._strip(toks)
                 if not toks:
                     continue
@@ -256,11 +281,13 @@ class GoalCompiler:
                 start_at = ref
                 continue
             continuation = prev is not None and (verb is None or self._is_place_list(words, book))
-            new_group = not continuation or clause.connector in ("before", "after") or not groups
+            new_group = not continuation or clause.connector in ("before", "after") or not groups \
+                or bool(clause.position)
             if new_group:
                 groups.append(_Group(len(groups), clause.sentence, clause.connector, clause.first_in_sentence))
             group = groups[-1]
             group.any_order = group.any_order or clause.any_order
+            group.position = group.position or clause.position
             if verb is None and prev is None and self._is_place_list(words, book):
                 deferred.append((toks, group))
                 continue
@@ -286,11 +313,22 @@ class GoalCompiler:
                     continue
                 if intent.cls == "route" and start_at is not None and intent.start is None:
                     intent.start, start_at = start_at, None
+                elif start_at is not None:
+                    # "from the lobby, go to the lab": be at the lobby first
+                    group.intents.append(_Intent("navigate", intent.source, group.gid, places=[start_at]))
+                    start_at = None
                 group.intents.append(intent)
             if deferred and prev is not None:
                 for dtoks, dgroup in deferred:
                     dgroup.intents.extend(self._continue(prev, dtoks, goal, quotes, book, dgroup.gid, groups))
                 deferred.clear()
+        for g in groups:
+            for i in g.intents:
+                if i.cls == "speak" and i.text is None:
+                    raise _Refusal("not_understood", f"{i.source!r} says nothing: what should be said?",
+                                   phrase=i.source)
+        if start_at is not None:
+            raise _Refusal("not_understood", "a starting place with nothing to start from it", phrase=goal)
         if deferred:
             phrase = restore(goal, deferred[0][0])
             raise _Refusal("not_understood", f"did not understand {phrase!r}: it names no action "
@@ -339,7 +377,7 @@ class GoalCompiler:
                 return 1, ("message", "let know")
         # light verbs before a route noun: "do a lap of", "make a round trip to"
         n = _starts(words, 0, _LIGHT_VERBS) or (1 if words and words[0] in inflections("do") else 0)
-        if n:
+        if n or (words and words[0] in ("another", "one")):
             j = n
             while j < len(words) and words[j] in _DETERMINERS:
                 j += 1
@@ -381,6 +419,9 @@ class GoalCompiler:
                 return self._read(k[1][0], k[1][1], rest, k[0], goal, quotes, book, gid)
             return [self._motion(cls, rest, source, book, gid, goal)]
         if cls == "route":
+            if any(w in _NUMBERS and w not in ("couple", "pair") or w in ("twice", "thrice") for w in words[:n + 1]):
+                raise _Refusal("not_understood", f"{source!r}: a number of rounds cannot be verified (ask for one "
+                               "route at a time)", phrase=source)
             return [self._route(rest, source, book, gid, goal)]
         if cls in ("image", "inspect"):
             intent = self._image(cls, phrase, words, rest, source, book, gid, goal)
@@ -396,13 +437,14 @@ class GoalCompiler:
         if cls in ("message", "report"):
             return [self._message(cls, phrase, toks, n, source, quotes, book, gid, goal)]
         assert cls == "semantic"
-        return [_Intent("semantic", source, gid, question=source)]
+        return [_Intent("semantic", source, gid, question=source, ask_place=self._mentioned_place(rest, book))]
 
     def _continue(self, prev: tuple[str, str], toks: list[Tok], goal: str, quotes: list[str], book: PlaceBook,
                   gid: int, groups: list[_Group]) -> list[_Intent]:
         cls, phrase = prev
         source = restore(goal, toks)
         words = [t.text for t in toks]
+        last = next((i for g in reversed(groups) for i in reversed(g.intents)), None)
         if cls in ("navigate", "return"):
             return [self._motion("navigate", toks, source, book, gid, goal)]
         if cls == "route":
@@ -416,18 +458,34 @@ class GoalCompiler:
                 return []
             return [self._route(toks, source, book, gid, goal)]
         if cls in ("image", "inspect"):
-            return [self._image(cls, phrase, words, toks, source, book, gid, goal, continued=True)]
+            image = self._image(cls, phrase, words, toks, source, book, gid, goal, continued=True)
+            if last is not None and last.cls in ("image", "inspect"):
+                image.count = last.count  # "take two photos in the lab and the kitchen": two at each
+            return [image]
         if cls == "speak" and any(t.quote is not None for t in toks):
             return [self._speech(toks, source, quotes, book, gid, goal)]  # "say 'hi' and 'bye'"
-        last = next((i for g in reversed(groups) for i in reversed(g.intents)), None)
         if cls == "speak" and last is not None and last.cls == "speak" and last.explicit_place \
                 and self._is_place_list(words, book):
             # "announce 'X' in the lobby and the cafeteria": the same words at the next place too
             m = book.match(words, _starts(words, 0, _NAV_PARTICLES))
             assert m is not None
             return [_Intent("speak", source, gid, places=[m[1]], text=last.text, explicit_place=True)]
-        if cls == "message":
-            return [self._message(cls, phrase, toks, 0, source, quotes, book, gid, goal, continued=True)]
+        if cls == "message" and last is not None and last.cls == "message":
+            # another recipient of the same message: "tell Bob and Alice 'hi'", "email Bob, Alice and Carol"
+            k = next((x for x, t in enumerate(toks) if t.quote is not None or t.text in _PAYLOAD_STARTS), len(toks))
+            to, is_self = self._recipient_name(toks[:k], source, required=True, book=book)
+            own = _Intent("message", source, gid)
+            self._body(own, "message", phrase, toks[k:], source, quotes, book, goal)
+            if own.ask or own.places:
+                raise _Refusal("not_understood", f"did not understand {source!r} after {phrase!r}", phrase=source)
+            text = own.text if own.text is not None else last.text
+            siblings = [i for i in groups[-1].intents if i.cls == "message"] if groups else []
+            if own.text is not None:
+                for sib in siblings:  # the words said at the end are for every recipient named before them
+                    if sib.text is None:
+                        sib.text = text
+            return [_Intent("message", source, gid, to=to, text=text, attach=last.attach,
+                            eligible=last.eligible if is_self else ())]
         if cls == "semantic":
             last = next((i for g in reversed(groups) for i in reversed(g.intents)), None)
             if last is not None and last.cls == "semantic":
@@ -528,6 +586,9 @@ class GoalCompiler:
             if k:
                 i += k
                 continue
+            if words[i] in _NUMBERS and words[i] not in ("couple", "pair"):
+                raise _Refusal("not_understood", f"{source!r}: a number of rounds cannot be verified (ask for one "
+                               "route at a time)", phrase=source)
             if words[i] in _DETERMINERS or words[i] in self._route_nouns:
                 i += 1
                 continue
@@ -583,6 +644,8 @@ class GoalCompiler:
 
     def _speech(self, toks: list[Tok], source: str, quotes: list[str], book: PlaceBook, gid: int, goal: str) -> _Intent:
         intent = _Intent("speak", source, gid)
+        if toks and toks[0].text == ":":
+            toks = toks[1:]  # "announce: ..."
         words = [t.text for t in toks]
         qs = [t.quote for t in toks if t.quote is not None]
         # where: "... there", "... at/in <place>" at the end
@@ -600,6 +663,8 @@ class GoalCompiler:
                         end = start
                         break
         body = [t for t in toks[:end] if t.text not in {"to", "everyone", "everybody", "the", "room"} or qs == []]
+        if qs and not quotes[qs[0]].strip():
+            raise _Refusal("not_understood", f"{source!r} quotes nothing to say", phrase=source)
         if qs:
             intent.text = quotes[qs[0]]
             leftover = [t for t in toks[:end] if t.quote is None and t.text not in {"to", "everyone", "everybody",
@@ -618,51 +683,51 @@ class GoalCompiler:
             body = body[1:]
         text = restore(goal, body).strip(" ,.!?")
         if text:
-            intent.text = text
+            intent.text = text  # else a lone quote may follow ("announce: 'closing'"); checked after all clauses
         return intent
 
     def _message(self, cls: str, phrase: str, toks: list[Tok], n: int, source: str, quotes: list[str],
-                 book: PlaceBook, gid: int, goal: str, *, continued: bool = False) -> _Intent:
+                 book: PlaceBook, gid: int, goal: str) -> _Intent:
+        """A message or a report: recipient, then a body (quoted text, ``that ...``, a statement, a question
+        to check first, an occasion such as ``when you reach the lab``), nothing left unread."""
         words = [t.text for t in toks]
-        lex = self.lexicon
-        intent = _Intent("message", source, gid)
         verb = tokens_of(phrase)
-        medium = phrase in self._media or (verb[:1] and verb[0] in self._media)
-        i = n
+        medium = phrase in self._media or bool(verb[:1] and verb[0] in self._media)
+        intent = _Intent("message", source, gid)
         recipient: list[Tok] = []
         has_noun = False
-        attach = False
         if phrase == "let know":
             k = words.index("know")
-            recipient = toks[1:k]
-            i = k + 1
-        elif continued:
-            recipient = [t for t in toks if t.quote is None]
-            i = len(toks)
+            recipient, body = toks[1:k], toks[k + 1:]
         elif cls == "report":
-            k = next((x for x in range(n, len(words)) if words[x] == "to"), None)
-            if k is not None:
-                recipient = self._recipient(toks[k + 1:])
-            i = len(toks)
+            rest = toks[n:]
+            k = next((x for x, t in enumerate(rest) if t.text == "to"), None)
+            body = rest
+            if k is not None and k <= 1:
+                recipient = self._recipient_toks(rest[k + 1:])
+                body = rest[k + 1 + len(recipient):]
         else:
-            rest = words[i:]
-            # "send <recipient> a <noun>", "send a <noun> to <recipient>", "email <recipient> ...", "tell me ..."
+            rest = toks[n:]
+            r = [t.text for t in rest]
+            statement = self._statement_start(r)
             j = 0
             done = False
-            while j < len(rest):
-                w = rest[j]
-                if w.startswith("\x00"):
+            while j < len(r):
+                w = r[j]
+                if w.startswith("\x00") or (statement is not None and j >= statement):
                     break
                 k = j
-                while k < len(rest) and rest[k] in _MESSAGE_DETERMINERS:
+                while k < len(r) and r[k] in _MESSAGE_DETERMINERS:
                     k += 1
-                if (k < len(rest) and rest[k] in self._image_nouns) or (
+                if (k < len(r) and r[k] in self._image_nouns) or (
                         j == 0 and w in ("it", "them", "these", "those") and (medium or phrase == "deliver")):
-                    attach = has_noun = True  # "send it to me", "email the photos to ops"
-                    j = (k if rest[k:k + 1] and rest[k] in self._image_nouns else j) + 1
+                    plural = (k < len(r) and r[k] in self._image_nouns and r[k].endswith("s")) or w != "it"
+                    intent.attach = "all" if plural else "last"  # "send it to me", "email the photos to ops"
+                    has_noun = True
+                    j = (k if r[k:k + 1] and r[k] in self._image_nouns else j) + 1
                     done = done or bool(recipient)
                     continue
-                m = self._message_nouns.match(rest, k)
+                m = self._message_nouns.match(r, k)
                 if m is not None:
                     has_noun = True
                     j = k + m[0]
@@ -671,57 +736,160 @@ class GoalCompiler:
                 if w in ("to", "for") and not recipient:
                     j += 1
                     continue
-                if done or w in ("that", "saying", "to") or w in _CONTENT_STOPS or w in _POSSESSIVES:
+                if done or w in _PAYLOAD_STARTS or w in _POSSESSIVES or (w == "to" and recipient):
                     break
-                sm = self._self.match(rest, j)
+                sm = self._self.match(r, j)
                 if sm is not None and not recipient:
-                    recipient = toks[i + j:i + j + sm[0]]
+                    recipient = rest[j:j + sm[0]]
                     j += sm[0]
                     done = True
                     continue
                 if w in ARTICLES and not recipient:
                     j += 1
                     continue
-                recipient.append(toks[i + j])
+                recipient.append(rest[j])
                 j += 1
-            i += j
-        text: str | None = None
-        qs = [t.quote for t in toks if t.quote is not None]
-        if qs:
-            text = quotes[qs[0]]
-        else:
-            for k in range(n if cls == "report" else i, len(words)):
-                if words[k] in ("that", "saying") and (k + 1 < len(words)):
-                    text = restore(goal, toks[k + 1:]).strip(" ,.!?")
-                    break
-        if phrase in ("send", "deliver") and not has_noun and text is None:
+            body = rest[j:]
+        if phrase in ("send", "deliver") and not has_noun and not intent.attach and not any(
+                t.quote is not None or t.text in ("that", "saying", ":") for t in body):
             raise _Refusal("unsupported_action", f"{source!r}: only messages can be sent (supported: "
-                           f"{_verbs_text(lex)})", phrase=source, verb=phrase)
-        rwords = [t.text for t in recipient if t.quote is None]
-        while rwords and rwords[0] in ARTICLES and self._self.match(rwords, 0) is None:
-            rwords = rwords[1:]
-        # "send me a message" keeps "me"; "email bob a note" keeps "bob"
-        to = lex.default_recipient
-        is_self = True
-        if rwords:
-            if self._self.match(rwords, 0) is not None and self._self.match(rwords, 0)[0] == len(rwords):  # type: ignore[index]
-                is_self = True
-            else:
-                to, is_self = "_".join(rwords), False
+                           f"{_verbs_text(self.lexicon)})", phrase=source, verb=phrase)
+        to, is_self = self._recipient_name(recipient, source, required=phrase in ("tell", "let know", "inform"),
+                                           book=book)
+        self._body(intent, "report" if cls == "report" or (is_self and not medium) else cls, phrase, body, source,
+                   quotes, book, goal)
         intent.to = to
-        intent.text = text
-        intent.attach = attach
-        if not attach and (cls == "report" or (is_self and not medium and phrase not in ("send", "deliver"))):
+        if not intent.attach and (cls == "report" or (is_self and not medium and phrase not in ("send", "deliver"))):
             intent.eligible = ("send_message", "speak") if is_self else ()
         return intent
 
-    def _recipient(self, toks: list[Tok]) -> list[Tok]:
+    def _statement_start(self, r: list[str]) -> int | None:
+        """Where an unmarked statement starts after a recipient: "tell Bob the lab is closed" -> 2."""
+        c = next((x for x, w in enumerate(r) if w in _COPULAS), None)
+        if c is None or c == 0 or any(w in _PAYLOAD_STARTS or w.startswith("\x00") for w in r[:c]):
+            return None
+        for s in range(c - 1, 0, -1):
+            if r[s] in _SUBJECT_STARTS:
+                return s
+        return c - 1 if c >= 2 else None
+
+    def _body(self, intent: _Intent, cls: str, phrase: str, body: list[Tok], source: str, quotes: list[str],
+              book: PlaceBook, goal: str) -> None:
+        """What follows the recipient, bound or refused."""
+        words = [t.text for t in body]
+        qs = [t.quote for t in body if t.quote is not None]
+        if phrase == "confirm":
+            # "confirm the door is locked": a claim to check before the report, not words to repeat
+            if body:
+                intent.ask = source
+                intent.ask_place = self._mentioned_place(body, book)
+            return
+        if qs and not quotes[qs[0]].strip():
+            raise _Refusal("not_understood", f"{source!r} quotes nothing to send", phrase=source)
+        if qs:
+            intent.text = quotes[qs[0]]
+            leftover = [t for t in body if t.quote is None and t.text not in ("saying", "with", "the", "message",
+                                                                             "text", "note", "words", ":")]
+            self._occasion(intent, leftover, source, book, goal)
+            return
+        if not body:
+            return
+        w0 = words[0]
+        if w0 in ("that", "saying", ":") and len(body) > 1:
+            intent.text = restore(goal, body[1:]).strip(" ,.!?")
+            if not intent.text:
+                raise _Refusal("not_understood", f"{source!r} says nothing", phrase=source)
+            return
+        if w0 in _QUESTION_STARTS:
+            intent.ask = restore(goal, body)  # "tell me whether the door is open": check it, then report
+            intent.ask_place = self._mentioned_place(body, book)
+            return
+        if w0 in _OCCASION_STARTS:
+            self._occasion(intent, body, source, book, goal)
+            return
+        if cls == "report" and all(w in _REPORT_TOPICS or w in ARTICLES or w in _POSSESSIVES for w in words):
+            return  # "report your position": what a report is about
+        if w0 not in _NOT_STATEMENTS and any(w in _COPULAS for w in words):
+            intent.text = restore(goal, body).strip(" ,.!?")  # "tell Bob the lab is closed"
+            return
+        if cls == "report" and w0 not in _NOT_STATEMENTS and (w0 in ARTICLES or w0 in _POSSESSIVES):
+            intent.ask = source  # "report the number of people in the lobby": find out, then report
+            intent.ask_place = self._mentioned_place(body, book)
+            return
+        stripped = self._strip(body)
+        if stripped:
+            phrase_ = restore(goal, stripped)
+            raise _Refusal("not_understood", f"did not understand {phrase_!r} in {source!r} (a message binds "
+                           "its recipient, quoted text or a 'that ...' clause, and when it is sent)",
+                           phrase=phrase_, clause=source)
+
+    def _mentioned_place(self, toks: list[Tok], book: PlaceBook) -> PlaceRef | None:
+        """The one known place a question names ("in the lobby", "of the lab"), if exactly one."""
+        words = [t.text for t in toks]
+        found: list[PlaceRef] = []
+        for k in range(1, len(words)):
+            if words[k - 1] in ("in", "at", "of", "near", "inside", "from", "by"):
+                m = book.match(words, k)
+                if m is not None and m[1].kind == "place" and m[1] not in found:
+                    found.append(m[1])
+        return found[0] if len(found) == 1 else None
+
+    def _occasion(self, intent: _Intent, body: list[Tok], source: str, book: PlaceBook, goal: str) -> None:
+        """``when you reach the lab`` / ``once you get there`` / ``when you are done``: the order, and a place."""
+        body = self._strip(body)
+        if not body:
+            return
+        words = [t.text for t in body]
+        if words[0] in _OCCASION_STARTS:
+            k = 1
+            while k < len(words) and words[k] in ("you", "you've", "you're", "have", "are", "get", "got", "reach",
+                                                  "reached", "arrive", "arrived", "at", "to", "in", "back", "done",
+                                                  "finished", "finish", "there", "been"):
+                if words[k] in ("there",) or (words[k] in ("done", "finished", "finish") and k == len(words) - 1):
+                    break
+                k += 1
+            if "back" in words[1:k]:
+                intent.places = [PlaceRef("start")]  # "report once (you're) back"
+                if k == len(words):
+                    return
+            if k == len(words):
+                return
+            if words[k] == "there" and k == len(words) - 1:
+                return
+            m = book.match(words, k)
+            if m is not None and k + m[0] == len(words):
+                intent.places = [m[1]]
+                return
+        phrase = restore(goal, body)
+        raise _Refusal("not_understood", f"did not understand {phrase!r} in {source!r}", phrase=phrase, clause=source)
+
+    def _recipient_toks(self, toks: list[Tok]) -> list[Tok]:
         out: list[Tok] = []
         for t in toks:
-            if t.quote is not None or t.text in ("that", "saying", "to") or t.text in _CONTENT_STOPS:
+            if t.quote is not None or t.text in _PAYLOAD_STARTS or t.text in ("to",):
                 break
             out.append(t)
         return out
+
+    def _recipient_name(self, recipient: list[Tok], source: str, *, required: bool,
+                        book: PlaceBook | None = None) -> tuple[str, bool]:
+        """The recipient's name (lower case, ``_`` between words) and whether it is the user."""
+        words = [t.text for t in recipient if t.quote is None]
+        while words and words[0] in ARTICLES and self._self.match(words, 0) is None:
+            words = words[1:]
+        if not words:
+            if required:
+                raise _Refusal("not_understood", f"{source!r} names nobody to tell", phrase=source)
+            return self.lexicon.default_recipient, True
+        sm = self._self.match(words, 0)
+        if sm is not None and sm[0] == len(words):
+            return self.lexicon.default_recipient, True
+        if len(words) > 3 or any(not w.replace("-", "").replace("'", "").isalpha() or w in _NOT_NAMES for w in words) \
+                or (book is not None and book.match(words, 0) is not None):
+            phrase = " ".join(words)
+            raise _Refusal("not_understood", f"{phrase!r} in {source!r} is not a recipient (a name of up to three "
+                           "words)", phrase=phrase, clause=source)
+        return "_".join(words), False
 
     # -- stage 3: order
 
@@ -741,7 +909,11 @@ class GoalCompiler:
                     gs = [*gs[:k - 1], gs[k], gs[k - 1], *gs[k + 1:]]
                 k += 1
             out.extend(gs)
-        return out
+        firsts = [g for g in out if g.position == "first"]
+        lasts = [g for g in out if g.position == "last"]
+        if len(firsts) > 1 or len(lasts) > 1:
+            raise _Refusal("not_understood", "more than one step is said to come first (or last)", phrase="")
+        return [*firsts, *(g for g in out if not g.position), *lasts]
 
     # -- stage 4: steps
 
@@ -765,6 +937,7 @@ class GoalCompiler:
                 last_named = lex.base_place
                 return lex.base_place
             if ref.kind == "start":
+                last_named = START_PLACE
                 return START_PLACE
             if last_named is None and current is None:
                 raise _Refusal("not_understood", f"{source!r}: 'there' refers to no place named before it",
@@ -798,6 +971,12 @@ class GoalCompiler:
                     prev = last
             if g.any_order and ends:
                 prev = ends
+        # a route the robot moves on from is history (its return is judged on the recorded poses)
+        for i, d in enumerate(drafts):
+            if d.kind is ObligationKind.ROUTE_CLOSED and any(x.kind in (ObligationKind.AT_PLACE,
+                                                                        ObligationKind.ROUTE_CLOSED)
+                                                             for x in drafts[i + 1:]):
+                d.params["final"] = False
         # the last place is final unless a route moves the robot on after it
         last_at = max((i for i, d in enumerate(drafts) if d.kind is ObligationKind.AT_PLACE), default=None)
         if last_at is not None and not any(d.kind is ObligationKind.ROUTE_CLOSED for d in drafts[last_at + 1:]):
@@ -860,15 +1039,31 @@ class GoalCompiler:
             at = f" at {where}" if where is not None else ""
             return [add(_Draft(ObligationKind.SPOKEN, params, src, f"The robot said{said}{at}."), deps)]
         if intent.cls == "message":
+            if intent.places:  # "let me know when you reach the lab": be there first
+                where = resolve(intent.places[0], src)
+                if where != current():
+                    deps = [go(where, src, deps)]
+            if intent.ask:  # "tell me whether the door is open": the answer needs a judgement first
+                if intent.ask_place is not None:
+                    where = resolve(intent.ask_place, src)
+                    if where != current():
+                        deps = [go(where, src, deps)]
+                question = {"question": intent.ask, **({"place": current()} if current() is not None else {})}
+                deps = [add(_Draft(ObligationKind.SEMANTIC, question, src, f"Semantic judgement: {intent.ask}"), deps)]
             params = {"to": intent.to}
             if intent.text is not None:
                 params["text"] = intent.text
             if intent.attach:
-                image = next((k for k in range(len(drafts) - 1, -1, -1)
-                              if drafts[k].kind is ObligationKind.IMAGE_CAPTURED), None)
-                if image is None:
+                since = max((k for k, d in enumerate(drafts) if d.kind is ObligationKind.MESSAGE_DELIVERED
+                             and not d.params.get("attachments")), default=-1)
+                images = [k for k in range(len(drafts)) if drafts[k].kind is ObligationKind.IMAGE_CAPTURED]
+                if intent.attach == "all":
+                    images = [k for k in images if k > since] or images[-1:]
+                else:
+                    images = images[-1:]
+                if not images:
                     raise _Refusal("not_understood", f"{src!r}: no image is taken before it to send", phrase=src)
-                params["attachments"] = [f"o{image + 1}"]
+                params["attachments"] = [f"o{k + 1}" for k in images]
             saying = f" saying {intent.text!r}" if intent.text is not None else ""
             carrying = " with the image" if intent.attach else ""
             what = (f"{intent.to} was told{saying}, by an acknowledged message or speech." if "speak" in intent.eligible
@@ -876,6 +1071,10 @@ class GoalCompiler:
             return [add(_Draft(ObligationKind.MESSAGE_DELIVERED, params, src, what, eligible=intent.eligible), deps)]
         assert intent.cls == "semantic"
         params = {"question": intent.question}
+        if intent.ask_place is not None:  # "find the keys in the kitchen": be there to look
+            named = resolve(intent.ask_place, src)
+            if named != current():
+                deps = [go(named, src, deps)]
         where = current()
         if where is not None:
             params["place"] = where

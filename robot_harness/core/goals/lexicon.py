@@ -310,18 +310,18 @@ class PlaceBook:
             return None
         return (j - i) + m[0], m[1]
 
-    def nearest(self, phrase: str, n: int = 3) -> list[str]:
+    def nearest(self, phrase: str, n: int = 3, *, cutoff: float = 0.6) -> list[str]:
         """Known places whose name or alias is closest to ``phrase`` (for "did you mean ...?")."""
         import difflib
 
         key = " ".join(t for t in tokens_of(phrase) if t not in ARTICLES)
-        hits = difflib.get_close_matches(key, list(self._spellings), n=n * 2, cutoff=0.6)
+        hits = difflib.get_close_matches(key, list(self._spellings), n=n * 2, cutoff=cutoff)
         out: list[str] = []
         for h in hits:
             name = self._spellings[h]
             if name not in out:
                 out.append(name)
-        if not out:
+        if not out and cutoff <= 0.6:
             words = set(key.split())
             out = [self._spellings[s] for s in self._spellings if words & set(s.split())]
         return list(dict.fromkeys(out))[:n]

@@ -107,6 +107,8 @@ class Clause:
     sentence: int = 0
     first_in_sentence: bool = False
     any_order: bool = False
+    position: str = ""
+    """"first" / "last" when the clause ends with that word ("go to the lab last"): where it goes."""
 
     @property
     def words(self) -> list[str]:
@@ -114,6 +116,11 @@ class Clause:
 
 
 _SENTENCE_END = frozenset({".", "!", "?", ";"})
+_STRONG = frozenset({"then", "and then", "after that", "afterwards", "afterward", "next", "finally", "and finally",
+                     "lastly", "and lastly", "followed by", "after this", "subsequently"})
+_CONTENT_WORDS = frozenset({"that", "saying", "whether", "if", "how", "what", "where", "which", "who", "why",
+                            "when", "once"})
+_LET = frozenset({"let", "lets", "letting"})
 
 
 class Segmenter:
@@ -135,55 +142,90 @@ class Segmenter:
             self.any_order.add_phrase(phrase, True)
         self.verb_starts = verb_starts
         self.fillers = fillers
+        verbs = lexicon.verbs
+        self.imperatives = {tokens_of(p)[0] for cls in ("navigate", "return_", "image", "inspect", "speak", "message",
+                                                        "report", "route", "semantic", "unsupported")
+                            for p in getattr(verbs, cls)} | {"do", "make", "take", "run", "let", "come", "go"}
 
     def split(self, toks: list[Tok]) -> list[Clause]:
+        """Clauses, cut at punctuation and connectors.
+
+        Inside a payload (what to say, what a message says: after a speech verb, or after ``that``,
+        ``saying``, ``whether``, ``how``... of a message or report, or after ``let X know``) only a
+        sentence end, a strong sequencer ("then", "after that", "finally") or a weak connector or comma
+        followed by an imperative verb ("and go to the lab") ends the clause: "tell Bob that the lab is
+        closed and the kitchen is open" is one message.
+        """
         words = [t.text for t in toks]
         out: list[Clause] = []
         cur: list[Tok] = []
-        state = {"conn": "", "sentence": 0, "first": True}
+        state: dict[str, object] = {"conn": "", "sentence": 0, "first": True, "any_order": False, "content": False}
 
         def flush() -> None:
             if cur:
-                out.append(Clause(list(cur), state["conn"], state["sentence"], state["first"]))  # type: ignore[arg-type]
+                out.append(Clause(list(cur), str(state["conn"]), int(state["sentence"]),  # type: ignore[arg-type]
+                                  bool(state["first"]), bool(state["any_order"])))
                 state["first"] = False
                 state["conn"] = ""
+                state["any_order"] = False
                 cur.clear()
+            state["content"] = False
 
         i = 0
         n = len(toks)
         while i < n:
             t = toks[i]
+            content = bool(state["content"])
+            if t.text == ":" and not content and cur and self._payload_starts([*(c.text for c in cur), ":"]):
+                cur.append(t)  # "message Bob: meet me in the lab": the rest is what he is told
+                state["content"] = True
+                i += 1
+                continue
             if t.punct:
+                if content and t.text in (",", ":", "->") and not self._ends_content(words, i + 1):
+                    cur.append(t)  # a comma inside a payload: "the meeting is at 3, not 4"
+                    i += 1
+                    continue
                 flush()
                 if t.text in _SENTENCE_END:
-                    state["sentence"] = int(state["sentence"]) + 1
+                    state["sentence"] = int(state["sentence"]) + 1  # type: ignore[call-overload]
                     state["first"] = True
                     state["conn"] = ""
                 i += 1
                 continue
-            if (m := self.any_order.match(words, i)) is not None:
-                target = cur if cur else (out[-1].toks if out else None)
+            if not content and (m := self.any_order.match(words, i)) is not None:
                 if cur:
+                    state["any_order"] = True
                     flush()
-                if out and target is not None:
+                elif out and not state["first"]:
                     out[-1].any_order = True
+                else:
+                    state["any_order"] = True  # "in any order, visit ...": the next clause
                 i += m[0]
                 continue
-            if (m := self.back.match(words, i)) is not None and self._ends_here(words, i + m[0]):
+            if not content and (m := self.back.match(words, i)) is not None and self._ends_here(words, i + m[0]):
                 cur.append(Tok(BACK, t.start, toks[i + m[0] - 1].end))
                 i += m[0]
                 continue
-            if (v := self.verb_starts.match(words, i)) is not None and "and" in words[i:i + v[0]]:
+            if not content and (v := self.verb_starts.match(words, i)) is not None and "and" in words[i:i + v[0]]:
                 cur.extend(toks[i:i + v[0]])  # a verb phrase with an "and" in it: "there and back"
                 i += v[0]
                 continue
             if (m := self.connectors.match(words, i)) is not None:
+                strong = " ".join(words[i:i + m[0]]) in _STRONG
+                if content and not strong and not self._ends_content(words, i + m[0]):
+                    cur.extend(toks[i:i + m[0]])
+                    i += m[0]
+                    continue
+                trailing = words[i] in ("first", "last", "lastly") and cur and self._ends_here(words, i + m[0])
                 flush()
-                if state["conn"] not in ("before", "after"):
+                if trailing:
+                    out[-1].position = "first" if words[i] == "first" else "last"
+                elif state["conn"] not in ("before", "after"):
                     state["conn"] = m[1]
                 i += m[0]
                 continue
-            if t.text == "to" and cur and self.verb_starts.match(words, i + 1) is not None \
+            if not content and t.text == "to" and cur and self.verb_starts.match(words, i + 1) is not None \
                     and not self._all_filler([*(c.text for c in cur), "to"]):
                 flush()
                 state["conn"] = "seq"
@@ -191,8 +233,41 @@ class Segmenter:
                 continue
             cur.append(t)
             i += 1
+            if not content and self._payload_starts([c.text for c in cur]):
+                state["content"] = True
         flush()
         return out
+
+    def _payload_starts(self, words: list[str]) -> bool:
+        """Whether the clause so far has reached a payload (see ``split``)."""
+        k = 0
+        while k < len(words):
+            m = self.fillers.match(words, k)
+            if m is None:
+                break
+            k += m[0]
+        if k < len(words) and words[k] in _LET and words[-1] == "know":
+            return True  # "let Bob know ...": what follows is what Bob is told
+        v = self.verb_starts.match(words, k)
+        if v is None:
+            return False
+        cls = v[1][0] if isinstance(v[1], tuple) else v[1]
+        if cls == "speak":  # an unquoted payload (a quote is one token: nothing to hold together)
+            after = [w for w in words[k + v[0]:] if w != ":"]
+            return bool(after) and not after[0].startswith(QUOTE_PREFIX) and words[-1] != ":"
+        if cls in ("message", "report"):
+            return words[-1] in _CONTENT_WORDS or (words[-1] == ":" and len(words) > k + v[0])
+        return False
+
+    def _ends_content(self, words: list[str], j: int) -> bool:
+        """Whether a weak connector or comma before ``words[j]`` ends a payload: an imperative follows."""
+        while j < len(words) and words[j] in ("then", "please", "also", "and", ",", ":", "->", "first", "next",
+                                              "finally"):
+            j += 1
+        if j >= len(words):
+            return False  # "say see you later": a payload runs to the end
+        v = self.verb_starts.match(words, j)
+        return v is not None and words[j] in self.imperatives
 
     def _all_filler(self, words: list[str]) -> bool:
         i = 0
@@ -221,4 +296,4 @@ def restore(goal: str, toks: list[Tok]) -> str:
     return goal[toks[0].start:toks[-1].end].strip()
 
 
-_unused = (field, tokens_of)
+_unused = field
