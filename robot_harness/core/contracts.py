@@ -407,7 +407,26 @@ class LLMContractCompiler:
                 **reference.model_dump(), "compiler": self.name,
                 "coverage": CoverageReport(reviewer=f"{self.name}-post-validation", ok=True, notes=note).model_dump()})
         problems: list[str] = []
-        _toks, quotes = tokenize(goal)
+        if refused is not None and refused.details.get("reason") in ("unknown_place", "unsupported_action"):
+            # nothing a model writes makes an unknown place known or an unsupported action verifiable
+            raise ContractError(f"{self.name}: refused by the rules whatever the model says: {refused.message}",
+                                compiler=self.name, goal=goal, reason=refused.details["reason"],
+                                problems=[refused.message])
+        toks, quotes = tokenize(goal)
+        lexicon = getattr(self.reference, "lexicon", None)
+        if refused is not None and lexicon is not None:
+            from .goals.lexicon import PhraseIndex
+
+            markers = PhraseIndex()
+            for phrase in lexicon.unverifiable_markers:
+                markers.add_phrase(phrase, True)
+            words = [t.text for t in toks]
+            found = [words[i] for i in range(len(words)) if markers.match(words, i) is not None]
+            if found:
+                raise ContractError(
+                    f"{self.name}: the goal says {found[0]!r}, which no check can hold a contract to, and the rules "
+                    f"cannot read it ({refused.message}); rephrase it", compiler=self.name, goal=goal,
+                    reason="under_bound", problems=[f"unverifiable: {w!r}" for w in found])
         bound = {" ".join(str(o.params.get("text", "")).split()).casefold() for o in contract.obligations}
         problems += [f"quoted text {q!r} is bound by no obligation" for q in quotes
                      if " ".join(q.split()).casefold() not in bound]

@@ -519,3 +519,20 @@ def test_each_binding_the_compiler_emits_decides_the_verdict(goal: str, oid: str
         loose = tuple(o.model_copy(update={"max_age_s": None}) if o.id == oid else o for o in loose)
     unbound = verify(loose, trace(), fresh)
     assert unbound.goal_verdict is GoalVerdict.VERIFIED_DONE, unbound.steps
+
+
+def test_a_route_the_robot_moves_on_from_is_judged_back_at_its_start_on_the_recorded_poses():
+    route = ob("o1", ObligationKind.ROUTE_CLOSED, start="lobby", waypoints=["kitchen"], min_departure_m=1.0,
+               final=False)
+    then = after(ob("o2", ObligationKind.AT_PLACE, place="lab", final=True), "o1")
+    trace = [nav("kitchen", "r-1", start=T0 + 1, end=T0 + 10), nav("lobby", "r-2", start=T0 + 11, end=T0 + 15,
+                                                                  pose=AT_LOBBY),
+             nav("lab", "r-3", start=T0 + 16, end=T0 + 25, pose=AT_LAB)]
+    came_back = samples((T0, 0.0, 0.0), (T0 + 5, 0.0, 3.0), (T0 + 10, 0.0, 6.0), (T0 + 15, 0.1, 0.0),
+                        (T0 + 25, 6.0, 6.1))
+    v = verify((route, then), trace, snap(AT_LAB), trajectory=came_back)
+    assert v.goal_verdict is GoalVerdict.VERIFIED_DONE, v.steps
+    never = samples((T0, 0.0, 0.0), (T0 + 5, 0.0, 3.0), (T0 + 10, 0.0, 6.0), (T0 + 25, 6.0, 6.1))
+    direct = [trace[0], trace[2]]
+    v = verify((route, then), direct, snap(AT_LAB), trajectory=never)
+    assert v.step("o1").verdict is StepVerdict.VIOLATED and "never came back" in v.step("o1").reason

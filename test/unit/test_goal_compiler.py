@@ -440,3 +440,59 @@ def test_when_the_rules_refuse_the_model_must_still_bind_the_quotes_and_pass_the
     with pytest.raises(ContractError) as err:
         llm(forgot).compile(goal, mission_id="m", contract_id="c", places=MAP.places)
     assert err.value.details["reason"] == "under_bound" and "hello" in err.value.message
+
+
+@pytest.mark.parametrize("goal", ["Don't go to the lab.", "Never go to the lab.", "Go to the kitchen twice.",
+                                  "If the door is open, report to me.", "Go to the kitchen in 5 minutes."])
+def test_a_model_contract_for_a_goal_the_rules_refuse_with_a_negation_condition_count_or_time_is_refused(gc, goal):
+    with pytest.raises(ContractError):
+        comp(gc, goal)
+    naive = [ob("o1", "at_place", place="kitchen" if "kitchen" in goal else "lab", final=True)]
+    with pytest.raises(ContractError) as err:
+        llm(naive).compile(goal, mission_id="m", contract_id="c", places=MAP.places)
+    assert err.value.details["reason"] in ("under_bound", "unsupported_action", "not_understood")
+
+
+def test_a_model_contract_never_makes_an_unknown_place_or_an_unsupported_action_acceptable(gc):
+    for goal in ("Go to the gym.", "Go to the lab and pick up the box."):
+        with pytest.raises(ContractError):
+            llm([ob("o1", "at_place", place="lab", final=True)]).compile(goal, mission_id="m", contract_id="c",
+                                                                         places=MAP.places)
+
+
+@pytest.mark.parametrize("goal, expected", [
+    ("Tell Bob the lab is closed.", [(K.MESSAGE_DELIVERED, {"to": "bob", "text": "the lab is closed"})]),
+    ("Tell Bob that the meeting is at 3, not 4.", [(K.MESSAGE_DELIVERED, {"to": "bob",
+                                                                          "text": "the meeting is at 3, not 4"})]),
+    ("Tell the team that the lab is closed and the kitchen is open.",
+     [(K.MESSAGE_DELIVERED, {"to": "team", "text": "the lab is closed and the kitchen is open"})]),
+    ("Let Bob know we need to go to the lab.", [(K.MESSAGE_DELIVERED, {"to": "bob", "text": "we need to go to the lab"})]),
+    ("Announce that the power is out.", [(K.SPOKEN, {"text": "the power is out"})]),
+    ("Tell Maria and John that the lab is closed.", [(K.MESSAGE_DELIVERED, {"to": "maria", "text": "the lab is closed"}),
+                                                     (K.MESSAGE_DELIVERED, {"to": "john", "text": "the lab is closed"})]),
+    ("Message me once you reach the lab.", [(K.AT_PLACE, {"place": "lab", "final": True}),
+                                            (K.MESSAGE_DELIVERED, {"to": "operator"})]),
+    ("Tell me whether the door is open.", [(K.SEMANTIC, {"question": "whether the door is open"}),
+                                           (K.MESSAGE_DELIVERED, {"to": "operator"})]),
+    ("Find the keys in the kitchen.", [(K.AT_PLACE, {"place": "kitchen", "final": True}),
+                                       (K.SEMANTIC, {"question": "Find the keys in the kitchen", "place": "kitchen"})]),
+    ("From the lobby, go to the lab.", [(K.AT_PLACE, {"place": "lobby", "final": False}),
+                                        (K.AT_PLACE, {"place": "lab", "final": True})]),
+    ("Go to the lab last and the kitchen first.", [(K.AT_PLACE, {"place": "kitchen", "final": False}),
+                                                   (K.AT_PLACE, {"place": "lab", "final": True})]),
+    ("Go to the lab. Once back, report.", [(K.AT_PLACE, {"place": "lab", "final": False}),
+                                           (K.AT_PLACE, {"place": "start", "final": True}),
+                                           (K.MESSAGE_DELIVERED, {"to": "operator"})]),
+    ("Go to the lab and back, then go to the kitchen.",
+     [(K.ROUTE_CLOSED, {"start": "start", "waypoints": ["lab"], "min_departure_m": 1.0, "final": False}),
+      (K.AT_PLACE, {"place": "kitchen", "final": True})]),
+])
+def test_what_follows_a_verb_is_bound_not_dropped(gc, goal, expected):
+    assert steps(comp(gc, goal)) == expected
+
+
+@pytest.mark.parametrize("goal", ["Text me twice.", "Message me in 5 minutes.", "Notify me only if the door is open.",
+                                  "Tell Bob 'hi' in the lab.", "Do two laps of the lobby.", "Say ''.", "Say.",
+                                  "Tell.", "Let me know when you reach the lab and the kitchen."])
+def test_what_a_contract_cannot_hold_is_refused(gc, goal):
+    assert refusal(gc, goal).details["reason"] == "not_understood"

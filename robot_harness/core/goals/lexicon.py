@@ -152,11 +152,14 @@ class Lexicon(_Cfg):
     before_words: tuple[str, ...]
     after_words: tuple[str, ...]
     any_order: tuple[str, ...]
+    unverifiable_markers: tuple[str, ...]
+    """Negations, conditions, counts and times: a goal the compiler refuses that has one is refused whatever a
+    model makes of it (``LLMContractCompiler``)."""
     fillers: tuple[str, ...]
 
     @field_validator("base_aliases", "start_phrases", "there_phrases", "self_recipients", "message_media",
                      "message_nouns", "image_leads", "image_nouns", "route_back", "sequence_words", "before_words", "after_words",
-                     "any_order", "fillers", mode="before")
+                     "any_order", "unverifiable_markers", "fillers", mode="before")
     @classmethod
     def _norm(cls, v: Any) -> tuple[str, ...]:
         return _phrases(v)
