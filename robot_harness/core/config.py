@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .records import Pose2D
 
@@ -89,6 +89,15 @@ class ContractConfig(_Cfg):
     compiler's and the coverage review (an under-bound one is repaired or refused, never used)."""
     lexicon_file: str = ""
     """The goal compiler's lexicon; empty: the packaged config/goal_lexicon.yaml."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_records(cls, data: Any) -> Any:
+        """Journals written before the goal compiler carry ``templates_file`` (the removed template
+        compiler's file): still readable, the key is dropped."""
+        if isinstance(data, dict) and "templates_file" in data:
+            data = {k: v for k, v in data.items() if k != "templates_file"}
+        return data
     mission_templates_file: str = ""
     """Named mission templates a program may send instead of a goal (Mission ``template``; core/mission_spec.py);
     empty: the packaged config/mission_templates.yaml."""

@@ -496,3 +496,10 @@ def test_what_follows_a_verb_is_bound_not_dropped(gc, goal, expected):
                                   "Tell.", "Let me know when you reach the lab and the kitchen."])
 def test_what_a_contract_cannot_hold_is_refused(gc, goal):
     assert refusal(gc, goal).details["reason"] == "not_understood"
+
+
+def test_a_journal_written_before_the_goal_compiler_still_loads_its_config():
+    from robot_harness.core.config import HarnessConfig
+
+    old = HarnessConfig.model_validate({"contract": {"compiler": "template", "templates_file": ""}})
+    assert old.contract.compiler == "template" and "templates_file" not in old.contract.model_dump()
