@@ -12,7 +12,7 @@ otherwise be cut apart at their "and".
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .lexicon import Lexicon, PhraseIndex, tokens_of
 
@@ -295,5 +295,3 @@ def restore(goal: str, toks: list[Tok]) -> str:
         return ""
     return goal[toks[0].start:toks[-1].end].strip()
 
-
-_unused = field
