@@ -993,7 +993,12 @@ def _up(args: argparse.Namespace, console: Console) -> int:
         mcp = {"enabled": True, **({"port": args.mcp_port} if args.mcp_port is not None else {})}
         overrides["supervisor"]["harness_config_json"] = json.dumps({"mcp": mcp})
     graph = BringUp(use_sim=not args.no_sim, params_dir=args.params_dir, overrides=overrides)
-    graph.start()
+    try:
+        graph.start()
+    except BaseException:  # Ctrl-C or a failure while starting: nothing may be left running
+        graph.stop()
+        raise
+    stop = {"flag": False}
     try:
         if args.mcp:
             url = graph.supervisor.mcp_url
@@ -1001,18 +1006,15 @@ def _up(args: argparse.Namespace, console: Console) -> int:
                   file=console.stderr, flush=True)
         if args.dashboard:
             _start_dashboard(graph, args.dashboard_port, console)
-    except BaseException:
-        graph.stop()
-        raise
-    print(f"robot_harness graph up (sim={'on' if not args.no_sim else 'off'}); journal {graph.supervisor.journal_path}",
-          file=console.stderr, flush=True)
-    print("send missions with: robot-harness mission \"<goal>\"  (Ctrl-C to stop)", file=console.stderr, flush=True)
-    stop = {"flag": False}
-    # Explicit handlers: a process started in the background by a script
-    # inherits an ignored SIGINT, and Ctrl-C/`kill -INT` must still stop it.
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.__setitem__("flag", True))
-    try:
+        # Explicit handlers, installed before "graph up" is said (a Ctrl-C right after it must stop the
+        # graph, not escape past it): a process started in the background by a script inherits an
+        # ignored SIGINT, and Ctrl-C/`kill -INT` must still stop it.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.__setitem__("flag", True))
+        print(f"robot_harness graph up (sim={'on' if not args.no_sim else 'off'}); journal "
+              f"{graph.supervisor.journal_path}", file=console.stderr, flush=True)
+        print("send missions with: robot-harness mission \"<goal>\"  (Ctrl-C to stop)", file=console.stderr,
+              flush=True)
         while not stop["flag"]:
             time.sleep(0.2)
     except KeyboardInterrupt:

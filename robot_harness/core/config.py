@@ -9,7 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from .records import Pose2D
 
 __all__ = ["Preconditions", "OutcomeTolerance", "NavigationConfig", "LimitsConfig", "ContractConfig", "VerificationConfig", "RecoveryConfig", "InteractionsConfig", "McpConfig", "HarnessConfig",
-           "load_harness_config", "dotted_overrides", "deep_merge", "place_pose", "place_poses", "place_aliases"]
+           "load_harness_config", "dotted_overrides", "deep_merge", "place_pose", "place_poses", "place_aliases",
+           "Workspace", "navigation_workspace"]
 
 
 class _Cfg(BaseModel):
@@ -34,6 +35,9 @@ class Preconditions(_Cfg):
     """The resolved target must be the same as when the model decided."""
     battery_min: float | None = 0.1
     """Minimum state of charge (0..1); None disables the check."""
+    max_goal_distance_m: float | None = Field(default=200.0, gt=0.0)
+    """A navigation target farther than this from the fresh pose is refused (``precondition_changed``);
+    None disables the check."""
 
 
 class OutcomeTolerance(_Cfg):
@@ -47,6 +51,24 @@ class OutcomeTolerance(_Cfg):
     """A localization discontinuity during the action makes the outcome UNKNOWN."""
     settle_s: float = 1.0
     """How long to wait after the terminal report for a pose observed after it."""
+
+
+class Workspace(_Cfg):
+    """The part of the map a navigation target may lie in (metres, map frame)."""
+
+    min_x: float = Field(allow_inf_nan=False)
+    min_y: float = Field(allow_inf_nan=False)
+    max_x: float = Field(allow_inf_nan=False)
+    max_y: float = Field(allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Workspace":
+        if not (self.min_x < self.max_x and self.min_y < self.max_y):
+            raise ValueError("a workspace needs min_x < max_x and min_y < max_y")
+        return self
+
+    def contains(self, x: float, y: float) -> bool:
+        return self.min_x <= x <= self.max_x and self.min_y <= y <= self.max_y
 
 
 class NavigationConfig(_Cfg):
@@ -64,6 +86,9 @@ class NavigationConfig(_Cfg):
     """ROBOT_ACTION_PROGRESS events are journaled at most this often."""
     preconditions: Preconditions = Preconditions()
     outcome: OutcomeTolerance = OutcomeTolerance()
+    workspace: Workspace | None = None
+    """Where targets may lie; None: the known places' bounding box grown by ``workspace_margin_m``."""
+    workspace_margin_m: float = Field(default=10.0, ge=0.0, allow_inf_nan=False)
 
 
 class LimitsConfig(_Cfg):
@@ -202,6 +227,18 @@ class HarnessConfig(_Cfg):
     eval_ablations: EvalAblations = EvalAblations()
     artifacts_dir: str = ""
     """Where capture_image writes artifacts; empty: beside the journal."""
+
+
+def navigation_workspace(nav: NavigationConfig, places: Mapping[str, Pose2D]) -> Workspace | None:
+    """The configured workspace, else the places' bounding box plus the margin (None without places)."""
+    if nav.workspace is not None:
+        return nav.workspace
+    if not places:
+        return None
+    xs = [p.x for p in places.values()]
+    ys = [p.y for p in places.values()]
+    m = max(nav.workspace_margin_m, 0.5)
+    return Workspace(min_x=min(xs) - m, min_y=min(ys) - m, max_x=max(xs) + m, max_y=max(ys) + m)
 
 
 def place_pose(spec: Mapping[str, Any]) -> Pose2D:

@@ -30,7 +30,7 @@ from .completion import (
     StepVerdict,
     Verdict,
 )
-from .config import HarnessConfig, place_poses
+from .config import HarnessConfig, navigation_workspace, place_poses
 from .contracts import (
     ContractCompiler,
     ContractError,
@@ -807,7 +807,7 @@ class MissionRunner:
         report = check_preconditions(
             nav.preconditions, decision=decision, fresh=fresh,
             target_at_decision=target_decision, target_now=target_now,
-            active_actions=[a.view() for a in self._actions],
+            active_actions=[a.view() for a in self._actions], workspace=navigation_workspace(nav, self._places),
         )
         check_draft = self._draft(EventType.ACTION_PRECONDITION_CHECKED, model_turn_id=turn_id, tool_call_id=call.id,
                                   snapshot_id=fresh.snapshot_id, payload=report.model_dump(mode="json"))

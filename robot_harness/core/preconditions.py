@@ -1,11 +1,12 @@
 """Pre-dispatch revalidation: is the world still what the model decided on?"""
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from .config import Preconditions
+from .config import Preconditions, Workspace
 from .records import ActionView, Availability, ControllerState, Pose2D, WorldSnapshot
 
 __all__ = ["Check", "PreconditionReport", "check_preconditions"]
@@ -39,9 +40,28 @@ def check_preconditions(
     target_at_decision: Pose2D | None,
     target_now: Pose2D | None,
     active_actions: Sequence[ActionView],
+    workspace: Workspace | None = None,
 ) -> PreconditionReport:
-    """Evaluate every declared precondition; all of them, so the report is complete."""
+    """Evaluate every declared precondition; all of them, so the report is complete.
+
+    A target must also be finite, inside ``workspace`` (when there is one) and within
+    ``pre.max_goal_distance_m`` of the fresh pose: nothing unvalidated reaches the robot."""
     checks: list[Check] = []
+    if target_now is not None:
+        finite = all(math.isfinite(v) for v in (target_now.x, target_now.y, target_now.yaw))
+        checks.append(Check(name="target_finite", ok=finite, detail=f"target {target_now}"))
+        if workspace is not None:
+            inside = finite and workspace.contains(target_now.x, target_now.y)
+            checks.append(Check(name="target_in_workspace", ok=inside, detail=(
+                f"target ({target_now.x:.2f}, {target_now.y:.2f}) in x [{workspace.min_x:.1f}, {workspace.max_x:.1f}], "
+                f"y [{workspace.min_y:.1f}, {workspace.max_y:.1f}]" if finite else "target is not finite")))
+        if pre.max_goal_distance_m is not None:
+            if fresh.pose is None or not finite:
+                checks.append(Check(name="goal_distance", ok=False, detail="no fresh pose or no finite target"))
+            else:
+                d = fresh.pose.distance_to(target_now)
+                checks.append(Check(name="goal_distance", ok=d <= pre.max_goal_distance_m,
+                                    detail=f"target {d:.2f} m away (max {pre.max_goal_distance_m} m)"))
     meta = fresh.pose_meta
     age_ok = meta.availability is Availability.AVAILABLE and meta.age_s is not None and meta.age_s <= pre.max_observation_age_s
     checks.append(Check(

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .config import NavigationConfig
 from .errors import InvalidArgumentsError, ToolExecutionError, UnknownToolError, UsageError
@@ -145,7 +146,9 @@ class SkillRegistry:
 
 
 class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Tool arguments: no unknown fields, and no NaN or infinity in any number."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class NavigateToArgs(_Args):
@@ -155,6 +158,12 @@ class NavigateToArgs(_Args):
     x: float | None = Field(default=None, description="Target x in metres, map frame.")
     y: float | None = Field(default=None, description="Target y in metres, map frame.")
     yaw: float | None = Field(default=None, description="Target heading in radians, map frame (default 0).")
+
+    @field_validator("yaw")
+    @classmethod
+    def _normalised(cls, yaw: float | None) -> float | None:
+        """Any finite heading, as its equivalent in [-pi, pi]."""
+        return None if yaw is None else math.remainder(yaw, math.tau)
 
     @model_validator(mode="after")
     def _one_target(self) -> "NavigateToArgs":

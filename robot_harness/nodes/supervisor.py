@@ -13,6 +13,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from rclpy.qos import QoSProfile, QoSReliabilityPolicy
 
 from ..core.clock import IdGenerator, SystemClock
-from ..core.config import HarnessConfig, deep_merge, dotted_overrides, load_harness_config
+from ..core.config import HarnessConfig, deep_merge, dotted_overrides, load_harness_config, navigation_workspace
 from ..core.authority import default_contract_compiler
 from ..core.engine import MAX_GOAL_CHARS, MissionRunner
 from ..core.errors import HarnessError, HarnessTimeout, RefusalError, UsageError
@@ -309,38 +310,64 @@ class SupervisorNode(LifecycleNode):
         super().destroy_node()
 
     def _teardown(self) -> None:
-        if self._journal is None:
+        """Undo on_configure. Idempotent, and safe after a configure that failed half-way: the journal is
+        taken first (a second call finds none and returns), and each step runs only for what exists, so
+        rclpy's own cleanup calling it again, or a journal that never opened, is not an internal error."""
+        journal, self._journal = self._journal, None
+        if journal is None:
             return
-        self._stop_mcp("supervisor shutting down")
-        self._unsubscribe()
-        if not self._events_listener.close(2.0):
-            self.get_logger().warning("~/events: some committed events were not published within 2 s")
-        self._mission_server.destroy()
-        if not self._spinner.stop():
-            self.get_logger().warning("the dispatch spinner did not stop within 2 s")
-        self._nav.destroy()
-        self._io.destroy()
-        self._snapshots.destroy(self._spinner.node)
-        self._planner.destroy(self._spinner.node)
-        if self._verifier is not None:
-            self._verifier.destroy(self._spinner.node)
-        if self._recovery_port is not None:
-            self._recovery_port.destroy(self._spinner.node)
-        if self._recorder_spinner is not None:
-            self._recorder_spinner.stop()
-            self._mission_recorder.close()  # closes a bag left open by a mission cut short
-            self._recorder_spinner.destroy()
-            self._recorder_spinner = None
-        self._spinner.destroy()
-        for srv in (self._check_srv, self._stop_srv, *self._interaction_srvs):
-            self.destroy_service(srv)
-        if self._backend_state is not None:
-            self.destroy_client(self._backend_state)
-        self.destroy_subscription(self._salient_sub)
-        self.destroy_publisher(self._events_pub)
-        self.destroy_publisher(self._state_pub)
-        self._journal.close()
-        self._journal = None
+
+        def have(name: str) -> Any:
+            return getattr(self, name, None)
+
+        steps: list[tuple[str, Callable[[], Any]]] = [
+            ("MCP server", lambda: self._stop_mcp("supervisor shutting down")),
+            ("journal listener", lambda: have("_unsubscribe") and self._unsubscribe()),
+            ("~/events", lambda: have("_events_listener") and not self._events_listener.close(2.0) and
+             self.get_logger().warning("~/events: some committed events were not published within 2 s")),
+            ("mission server", lambda: have("_mission_server") and self._mission_server.destroy()),
+            ("dispatch spinner", lambda: have("_spinner") and not self._spinner.stop() and
+             self.get_logger().warning("the dispatch spinner did not stop within 2 s")),
+            ("navigation port", lambda: have("_nav") and self._nav.destroy()),
+            ("robot I/O port", lambda: have("_io") and self._io.destroy()),
+            ("snapshot port", lambda: have("_snapshots") and self._snapshots.destroy(self._spinner.node)),
+            ("planner port", lambda: have("_planner") and self._planner.destroy(self._spinner.node)),
+            ("verifier port", lambda: have("_verifier") and self._verifier.destroy(self._spinner.node)),
+            ("recovery port", lambda: have("_recovery_port") and self._recovery_port.destroy(self._spinner.node)),
+            ("evidence recorder", self._close_recorder),
+            ("dispatch node", lambda: have("_spinner") and self._spinner.destroy()),
+            ("services", lambda: [self.destroy_service(srv) for srv in (have("_check_srv"), have("_stop_srv"),
+                                                                        *(have("_interaction_srvs") or ()))
+                                  if srv is not None]),
+            ("backend state client", lambda: have("_backend_state") and self.destroy_client(self._backend_state)),
+            ("subscriptions", lambda: have("_salient_sub") and self.destroy_subscription(self._salient_sub)),
+            ("publishers", lambda: [self.destroy_publisher(pub) for pub in (have("_events_pub"), have("_state_pub"))
+                                    if pub is not None]),
+        ]
+        for what, step in steps:
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - tear down the rest; say what did not go
+                self.get_logger().warning(f"teardown of the {what}: {type(exc).__name__}: {exc}")
+        for name in ("_unsubscribe", "_events_listener", "_mission_server", "_spinner", "_nav", "_io", "_snapshots",
+                     "_planner", "_verifier", "_recovery_port", "_check_srv", "_stop_srv", "_backend_state",
+                     "_salient_sub", "_events_pub", "_state_pub"):
+            if name in self.__dict__:
+                setattr(self, name, None)
+        self._interaction_srvs = []
+        try:
+            journal.close()
+        except Exception as exc:  # noqa: BLE001
+            self.get_logger().warning(f"closing the journal: {type(exc).__name__}: {exc}")
+
+    def _close_recorder(self) -> None:
+        spinner = getattr(self, "_recorder_spinner", None)
+        if spinner is None:
+            return
+        spinner.stop()
+        self._mission_recorder.close()  # closes a bag left open by a mission cut short
+        spinner.destroy()
+        self._recorder_spinner = None
 
     # -- backend readiness --------------------------------------------------------
 
@@ -792,7 +819,8 @@ class SupervisorNode(LifecycleNode):
         runner = self._runner  # the mission in progress, if any: its running action is a conflict
         active = runner.active_actions() if runner is not None else []
         report = check_preconditions(skill.managed.navigation.preconditions, decision=decision, fresh=fresh,
-                                     target_at_decision=target, target_now=target, active_actions=active)
+                                     target_at_decision=target, target_now=target, active_actions=active,
+                                     workspace=navigation_workspace(skill.managed.navigation, places))
         try:
             self._journal.append([
                 EventDraft(type=EventType.WORLD_SNAPSHOT_CAPTURED, mission_id=request.mission_id, snapshot_id=fresh.snapshot_id,

@@ -402,3 +402,22 @@ def test_report_writes_a_self_contained_html(tmp_path):
     assert json.loads(named.stdout)["mission_id"] == mission and mission in (tmp_path / "named.html").read_text()
     as_json = json.loads(cli("report", "--journal", str(journal), "--out", str(out), "--json").stdout)
     assert as_json["report"] == str(out) and as_json["bytes"] == len(out.read_bytes())
+
+
+def test_ctrl_c_on_an_idle_up_exits_0_every_time(tmp_path):
+    """Issue 13: Ctrl-C on an idle `up` exited 70 (the supervisor was torn down twice: rclpy's context
+    cleanup destroyed it again and the action server's second destroy raised). Five in a row must exit 0."""
+    codes = []
+    for k in range(5):
+        up = subprocess.Popen([*CLI, "up", "--journal", str(tmp_path / f"up{k}.sqlite3")], cwd=REPO,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 60
+        seen = ""
+        while "graph up" not in seen and time.monotonic() < deadline and up.poll() is None:
+            seen += up.stdout.readline()
+        assert "graph up" in seen, seen[-3000:]
+        interrupt(up)
+        rest = up.stdout.read()
+        assert "Traceback" not in rest and "internal error" not in rest, rest[-3000:]
+        codes.append(up.returncode)
+    assert codes == [0] * 5
