@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_SKILLS",
     "admissible_skills",
     "eligible_skills",
+    "DEFAULT_EVIDENCE",
     "Obligation",
     "CoverageReport",
     "CompletionContract",
@@ -226,6 +227,17 @@ DEFAULT_SKILLS: Mapping[ObligationKind, tuple[str, ...]] = MappingProxyType({
 """The one map from an obligation kind to the skills whose receipts satisfy it when the obligation
 names none (``Obligation.eligible`` empty). ``SEMANTIC`` has none: it is a judgement on the
 mission's observations, not the receipt of one skill."""
+
+DEFAULT_EVIDENCE: Mapping[ObligationKind, tuple[EvidenceKind, ...]] = MappingProxyType({
+    ObligationKind.AT_PLACE: (EvidenceKind.NAVIGATION_RECEIPT, EvidenceKind.POSE_OBSERVATION),
+    ObligationKind.IMAGE_CAPTURED: (EvidenceKind.IMAGE_ARTIFACT,),
+    ObligationKind.MESSAGE_DELIVERED: (EvidenceKind.DELIVERY_RECEIPT,),
+    ObligationKind.SPOKEN: (EvidenceKind.SPEECH_RECEIPT,),
+    ObligationKind.ROUTE_CLOSED: (EvidenceKind.NAVIGATION_RECEIPT, EvidenceKind.POSE_OBSERVATION,
+                                  EvidenceKind.TRAJECTORY),
+    ObligationKind.SEMANTIC: (EvidenceKind.SEMANTIC_JUDGEMENT, EvidenceKind.IMAGE_ARTIFACT),
+})
+"""The evidence kinds a compiled obligation of each kind accepts (an eligible extra skill adds its own)."""
 
 _ALSO_ELIGIBLE: Mapping[ObligationKind, tuple[str, ...]] = MappingProxyType({
     ObligationKind.MESSAGE_DELIVERED: (SPEAK_SKILL,),

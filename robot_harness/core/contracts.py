@@ -121,17 +121,6 @@ EVIDENCE_KIND_MEANINGS: dict[EvidenceKind, str] = {
     EvidenceKind.SEMANTIC_JUDGEMENT: "a recorded judgement of a vision/language model on cited evidence",
 }
 
-_AT_PLACE_EVIDENCE = (EvidenceKind.NAVIGATION_RECEIPT, EvidenceKind.POSE_OBSERVATION)
-_IMAGE_EVIDENCE = (EvidenceKind.IMAGE_ARTIFACT,)
-_MESSAGE_EVIDENCE = (EvidenceKind.DELIVERY_RECEIPT,)
-_SPEECH_EVIDENCE = (EvidenceKind.SPEECH_RECEIPT,)
-_ROUTE_EVIDENCE = (EvidenceKind.NAVIGATION_RECEIPT, EvidenceKind.POSE_OBSERVATION, EvidenceKind.TRAJECTORY)
-_SEMANTIC_EVIDENCE = (EvidenceKind.SEMANTIC_JUDGEMENT, EvidenceKind.IMAGE_ARTIFACT)
-
-_FIELD_KINDS = frozenset({ObligationKind.AT_PLACE, ObligationKind.IMAGE_CAPTURED,
-                          ObligationKind.ROUTE_CLOSED, ObligationKind.SEMANTIC})
-"""Obligations carried out in the world, which a return (and a report) comes after."""
-
 _OBLIGATIONS: TypeAdapter[tuple[Obligation, ...]] = TypeAdapter(tuple[Obligation, ...])
 
 

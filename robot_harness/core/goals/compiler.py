@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..completion import CompletionContract, EvidenceKind, ObligationKind
+from ..completion import DEFAULT_EVIDENCE, CompletionContract, EvidenceKind, ObligationKind
 from ..records import Pose2D
 from .lexicon import ARTICLES, Lexicon, PhraseIndex, PlaceBook, PlaceRef, inflections, tokens_of
 from .parse import BACK, Clause, Segmenter, Tok, restore, tokenize
@@ -1082,17 +1082,9 @@ class GoalCompiler:
 
 
 def _evidence(kind: ObligationKind, eligible: tuple[str, ...]) -> tuple[EvidenceKind, ...]:
-    E = EvidenceKind
-    base = {
-        ObligationKind.AT_PLACE: (E.NAVIGATION_RECEIPT, E.POSE_OBSERVATION),
-        ObligationKind.IMAGE_CAPTURED: (E.IMAGE_ARTIFACT,),
-        ObligationKind.SPOKEN: (E.SPEECH_RECEIPT,),
-        ObligationKind.MESSAGE_DELIVERED: (E.DELIVERY_RECEIPT,),
-        ObligationKind.ROUTE_CLOSED: (E.NAVIGATION_RECEIPT, E.POSE_OBSERVATION, E.TRAJECTORY),
-        ObligationKind.SEMANTIC: (E.SEMANTIC_JUDGEMENT, E.IMAGE_ARTIFACT),
-    }[kind]
+    base = DEFAULT_EVIDENCE[kind]
     if kind is ObligationKind.MESSAGE_DELIVERED and "speak" in eligible:
-        return (*base, E.SPEECH_RECEIPT)
+        return (*base, EvidenceKind.SPEECH_RECEIPT)
     return base
 
 
