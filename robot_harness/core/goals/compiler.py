@@ -167,11 +167,8 @@ class GoalCompiler:
         lex = self.lexicon
         self._verbs = PhraseIndex()
         v = lex.verbs
-        for cls, phrases in (("report", v.report), ("return", v.return_), ("route", v.route), ("inspect", v.inspect),
-                             ("image", v.image), ("speak", v.speak), ("semantic", v.semantic),
-                             ("message", v.message), ("navigate", v.navigate), ("unsupported", v.unsupported)):
-            for phrase in phrases:
-                self._verbs.add_phrase(phrase, (cls, phrase), inflect=True)
+        for cls, phrase in lex.verb_phrases():
+            self._verbs.add_phrase(phrase, (cls, phrase), inflect=True)
         self._let = inflections("let")
         self._image_leads = {f for lead in lex.image_leads for f in inflections(lead)}
         self._image_nouns = frozenset(lex.image_nouns)

@@ -20,10 +20,10 @@ from typing import Any
 
 from ..completion import CoverageReport, Obligation, ObligationKind, eligible_skills
 from .lexicon import Lexicon, PhraseIndex, inflections, tokens_of
+from .parse import QUOTE_PATTERN
 
 __all__ = ["RuleCoverageReviewer"]
 
-_QUOTE = re.compile(r'"[^"]*"|“[^”]*”|(?<![\w])‘.*?’(?![\w])|(?<![\w])\'.*?\'(?![\w])', re.DOTALL)
 _WORD = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*|[,;:.!?]|->|→", re.IGNORECASE)
 _BOUNDARY = frozenset({",", ";", ":", ".", "!", "?", "->", "→", "and", "then"})
 _NOUN_BEFORE = frozenset({"the", "a", "an", "this", "that", "these", "those", "each", "every", "my", "your", "our",
@@ -88,12 +88,8 @@ class RuleCoverageReviewer:
         self._self = {" ".join(tokens_of(p)) for p in lex.self_recipients}
         self._aliases = {name: {w for a in names for w in tokens_of(a)} for name, names in (aliases or {}).items()}
         self._verbs = PhraseIndex()
-        v = lex.verbs
-        for cls, phrases in (("report", v.report), ("return", v.return_), ("route", v.route), ("inspect", v.inspect),
-                             ("image", v.image), ("speak", v.speak), ("semantic", v.semantic),
-                             ("message", v.message), ("navigate", v.navigate), ("unsupported", v.unsupported)):
-            for phrase in phrases:
-                self._verbs.add_phrase(phrase, cls, inflect=True)
+        for cls, phrase in lex.verb_phrases():
+            self._verbs.add_phrase(phrase, cls, inflect=True)
         self._image_leads = {f for lead in lex.image_leads for f in inflections(lead)}
         self._image_nouns = frozenset(lex.image_nouns)
         self._let = inflections("let")
@@ -121,7 +117,7 @@ class RuleCoverageReviewer:
 
         A verb that is (the start of) a place name right after a preposition is the place: "go to spot"."""
         named = {tuple(p.split()) for p in places}
-        masked = _QUOTE.sub(lambda m: " " * len(m.group(0)), goal.replace("’", "'") if "‘" not in goal else goal)
+        masked = QUOTE_PATTERN.sub(lambda m: " " * len(m.group(0)), goal.replace("’", "'") if "‘" not in goal else goal)
         found = [(m.group(0).lower(), m.start(), m.end()) for m in _WORD.finditer(masked)]
         words = [w for w, _, _ in found]
         starts: list[tuple[int, int, str]] = []  # (index, length, class)

@@ -178,6 +178,14 @@ class Lexicon(_Cfg):
         """The shipped lexicon (config/goal_lexicon.yaml)."""
         return load_lexicon(DEFAULT_LEXICON)
 
+    def verb_phrases(self) -> list[tuple[str, str]]:
+        """Every (class, phrase), in the order a tie between equally long matches is decided."""
+        v = self.verbs
+        return [(cls, phrase) for cls, phrases in (
+            ("report", v.report), ("return", v.return_), ("route", v.route), ("inspect", v.inspect), ("image", v.image),
+            ("speak", v.speak), ("semantic", v.semantic), ("message", v.message), ("navigate", v.navigate),
+            ("unsupported", v.unsupported)) for phrase in phrases]
+
     def supported_verbs(self) -> dict[str, tuple[str, ...]]:
         """A few verbs per supported class, for refusals that help."""
         v = self.verbs

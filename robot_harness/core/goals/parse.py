@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 from .lexicon import Lexicon, PhraseIndex, tokens_of
 
-__all__ = ["Tok", "Clause", "Segmenter", "tokenize", "BACK", "QUOTE_PREFIX"]
+__all__ = ["Tok", "Clause", "Segmenter", "tokenize", "BACK", "QUOTE_PREFIX", "QUOTE_PATTERN"]
 
-_QUOTE = re.compile(r'"([^"]*)"|“([^”]*)”|(?<![\w])‘(.*?)’(?![\w])|(?<![\w])\'(.*?)\'(?![\w])', re.DOTALL)
+QUOTE_PATTERN = re.compile(r'"([^"]*)"|“([^”]*)”|(?<![\w])‘(.*?)’(?![\w])|(?<![\w])\'(.*?)\'(?![\w])', re.DOTALL)
 _TOKEN = re.compile(r"«q(\d+)»|(?:^|(?<=\s))\d{1,2}[.)](?=\s)|(?:^|(?<=\n))\s*[-*•](?=\s)|\n|->|→|[,;:!?]|\.(?=\s|$|[\"'”’)])|\.$|[a-z0-9]+(?:['-][a-z0-9]+)*", re.IGNORECASE)
 
 BACK = "\x00back"
@@ -49,7 +49,7 @@ def tokenize(goal: str) -> tuple[list[Tok], list[str]]:
     spans: list[tuple[int, int]] = []
     pieces: list[str] = []
     last = 0
-    for m in _QUOTE.finditer(goal):
+    for m in QUOTE_PATTERN.finditer(goal):
         body = next(g for g in m.groups() if g is not None)
         pieces.append(goal[last:m.start()])
         pieces.append(f"«q{len(quotes)}»")
@@ -142,10 +142,8 @@ class Segmenter:
             self.any_order.add_phrase(phrase, True)
         self.verb_starts = verb_starts
         self.fillers = fillers
-        verbs = lexicon.verbs
-        self.imperatives = {tokens_of(p)[0] for cls in ("navigate", "return_", "image", "inspect", "speak", "message",
-                                                        "report", "route", "semantic", "unsupported")
-                            for p in getattr(verbs, cls)} | {"do", "make", "take", "run", "let", "come", "go"}
+        self.imperatives = {tokens_of(p)[0] for _, p in lexicon.verb_phrases()} | {"do", "make", "take", "run", "let",
+                                                                                  "come", "go"}
 
     def split(self, toks: list[Tok]) -> list[Clause]:
         """Clauses, cut at punctuation and connectors.
