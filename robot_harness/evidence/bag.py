@@ -18,14 +18,22 @@ directory: ``<root>/<mission_id>/<mission_id>.mcap`` + ``metadata.yaml``.
 
 Records are unchunked and every message is flushed as it is written (rosbag2's
 ``fastwrite`` preset), so evidence can be re-read while the mission runs and
-what was written before a crash is on disk (``ros2 bag reindex`` or a linear
-MCAP scan recovers it).
+what was written before a crash is on disk. A bag whose writer died has no
+summary or footer, and perhaps a record cut short at its end: every reader
+here scans such a file linearly and recovers each complete record
+(:func:`bag_state` says what was recovered and how many bytes were lost), and
+:meth:`McapEvidenceStore.finalise_interrupted` rewrites it, atomically, into
+a finished bag with its summary and ``metadata.yaml``. The writer holds an
+exclusive ``flock`` on the file for as long as the bag is open, so a bag a
+live process is still writing is never mistaken for an interrupted one.
 
 This module never imports rclpy or generated messages.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import io
 import json
 import logging
 import os
@@ -33,6 +41,7 @@ import re
 import struct
 import sys
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,8 +51,11 @@ from urllib.parse import unquote, urlparse
 
 import mcap
 import yaml
+from mcap.data_stream import ReadDataStream
 from mcap.exceptions import McapError
 from mcap.reader import make_reader
+from mcap.records import Channel, Chunk, Header, Message, Metadata, Schema
+from mcap.stream_reader import breakup_chunk
 from mcap.writer import CompressionType, Writer
 from pydantic import BaseModel, ConfigDict
 
@@ -64,6 +76,9 @@ __all__ = [
     "qos_profiles_yaml",
     "TopicSummary",
     "BagSummary",
+    "BagState",
+    "BagFinalisation",
+    "bag_state",
     "EvidenceStore",
     "MemoryEvidenceStore",
     "McapEvidenceStore",
@@ -91,9 +106,25 @@ _DEFAULT_ROS_DISTRO = "kilted"
 
 
 class EvidenceError(RefusalError):
-    """Evidence could not be produced or trusted; a verifier must not accept it."""
+    """Evidence could not be produced or trusted; a verifier must not accept it.
+
+    The message is never empty: a blank one is replaced by the code and the
+    details (what and where), so an operator always reads a reason.
+    """
 
     code = "evidence_error"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        if not str(message).strip():
+            where = ", ".join(f"{k}={v}" for k, v in details.items()) or "no details"
+            message = f"{self.code} ({where})"
+        super().__init__(message, **details)
+
+
+def _describe(exc: BaseException) -> str:
+    """``str(exc)``, or the exception's type when it has no text (mcap's ``EndOfFile()``)."""
+    text = str(exc).strip()
+    return text if text else f"{type(exc).__name__} (the file ends inside a record)"
 
 
 class EvidenceNotFound(EvidenceError):
@@ -723,7 +754,8 @@ class EvidenceStore(ABC):
                 f"no message on {ref.topic} at {ref.log_time_ns}"
                 + (f" with sequence {ref.sequence}" if ref.sequence else "")
                 + f" in {ref.bag}"
-                + (" (a write dropped by a bag bound has sequence 0)" if ref.sequence == 0 else ""),
+                + (" (a write dropped by a bag bound has sequence 0)" if ref.sequence == 0 else "")
+                + self._not_found_detail(ref.bag),
                 ref=ref.id, bag=ref.bag, topic=ref.topic, log_time_ns=ref.log_time_ns,
                 sequence=ref.sequence,
             )
@@ -766,6 +798,15 @@ class EvidenceStore(ABC):
 
     def _bag_path(self, name: str) -> str:
         return ""
+
+    def _not_found_detail(self, bag: str) -> str:
+        """What to add to a not-found message about the bag itself (unfinished, cut short)."""
+        return ""
+
+    def finalise_interrupted(self) -> list["BagFinalisation"]:
+        """Finish the bags a writer that died left unfinished; what was done, one entry per bag.
+        Nothing to do for a store that keeps nothing across processes."""
+        return []
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -871,6 +912,9 @@ class MemoryEvidenceStore(EvidenceStore):
 _MESSAGE_OPCODE = 0x05
 _RECORD_PREFIX = struct.Struct("<BQ")
 _MESSAGE_HEADER = struct.Struct("<HIQQ")
+_LOCK_WAIT_S = 2.0
+"""How long a writer waits for the lock of the file it has just created (a finaliser that listed
+the directory at that instant holds it for a moment, then sees the bag is not its to touch)."""
 
 
 @dataclass
@@ -887,16 +931,27 @@ class McapEvidenceStore(EvidenceStore):
 
     ``<root>/<mission_id>/<mission_id>.mcap`` plus ``metadata.yaml``, readable
     by ``ros2 bag info <root>/<mission_id>``. Refs to bags this instance wrote
-    are served from an offset index (cheap, also while the bag is open);
-    other bags under ``root`` are found by scanning the file.
+    are served from the offset index it keeps while writing (cheap, also while
+    the bag is open); other bags under ``root`` are scanned once, linearly,
+    into the same kind of index, which is what lets a bag whose writer died
+    (no summary, no footer, maybe a record cut short) be read: every complete
+    record is found, and a ref beyond them is not found, naming the bag and
+    what it lost (:meth:`bag_state`).
+
+    While a bag is open its writer holds an exclusive ``flock`` on the file
+    (released by close, or by the kernel when the process dies), so
+    :meth:`finalise_interrupted` can tell a bag being written from one left
+    unfinished by a crash.
     """
 
     def __init__(self, root: str | os.PathLike[str], **options: Any) -> None:
         super().__init__(**options)
         self._root = Path(root)
         self._open: _McapBag | None = None
-        self._index: dict[str, dict[tuple[str, int], list[tuple[int, int, int, int]]]] = {}
-        """bag -> (topic, log time) -> [(sequence, record offset, record length, channel id)]."""
+        self._index: dict[str, dict[tuple[str, int], list[_MessageAt]]] = {}
+        """bag -> (topic, log time) -> messages, for bags this instance wrote."""
+        self._scans: dict[str, tuple[tuple[int, int, int], BagState, dict[tuple[str, int], list[_MessageAt]]]] = {}
+        """bag -> (inode, size, mtime), its state and index, for bags scanned from disk."""
 
     @property
     def root(self) -> Path:
@@ -909,6 +964,22 @@ class McapEvidenceStore(EvidenceStore):
     def _bag_path(self, name: str) -> str:
         return str((self.bag_dir(name) / name).resolve())
 
+    def bag_state(self, bag: str) -> BagState:
+        """What ``bag`` holds on disk now (:class:`BagState`): finalised or not, being recorded,
+        how many complete messages, how many bytes a crash cut off."""
+        if not _BAG_NAME_RE.match(bag):
+            raise EvidenceNotFound(f"not a bag name this store writes: {bag!r}", bag=bag)
+        with self._lock:
+            if self._open is not None and self._open.path.name == bag:
+                count = sum(len(v) for v in self._index[bag].values())
+                fields: dict[str, Any] = {"bag": bag, "path": str(self._open.path), "recording": True,
+                                          "recovered_records": count, "truncated_bytes": 0, "lost_record": "",
+                                          "exists": True, "finalised": False, "interrupted": False}
+                return BagState(**fields, note=_state_note(fields))
+            return self._scanned(bag)[0]
+
+    # -- writing ---------------------------------------------------------------------------
+
     def _backend_open(self, name: str, metadata: dict[str, str]) -> None:
         directory = self.bag_dir(name)
         path = directory / name
@@ -917,12 +988,18 @@ class McapEvidenceStore(EvidenceStore):
                 f"bag {path} already exists; evidence is never overwritten", bag=name, path=str(path)
             )
         directory.mkdir(parents=True, exist_ok=True)
-        stream = open(path, "xb")  # noqa: SIM115 - closed in _backend_close
-        writer = Writer(stream, compression=CompressionType.NONE, use_chunking=False)
-        writer.start(profile="ros2", library=LIBRARY)
-        stream.flush()
+        stream = _create_locked(path)
+        try:
+            writer = Writer(stream, compression=CompressionType.NONE, use_chunking=False)
+            writer.start(profile="ros2", library=LIBRARY)
+            writer.add_metadata(_OPEN_METADATA, dict(metadata))
+            stream.flush()
+        except BaseException:
+            stream.close()
+            raise
         self._open = _McapBag(path=path, stream=stream, writer=writer)
         self._index[name] = {}
+        self._scans.pop(name, None)
 
     def _backend_add_channel(self, name: str, channel: _Channel) -> None:
         bag = self._require_mcap(name)
@@ -953,12 +1030,12 @@ class McapEvidenceStore(EvidenceStore):
             bag.stream.flush()
         except OSError as exc:
             raise EvidenceError(
-                f"cannot write to {bag.path}: {exc}", bag=name, topic=channel.topic, path=str(bag.path)
+                f"cannot write to {bag.path}: {_describe(exc)}", bag=name, topic=channel.topic, path=str(bag.path)
             ) from exc
         length = _RECORD_PREFIX.size + _MESSAGE_HEADER.size + len(data)
         offset = bag.stream.tell() - length
         self._index[name].setdefault((channel.topic, log_time_ns), []).append(
-            (sequence, offset, length, channel_id)
+            _MessageAt(channel_id, sequence, log_time_ns, publish_time_ns, offset, length)
         )
 
     def _backend_close(self, name: str, rosbag2_metadata: dict[str, Any]) -> None:
@@ -968,63 +1045,295 @@ class McapEvidenceStore(EvidenceStore):
             "rosbag2", {"serialized_metadata": serialized, "ROS_DISTRO": str(rosbag2_metadata["ros_distro"])}
         )
         bag.writer.finish()
-        bag.stream.close()
+        bag.stream.close()  # releases the writer's lock
         self._open = None
-        target = bag.path.parent / "metadata.yaml"
-        tmp = target.with_name(".metadata.yaml.tmp")
-        tmp.write_text(_dump_yaml({"rosbag2_bagfile_information": rosbag2_metadata}), encoding="utf-8")
-        os.replace(tmp, target)
+        _write_metadata_yaml(bag.path.parent, rosbag2_metadata, durable=False)
+
+    # -- reading ---------------------------------------------------------------------------
 
     def _backend_find(self, bag: str, topic: str, log_time_ns: int) -> list[tuple[int, bytes]]:
         if not _BAG_NAME_RE.match(bag):
             raise EvidenceNotFound(f"not a bag name this store writes: {bag!r}", bag=bag)
         path = self.bag_dir(bag) / bag
-        if not path.is_file():
-            raise EvidenceNotFound(f"no bag file {path}", bag=bag, path=str(path))
         index = self._index.get(bag)
-        if index is not None:
-            return self._read_indexed(path, index.get((topic, log_time_ns), []), log_time_ns)
-        found: list[tuple[int, bytes]] = []
-        try:
-            with open(path, "rb") as stream:
-                reader = make_reader(stream)
-                for _schema, channel, message in reader.iter_messages(
-                    topics=[topic], log_time_order=False, starting_at=log_time_ns, ending_at=log_time_ns
-                ):
-                    if channel.topic == topic and message.log_time == log_time_ns:
-                        found.append((message.sequence, bytes(message.data)))
-        except (McapError, EOFError, struct.error, ValueError) as exc:
-            raise BagFormatError(f"cannot read {path}: {exc}", bag=bag, path=str(path)) from exc
-        return found
+        if index is None:
+            if not path.is_file():
+                raise EvidenceNotFound(f"no bag file {path}", bag=bag, path=str(path))
+            index = self._scanned(bag)[1]
+        return self._read_indexed(path, index.get((topic, log_time_ns), []), log_time_ns)
 
-    def _read_indexed(
-        self, path: Path, entries: list[tuple[int, int, int, int]], log_time_ns: int
-    ) -> list[tuple[int, bytes]]:
+    def _not_found_detail(self, bag: str) -> str:
+        try:
+            state = self.bag_state(bag)
+        except EvidenceError:
+            return ""
+        if not state.exists:
+            return f" (no bag file at {state.path})"
+        if state.finalised and not state.interrupted:
+            return ""
+        return f"; {state.note}"
+
+    def _scanned(self, bag: str) -> tuple[BagState, dict[tuple[str, int], list[_MessageAt]]]:
+        path = self.bag_dir(bag) / bag
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return _scan_file(path)
+        key = (st.st_ino, st.st_size, st.st_mtime_ns)
+        cached = self._scans.get(bag)
+        if cached is not None and cached[0] == key and not cached[1].recording:
+            return cached[1], cached[2]
+        state, index = _scan_file(path)
+        self._scans[bag] = (key, state, index)
+        return state, index
+
+    def _read_indexed(self, path: Path, entries: list[_MessageAt], log_time_ns: int) -> list[tuple[int, bytes]]:
         found: list[tuple[int, bytes]] = []
         if not entries:
             return found
-        with open(path, "rb") as stream:
-            for sequence, offset, length, channel_id in entries:
-                stream.seek(offset)
-                record = stream.read(length)
-                if len(record) != length:
-                    raise BagFormatError(f"{path} is shorter than its index", path=str(path))
-                opcode, content_length = _RECORD_PREFIX.unpack_from(record)
-                chan, seq, log_time, _publish = _MESSAGE_HEADER.unpack_from(record, _RECORD_PREFIX.size)
-                if (opcode, content_length, chan, seq, log_time) != (
-                    _MESSAGE_OPCODE, length - _RECORD_PREFIX.size, channel_id, sequence, log_time_ns
-                ):
-                    raise BagFormatError(
-                        f"{path}: the message record at offset {offset} is not the one indexed",
-                        path=str(path), offset=offset,
-                    )
-                found.append((sequence, record[_RECORD_PREFIX.size + _MESSAGE_HEADER.size:]))
+        try:
+            with open(path, "rb") as stream:
+                for entry in entries:
+                    found.append((entry.sequence, _read_message(stream, path, entry, log_time_ns)))
+        except OSError as exc:
+            raise EvidenceNotFound(f"cannot read {path}: {_describe(exc)}", path=str(path)) from exc
         return found
 
     def _require_mcap(self, name: str) -> _McapBag:
         if self._open is None or self._open.path.name != name:
             raise EvidenceStoreMisuse(f"bag {name} is not open", bag=name)
         return self._open
+
+    # -- after a crash ---------------------------------------------------------------------
+
+    def finalise_interrupted(self) -> list[BagFinalisation]:
+        """Finish every bag under ``root`` a dead writer left unfinished; returns what was done.
+
+        A bag is interrupted when its file has no footer and no live process
+        holds the writer's lock (the bag this store has open, and any bag
+        another process is writing, are left alone: ``skipped_recording``).
+        Each is rewritten into a finished bag -- the same schemas, channels,
+        messages (bytes, sequences, times) and metadata records, then the
+        ``rosbag2`` metadata record, the summary and the footer -- into a
+        temporary file that is fsynced and renamed over the original, then
+        ``metadata.yaml`` the same way. Interrupted at any point, the original
+        or its finished copy is there, never neither. ``custom_data`` keeps
+        what the bag was opened with and adds ``robot_harness.interrupted:
+        "true"`` and ``robot_harness.truncated_bytes`` (the bytes of a record
+        cut short that could not be kept). A finished bag with
+        ``metadata.yaml`` costs one small read and is not reported, so
+        calling this again is a no-op.
+        """
+        results: list[BagFinalisation] = []
+        if not self._root.is_dir():
+            return results
+        for directory in sorted(p for p in self._root.iterdir() if p.is_dir()):
+            name = f"{directory.name}.mcap"
+            path = directory / name
+            if not _BAG_NAME_RE.match(name) or not path.is_file():
+                continue
+            with self._lock:
+                if self._open is not None and self._open.path == path:
+                    continue
+            try:
+                result = self._finalise_one(name, path)
+            except (OSError, EvidenceError) as exc:
+                reason = exc.message if isinstance(exc, EvidenceError) else _describe(exc)
+                result = BagFinalisation(bag=name, path=str(path), action="skipped_unreadable",
+                                         note=f"{name}: not finalised: {reason}")
+            if result is not None:
+                log.debug("%s", result.note)  # the caller reports it (the recorder logs each one)
+                results.append(result)
+        return results
+
+    def _finalise_one(self, name: str, path: Path) -> BagFinalisation | None:
+        started = time.monotonic()
+        with open(path, "rb") as stream:
+            taken = _lock_state(stream)
+            if taken is not True:
+                if _looks_finished(stream, os.fstat(stream.fileno()).st_size):
+                    return None
+                why = "being written by a live process (its lock is held)" if taken is False else \
+                    "cannot tell whether a process is writing it (the file system refuses flock)"
+                return BagFinalisation(bag=name, path=str(path), action="skipped_recording",
+                                       note=f"{name}: left alone: {why}")
+            try:
+                if os.fstat(stream.fileno()).st_ino != os.stat(path).st_ino:
+                    return None  # another process finalised it meanwhile
+                size = os.fstat(stream.fileno()).st_size
+                if _looks_finished(stream, size):
+                    if (path.parent / "metadata.yaml").is_file():
+                        return None
+                    _write_metadata_yaml(path.parent, read_bag_metadata(path), durable=True)
+                    return BagFinalisation(bag=name, path=str(path), action="metadata_written",
+                                           seconds=time.monotonic() - started,
+                                           note=f"{name}: metadata.yaml written beside the finished bag")
+                walk, metadata = self._rewrite(name, path, stream, size)
+                _write_metadata_yaml(path.parent, metadata, durable=True)
+            finally:
+                fcntl.flock(stream.fileno(), fcntl.LOCK_UN)
+        lost = f"; {walk.truncated_bytes} bytes after the last complete record dropped" + (
+            f" ({walk.lost})" if walk.lost else "") if walk.truncated_bytes else ""
+        return BagFinalisation(
+            bag=name, path=str(path), action="finalised", recovered_records=walk.messages,
+            truncated_bytes=walk.truncated_bytes, lost_record=walk.lost, seconds=time.monotonic() - started,
+            note=f"{name}: finalised after an interrupted recording: {walk.messages} messages kept{lost}",
+        )
+
+    def _rewrite(self, name: str, path: Path, source: Any, size: int) -> tuple[_Walk, dict[str, Any]]:
+        tmp = path.with_name(f".{name}.finalising")
+        tmp.unlink(missing_ok=True)  # left by a finalisation interrupted in its turn; the original is intact
+        walk = _Walk(source, size, read_data=True)
+        custom: dict[str, str] = {}
+        channels: dict[int, _Channel] = {}
+        schema_ids: dict[int, int] = {}
+        channel_ids: dict[int, int] = {}
+        start = end = count = payload = 0
+        header_seen = False
+        with open(tmp, "xb") as out:
+            writer = Writer(out, compression=CompressionType.NONE, use_chunking=False)
+            for item in walk:
+                if isinstance(item, Header):
+                    writer.start(profile=item.profile, library=item.library)
+                    header_seen = True
+                    continue
+                if not header_seen:
+                    raise BagFormatError(f"{path}: no header record", path=str(path))
+                if isinstance(item, Schema):
+                    if item.id not in schema_ids:
+                        schema_ids[item.id] = writer.register_schema(item.name, item.encoding, item.data)
+                elif isinstance(item, Channel):
+                    if item.id in channel_ids:
+                        continue
+                    schema = walk.schemas.get(item.schema_id)
+                    channel_ids[item.id] = writer.register_channel(
+                        item.topic, item.message_encoding, schema_ids.get(item.schema_id, 0), item.metadata)
+                    channels[item.id] = _Channel(
+                        topic=item.topic, type_name=_type_name(schema), schema_text="",
+                        qos_yaml=item.metadata.get("offered_qos_profiles", ""),
+                        type_hash=item.metadata.get("topic_type_hash", ""))
+                elif isinstance(item, Metadata):
+                    if item.name == _OPEN_METADATA:
+                        custom = dict(item.metadata)
+                    writer.add_metadata(item.name, dict(item.metadata))
+                elif isinstance(item, _MessageAt):
+                    assert item.data is not None
+                    writer.add_message(channel_ids[item.channel_id], item.log_time, item.data, item.publish_time,
+                                       sequence=item.sequence)
+                    channels[item.channel_id].message_count += 1
+                    start = item.log_time if count == 0 else min(start, item.log_time)
+                    end = max(end, item.log_time)
+                    count += 1
+                    payload += len(item.data)
+            if not header_seen:
+                raise BagFormatError(f"{path}: not even a complete header survived", path=str(path))
+            opened = _OpenBag(
+                name=name,
+                metadata={"mission_id": name[: -len(".mcap")], **custom, _INTERRUPTED_KEY: "true",
+                          _LOST_BYTES_KEY: str(walk.truncated_bytes)},
+                channels={c.topic: c for c in channels.values()},
+                message_count=count, payload_bytes=payload, start_time_ns=start, end_time_ns=end,
+            )
+            metadata = self._rosbag2_metadata(opened)
+            writer.add_metadata(
+                "rosbag2", {"serialized_metadata": _dump_yaml(metadata), "ROS_DISTRO": str(metadata["ros_distro"])})
+            writer.finish()
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+        self._scans.pop(name, None)
+        return walk, metadata
+
+
+def _create_locked(path: Path) -> Any:
+    """Create ``path`` exclusively, already holding the writer's lock.
+
+    The file is created under a temporary name, locked, and then linked to
+    its real name (which fails if the name exists), so no other process can
+    ever see the bag's name without its lock held.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.creating")
+    tmp.unlink(missing_ok=True)
+    stream = open(tmp, "xb")  # noqa: SIM115 - closed in _backend_close
+    try:
+        fcntl.flock(stream.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise EvidenceStoreMisuse(
+                f"bag {path} already exists; evidence is never overwritten", bag=path.name, path=str(path)
+            ) from None
+        finally:
+            tmp.unlink(missing_ok=True)
+    except OSError as exc:
+        # No hard links or no flock here: create the name directly and lock it as soon as it exists.
+        stream.close()
+        tmp.unlink(missing_ok=True)
+        log.warning("evidence bag %s: %s; locking after creation", path, _describe(exc))
+        stream = open(path, "xb")  # noqa: SIM115
+        deadline = time.monotonic() + _LOCK_WAIT_S
+        while _lock_state(stream) is False:
+            if time.monotonic() >= deadline:
+                stream.close()
+                raise EvidenceError(f"cannot lock the new bag {path}: another process holds it", path=str(path))
+            time.sleep(0.01)
+    except BaseException:
+        stream.close()
+        raise
+    return stream
+
+
+def _read_message(stream: Any, path: Path, entry: _MessageAt, log_time_ns: int) -> bytes:
+    if entry.chunked:
+        stream.seek(entry.offset)
+        prefix = stream.read(_RECORD_PREFIX.size)
+        _opcode, length = _RECORD_PREFIX.unpack(prefix)
+        try:
+            records = breakup_chunk(Chunk.read(ReadDataStream(io.BytesIO(stream.read(length)))), validate_crc=True)
+            record = records[entry.length]
+        except (McapError, EOFError, struct.error, ValueError, IndexError) as exc:
+            raise BagFormatError(f"{path}: the chunk at offset {entry.offset} no longer reads: {_describe(exc)}",
+                                 path=str(path), offset=entry.offset) from exc
+        if not isinstance(record, Message) or (record.sequence, record.log_time) != (entry.sequence, log_time_ns):
+            raise BagFormatError(f"{path}: the chunk at offset {entry.offset} changed", path=str(path))
+        return bytes(record.data)
+    stream.seek(entry.offset)
+    record = stream.read(entry.length)
+    if len(record) != entry.length:
+        raise BagFormatError(f"{path} is shorter than its index", path=str(path))
+    opcode, content_length = _RECORD_PREFIX.unpack_from(record)
+    chan, seq, log_time, _publish = _MESSAGE_HEADER.unpack_from(record, _RECORD_PREFIX.size)
+    if (opcode, content_length, chan, seq, log_time) != (
+        _MESSAGE_OPCODE, entry.length - _RECORD_PREFIX.size, entry.channel_id, entry.sequence, log_time_ns
+    ):
+        raise BagFormatError(
+            f"{path}: the message record at offset {entry.offset} is not the one indexed",
+            path=str(path), offset=entry.offset,
+        )
+    return record[_RECORD_PREFIX.size + _MESSAGE_HEADER.size:]
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_metadata_yaml(directory: Path, metadata: dict[str, Any], *, durable: bool) -> None:
+    """``metadata.yaml`` replaced atomically; ``durable`` fsyncs the file and the directory too."""
+    target = directory / "metadata.yaml"
+    tmp = target.with_name(".metadata.yaml.tmp")
+    with open(tmp, "w", encoding="utf-8") as out:
+        out.write(_dump_yaml({"rosbag2_bagfile_information": metadata}))
+        if durable:
+            out.flush()
+            os.fsync(out.fileno())
+    os.replace(tmp, target)
+    if durable:
+        _fsync_dir(directory)
 
 
 # --------------------------------------------------------------------------- reading bags
@@ -1128,6 +1437,10 @@ def _iter_records(path: Path, topics: Collection[str] | None) -> Iterator[tuple[
     for file in _bag_files(path):
         try:
             with open(file, "rb") as stream:
+                if not _looks_finished(stream, os.fstat(stream.fileno()).st_size):
+                    yield from _iter_unfinished(file, stream, wanted)
+                    continue
+                stream.seek(0)
                 reader = make_reader(stream)
                 header = reader.get_header()
                 if header.profile != "ros2":
@@ -1150,7 +1463,31 @@ def _iter_records(path: Path, topics: Collection[str] | None) -> Iterator[tuple[
                     if wanted is None or channel.topic in wanted:
                         yield file, schema, channel, message
         except (McapError, EOFError, struct.error) as exc:
-            raise BagFormatError(f"cannot read {file}: {exc}", path=str(file)) from exc
+            raise BagFormatError(f"cannot read {file}: {_describe(exc)}", path=str(file)) from exc
+
+
+def _iter_unfinished(file: Path, stream: Any, wanted: frozenset[str] | None) -> Iterator[tuple[Path, Any, Any, Any]]:
+    """The complete records of a bag whose writer never finished it (no footer), by a linear scan;
+    a cut or torn tail ends the iteration with a warning naming what was lost."""
+    walk = _Walk(stream, os.fstat(stream.fileno()).st_size, read_data=True)
+    checked: set[int] = set()
+    for item in walk:
+        if isinstance(item, Header) and item.profile != "ros2":
+            raise BagFormatError(f"{file}: MCAP profile {item.profile!r} is not 'ros2'", path=str(file),
+                                 profile=item.profile)
+        if not isinstance(item, _MessageAt):
+            continue
+        channel = walk.channels[item.channel_id]
+        schema = walk.schemas.get(channel.schema_id)
+        if channel.id not in checked:
+            _require_ros2(file, channel, schema)
+            checked.add(channel.id)
+        if wanted is None or channel.topic in wanted:
+            yield file, schema, channel, Message(channel_id=item.channel_id, sequence=item.sequence,
+                                                 log_time=item.log_time, publish_time=item.publish_time,
+                                                 data=item.data or b"")
+    if walk.truncated_bytes or walk.problem:
+        log.warning("%s is unfinalised (%s); read its %d complete messages", file, walk.problem, walk.messages)
 
 
 def _require_ros2(file: Path, channel: Any, schema: Any) -> None:
@@ -1181,20 +1518,350 @@ def read_bag_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not p.is_file():
         raise EvidenceNotFound(f"no MCAP bag at {p}", path=str(p))
     last: str | None = None
+    unfinished = False
     try:
         with open(p, "rb") as stream:
-            for record in make_reader(stream).iter_metadata():
+            size = os.fstat(stream.fileno()).st_size
+            unfinished = not _looks_finished(stream, size)
+            stream.seek(0)
+            records = (r for r in _Walk(stream, size) if isinstance(r, Metadata)) if unfinished \
+                else make_reader(stream).iter_metadata()
+            for record in records:
                 if record.name == "rosbag2" and record.metadata.get("serialized_metadata"):
                     last = record.metadata["serialized_metadata"]
     except (McapError, EOFError, struct.error) as exc:
-        raise BagFormatError(f"cannot read {p}: {exc}", path=str(p)) from exc
+        raise BagFormatError(f"cannot read {p}: {_describe(exc)}", path=str(p)) from exc
     if last is not None:
         doc = yaml.safe_load(last)
         if isinstance(doc, dict):
             return doc
     if (p.parent / "metadata.yaml").is_file():
         return _load_metadata_yaml(p.parent / "metadata.yaml")
-    raise BagFormatError(f"{p} carries no rosbag2 metadata", path=str(p))
+    raise BagFormatError(f"{p} carries no rosbag2 metadata"
+                         + (" (it is unfinalised: its writer never closed it)" if unfinished else ""), path=str(p))
+
+
+# --------------------------------------------------------------------------- unfinished bags
+
+_MAGIC = b"\x89MCAP0\r\n"
+_FOOTER = struct.Struct("<BQQQI")
+"""A footer record with its prefix: opcode 0x02, length 20, summary start, summary offset start, crc."""
+_OPCODES = {
+    0x01: "header", 0x02: "footer", 0x03: "schema", 0x04: "channel", 0x05: "message", 0x06: "chunk",
+    0x07: "message index", 0x08: "chunk index", 0x09: "attachment", 0x0A: "attachment index",
+    0x0B: "statistics", 0x0C: "metadata", 0x0D: "metadata index", 0x0E: "summary offset", 0x0F: "data end",
+}
+_OPEN_METADATA = "robot_harness.bag"
+"""The metadata record written when a bag opens: its rosbag2 ``custom_data``, so a bag whose writer
+died can be finalised with the metadata it was opened with."""
+_INTERRUPTED_KEY = "robot_harness.interrupted"
+_LOST_BYTES_KEY = "robot_harness.truncated_bytes"
+
+
+@dataclass(frozen=True)
+class _MessageAt:
+    """A complete message record: where it is, and (when asked for) its bytes."""
+
+    channel_id: int
+    sequence: int
+    log_time: int
+    publish_time: int
+    offset: int
+    """File offset of the record (of its chunk, for a message inside a chunk)."""
+    length: int
+    """Whole record length, prefix included (for a chunked message: its index in the chunk)."""
+    chunked: bool = False
+    data: bytes | None = None
+
+
+class _Walk:
+    """One linear pass over an MCAP file's records that survives an unfinished or torn tail.
+
+    Iterating yields ``Header``, ``Schema``, ``Channel``, ``Metadata`` and
+    :class:`_MessageAt` items of the data section, in file order. It stops at
+    the footer, at the end of the file, or at the first record that is cut
+    short or is not a record (an opcode MCAP does not define, a length past
+    the end, a body that does not parse): what follows the last complete
+    record is the lost tail, described afterwards by ``end``, ``lost`` and
+    ``problem``. This is what ``mcap recover`` does, without the copy.
+    """
+
+    def __init__(self, stream: Any, size: int, *, read_data: bool = False) -> None:
+        self._stream = stream
+        self.size = size
+        self._read_data = read_data
+        self.end = 0
+        """Offset just past the last complete record (or the magic)."""
+        self.finalised = False
+        """A footer and the closing magic were found: the writer finished the file."""
+        self.records = 0
+        self.messages = 0
+        self.lost = ""
+        """What the record cut short at the end was, when its start survived."""
+        self.problem = ""
+        self.orphans = 0
+        """Messages on a channel the file never defined (skipped)."""
+        self.channels: dict[int, Channel] = {}
+        self.schemas: dict[int, Schema] = {}
+
+    @property
+    def truncated_bytes(self) -> int:
+        return self.size - self.end if not self.finalised else 0
+
+    def __iter__(self) -> Iterator[Any]:
+        stream = self._stream
+        stream.seek(0)
+        magic = stream.read(len(_MAGIC))
+        if magic != _MAGIC[: len(magic)]:
+            raise BagFormatError(f"not an MCAP file (magic {magic!r})", magic=repr(magic))
+        if len(magic) < len(_MAGIC):
+            self.problem = "the file ends inside the MCAP magic"
+            return
+        self.end = offset = len(_MAGIC)
+        in_summary = False
+        while True:
+            if offset == self.size:
+                self.problem = "no footer: the writer never finished the file"
+                return
+            prefix = stream.read(_RECORD_PREFIX.size)
+            if len(prefix) < _RECORD_PREFIX.size:
+                self._cut(f"a record prefix cut at {len(prefix)} of {_RECORD_PREFIX.size} bytes")
+                return
+            opcode, length = _RECORD_PREFIX.unpack(prefix)
+            kind = _OPCODES.get(opcode)
+            if kind is None and opcode < 0x80:
+                self.problem = f"bytes at offset {offset} are not an MCAP record (opcode {opcode:#04x})"
+                return
+            body_at = offset + _RECORD_PREFIX.size
+            if length > self.size - body_at:
+                self._cut_record(kind or f"record {opcode:#04x}", opcode, length, body_at)
+                return
+            try:
+                item = self._parse(opcode, length, body_at, in_summary)
+            except (McapError, EOFError, struct.error, ValueError, UnicodeDecodeError) as exc:
+                self.problem = f"the {kind} record at offset {offset} does not parse: {_describe(exc)}"
+                return
+            offset = body_at + length
+            stream.seek(offset)
+            if opcode == 0x02:
+                if stream.read(len(_MAGIC)) == _MAGIC and offset + len(_MAGIC) == self.size:
+                    self.finalised = True
+                    self.end = self.size
+                    self.problem = ""
+                else:
+                    self.problem = "a footer without the closing magic"
+                return
+            self.records += 1
+            self.end = offset
+            if opcode == 0x0F:
+                in_summary = True
+            if item is None:
+                continue
+            if isinstance(item, list):
+                yield from item
+            else:
+                yield item
+
+    def _parse(self, opcode: int, length: int, body_at: int, in_summary: bool) -> Any:
+        stream = self._stream
+        if in_summary or opcode not in (0x01, 0x03, 0x04, 0x05, 0x06, 0x0C):
+            return None  # summary, index and attachment records: rebuilt on finalisation, never cited
+        if opcode == 0x05:
+            if length < _MESSAGE_HEADER.size:
+                raise ValueError(f"message record of {length} bytes")
+            channel_id, sequence, log_time, publish_time = _MESSAGE_HEADER.unpack(stream.read(_MESSAGE_HEADER.size))
+            data = stream.read(length - _MESSAGE_HEADER.size) if self._read_data else None
+            return self._message(_MessageAt(channel_id, sequence, log_time, publish_time,
+                                            body_at - _RECORD_PREFIX.size, _RECORD_PREFIX.size + length, data=data))
+        body = ReadDataStream(io.BytesIO(stream.read(length)))
+        if opcode == 0x01:
+            return Header.read(body)
+        if opcode == 0x03:
+            schema = Schema.read(body)
+            self.schemas[schema.id] = schema
+            return schema
+        if opcode == 0x04:
+            channel = Channel.read(body)
+            self.channels[channel.id] = channel
+            return channel
+        if opcode == 0x0C:
+            return Metadata.read(body)
+        out: list[Any] = []
+        for index, record in enumerate(breakup_chunk(Chunk.read(body), validate_crc=True)):
+            if isinstance(record, Schema):
+                self.schemas[record.id] = record
+                out.append(record)
+            elif isinstance(record, Channel):
+                self.channels[record.id] = record
+                out.append(record)
+            elif isinstance(record, Message):
+                item = self._message(_MessageAt(
+                    record.channel_id, record.sequence, record.log_time, record.publish_time,
+                    body_at - _RECORD_PREFIX.size, index, chunked=True,
+                    data=bytes(record.data) if self._read_data else None))
+                if item is not None:
+                    out.append(item)
+        return out
+
+    def _message(self, message: _MessageAt) -> _MessageAt | None:
+        if message.channel_id not in self.channels:
+            self.orphans += 1
+            return None
+        self.messages += 1
+        return message
+
+    def _cut(self, what: str) -> None:
+        self.lost = what
+        self.problem = f"{self.size - self.end} bytes at the end are not a complete record: {what}"
+
+    def _cut_record(self, kind: str, opcode: int, length: int, body_at: int) -> None:
+        have = self.size - body_at
+        total = f"cut at {have + _RECORD_PREFIX.size} of {length + _RECORD_PREFIX.size} bytes"
+        what = f"a {kind} record {total}"
+        if opcode == 0x05 and have >= _MESSAGE_HEADER.size:
+            channel_id, sequence, log_time, _ = _MESSAGE_HEADER.unpack(self._stream.read(_MESSAGE_HEADER.size))
+            channel = self.channels.get(channel_id)
+            topic = channel.topic if channel is not None else f"channel {channel_id}"
+            what = f"a message on {topic} (sequence {sequence}, log time {log_time}) {total}"
+        self._cut(what)
+
+
+class BagState(BaseModel):
+    """What one bag file holds as found on disk: finished or not, recovered and lost.
+
+    A bag whose writer died (a crash, SIGKILL, power loss) has no summary and
+    no footer, and may end in a record cut short. Its complete records are
+    evidence like any other; the cut record, and anything after it, is lost
+    and counted here.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["bag_state"] = "bag_state"
+    format_version: int = FORMAT_VERSION
+    bag: str
+    """File name, as evidence refs cite it."""
+    path: str
+    exists: bool = True
+    finalised: bool = False
+    """The file has its footer: the writer finished it (or a restarted harness finalised it)."""
+    recording: bool = False
+    """A live process holds the writer's lock: the bag is being written now, not interrupted."""
+    interrupted: bool = False
+    """The writer died before closing: the bag is unfinalised, or was finalised after the crash."""
+    recovered_records: int = 0
+    """Complete message records read from the file."""
+    truncated_bytes: int = 0
+    """Bytes after the last complete record (for a finalised bag: those dropped when it was finalised)."""
+    lost_record: str = ""
+    """The record cut short at the end, when its start survived (``a message on /odom (sequence 41, ...``)."""
+    file_bytes: int = 0
+    note: str = ""
+    """One line for an operator."""
+
+
+class BagFinalisation(BaseModel):
+    """What :meth:`McapEvidenceStore.finalise_interrupted` did with one bag."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["bag_finalisation"] = "bag_finalisation"
+    format_version: int = FORMAT_VERSION
+    bag: str
+    path: str
+    action: Literal["finalised", "metadata_written", "skipped_recording", "skipped_unreadable"]
+    """``finalised``: rewritten with its summary and ``metadata.yaml``; ``metadata_written``: the MCAP
+    was finished but ``metadata.yaml`` was missing; ``skipped_*``: left untouched, and why."""
+    recovered_records: int = 0
+    truncated_bytes: int = 0
+    lost_record: str = ""
+    seconds: float = 0.0
+    note: str = ""
+
+
+def _looks_finished(stream: Any, size: int) -> bool:
+    """The file ends in a footer record and the magic (O(1); a full scan is what proves it)."""
+    if size < len(_MAGIC) * 2 + _FOOTER.size:
+        return False
+    stream.seek(size - len(_MAGIC) - _FOOTER.size)
+    tail = stream.read(_FOOTER.size + len(_MAGIC))
+    opcode, length, summary_start, _offsets, _crc = _FOOTER.unpack_from(tail)
+    return tail[_FOOTER.size:] == _MAGIC and opcode == 0x02 and length == 20 and summary_start < size
+
+
+def _lock_state(stream: Any) -> bool | None:
+    """Try the writer's lock on ``stream``: True taken (the caller now holds it), False held by a
+    live writer, None when this file system cannot tell (treated as held)."""
+    try:
+        fcntl.flock(stream.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError:
+        return None
+    return True
+
+
+def _state_note(state_: dict[str, Any]) -> str:
+    name = state_["bag"]
+    if not state_["exists"]:
+        return f"{name}: no bag file at {state_['path']}"
+    lost = state_["truncated_bytes"]
+    tail = (f"; {lost} bytes after the last complete record were lost"
+            + (f" ({state_['lost_record']})" if state_["lost_record"] else "")) if lost else ""
+    count = state_["recovered_records"]
+    if state_["recording"]:
+        return f"{name}: being recorded by a live process; {count} messages so far"
+    if not state_["finalised"]:
+        return (f"{name}: unfinalised (its writer stopped before closing it); {count} complete messages "
+                f"recovered by a linear scan{tail}")
+    if state_["interrupted"]:
+        return f"{name}: finalised after an interrupted recording; {count} messages{tail}"
+    return f"{name}: finalised; {count} messages"
+
+
+def bag_state(path: str | os.PathLike[str]) -> BagState:
+    """Scan one ``.mcap`` file and say what it holds (see :class:`BagState`); never raises for a
+    cut or torn tail, only :class:`BagFormatError` for a file that is not MCAP at all."""
+    return _scan_file(Path(path))[0]
+
+
+def _scan_file(path: Path) -> tuple[BagState, dict[tuple[str, int], list[_MessageAt]]]:
+    """The bag's state and its offset index, (topic, log time) -> messages, from one linear pass."""
+    fields: dict[str, Any] = {"bag": path.name, "path": str(path), "exists": path.is_file()}
+    index: dict[tuple[str, int], list[_MessageAt]] = {}
+    if not fields["exists"]:
+        fields["note"] = _state_note({**fields, "truncated_bytes": 0, "recovered_records": 0, "lost_record": "",
+                                      "recording": False, "finalised": False, "interrupted": False})
+        return BagState(**fields), index
+    custom: dict[str, str] = {}
+    try:
+        with open(path, "rb") as stream:
+            size = os.fstat(stream.fileno()).st_size
+            walk = _Walk(stream, size)
+            for item in walk:
+                if isinstance(item, _MessageAt):
+                    topic = walk.channels[item.channel_id].topic
+                    index.setdefault((topic, item.log_time), []).append(item)
+                elif isinstance(item, Metadata) and item.name == "rosbag2":
+                    doc = yaml.safe_load(item.metadata.get("serialized_metadata") or "") or {}
+                    custom = dict(doc.get("custom_data") or {}) if isinstance(doc, dict) else {}
+            recording = False
+            if not walk.finalised:
+                taken = _lock_state(stream)
+                recording = taken is not True
+                if taken:
+                    fcntl.flock(stream.fileno(), fcntl.LOCK_UN)
+    except OSError as exc:
+        raise BagFormatError(f"cannot read {path}: {_describe(exc)}", path=str(path)) from exc
+    except yaml.YAMLError as exc:
+        raise BagFormatError(f"{path}: its rosbag2 metadata record is not YAML: {exc}", path=str(path)) from exc
+    interrupted = not walk.finalised and not recording or custom.get(_INTERRUPTED_KEY) == "true"
+    lost = walk.truncated_bytes if not walk.finalised else int(custom.get(_LOST_BYTES_KEY, "0") or 0)
+    fields.update(finalised=walk.finalised, recording=recording, interrupted=interrupted,
+                  recovered_records=walk.messages, truncated_bytes=lost, lost_record=walk.lost,
+                  file_bytes=size)
+    fields["note"] = _state_note(fields)
+    return BagState(**fields), index
 
 
 # --------------------------------------------------------------------------- artifacts

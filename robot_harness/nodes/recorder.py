@@ -47,6 +47,7 @@ from robot_harness.core.completion import EvidenceRef
 from robot_harness.core.journal import BackgroundListener
 from robot_harness.evidence import foxglove as fx
 from robot_harness.evidence.bag import (
+    BagFinalisation,
     BagSummary,
     EvidenceStore,
     EvidenceStoreMisuse,
@@ -271,6 +272,29 @@ class MissionRecorder:
             except BaseException:
                 self._destroy_subscriptions()
                 raise
+        self.finalise_interrupted()
+
+    def finalise_interrupted(self) -> list[BagFinalisation]:
+        """Finish the bags a recorder that died (a killed supervisor) left unfinished in the store.
+
+        Called by :meth:`subscribe`, i.e. when a long-lived recorder comes up
+        (the supervisor's configure), before any mission of its own opens a
+        bag. Bags another live process is writing are left alone (the store
+        tells them by the writer's lock). Each bag finalised or left alone is
+        logged; a failure is logged and never stops the recorder.
+        """
+        try:
+            results = self._store.finalise_interrupted()
+        except Exception as exc:  # noqa: BLE001 - finishing old bags must not stop a recorder coming up
+            self._node.get_logger().error(f"finalising interrupted evidence bags failed: {type(exc).__name__}: {exc}")
+            return []
+        logger = self._node.get_logger()
+        for r in results:
+            if r.action.startswith("skipped"):
+                logger.warning(f"evidence bag {r.path}: {r.note}")
+            else:
+                logger.info(f"evidence bag {r.path}: {r.note} ({r.seconds:.2f} s)")
+        return results
 
     def close(self) -> None:
         """Stop any mission and destroy the subscriptions."""
