@@ -1,16 +1,23 @@
 """Harness configuration (the ``harness`` section of config/*.yaml and scenarios)."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .records import Pose2D
 
-__all__ = ["Preconditions", "OutcomeTolerance", "NavigationConfig", "LimitsConfig", "ContractConfig", "VerificationConfig", "RecoveryConfig", "InteractionsConfig", "McpConfig", "HarnessConfig",
+__all__ = ["Preconditions", "OutcomeTolerance", "NavigationConfig", "LimitsConfig", "ContractConfig", "VerificationConfig", "RecoveryConfig", "InteractionsConfig", "APPROVAL_POLICIES", "McpConfig", "HarnessConfig",
            "load_harness_config", "dotted_overrides", "deep_merge", "place_pose", "place_poses", "place_aliases",
            "Workspace", "navigation_workspace"]
+
+
+APPROVAL_POLICIES = ("owner", "operator")
+"""Who may approve (core/interactions.ApprovalPolicy): the mission's owner, or only an operator credential."""
+_APPROVER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
 class _Cfg(BaseModel):
@@ -166,7 +173,18 @@ class InteractionsConfig(_Cfg):
     """Operator approvals and questions (core/interactions.py)."""
 
     approval_tags: list[str] = Field(default_factory=lambda: ["requires_approval"])
-    """A call of a skill carrying any of these tags waits for the mission owner's approval of that exact call."""
+    """A call of a skill carrying any of these tags waits for an approval of that exact call (by the
+    mission's owner, unless ``approval_policy`` names the tag ``operator``)."""
+    approval_policy: dict[str, str] = Field(default_factory=lambda: {"requires_approval": "owner",
+                                                                     "requires_operator": "operator"})
+    """Per tag, who may approve: ``owner`` (the mission's owner token; for a mission sent without one, the
+    operator token) or ``operator`` (only the operator token or an ``approvers`` token, and never the
+    credential the mission's sender presented). A tag named here needs approval even if it is not in
+    ``approval_tags``; a skill with tags of both policies gets ``operator``."""
+    approvers: dict[str, str] = Field(default_factory=dict)
+    """Further credentials that may approve under the ``operator`` policy: name -> the environment
+    variable (of the supervisor) holding that approver's token, e.g. ``{alice: ROBOT_HARNESS_APPROVER_ALICE}``.
+    The journal records an answer given with one as ``approver:<name>``."""
     skill_tags: dict[str, list[str]] = Field(default_factory=dict)
     """Policy tags added per skill, e.g. ``{navigate_to: [requires_approval]}``."""
     timeout_s: float = Field(default=600.0, gt=0)
@@ -174,7 +192,36 @@ class InteractionsConfig(_Cfg):
     ask_operator: bool = False
     """Offer the model an ``ask_operator`` tool (a question, free text or choices)."""
     operator_token_env: str = "ROBOT_HARNESS_OPERATOR_TOKEN"
-    """Where the owner credential comes from for a mission sent without an owner token."""
+    """The environment variable (of the supervisor) holding the operator token: the credential of the
+    ``operator`` policy, and the owner credential of a mission sent without an owner token."""
+
+    @model_validator(mode="after")
+    def _known_policies(self) -> InteractionsConfig:
+        for tag, policy in self.approval_policy.items():
+            if policy not in APPROVAL_POLICIES:
+                raise ValueError(
+                    f"interactions.approval_policy.{tag}: unknown policy {policy!r}; use 'owner' (the mission's "
+                    "owner approves) or 'operator' (only the operator token or an interactions.approvers token, "
+                    "never the mission's sender)")
+        for name, env in self.approvers.items():
+            if not _APPROVER_NAME.fullmatch(name):
+                raise ValueError(f"interactions.approvers: approver name {name!r} must be letters, digits, '_', "
+                                 "'-' or '.' (it is journaled as approver:<name>)")
+            if not _ENV_NAME.fullmatch(env or ""):
+                raise ValueError(f"interactions.approvers.{name}: {env!r} is not an environment variable name "
+                                 "(the approver's token is read from that variable, never from the file)")
+        return self
+
+    def approval_policy_for(self, tags: Iterable[str]) -> str | None:
+        """Who may approve a call of a skill with ``tags`` (``operator`` wins over ``owner``), or None when
+        its calls need no approval."""
+        tags = set(tags)
+        named = {self.approval_policy[t] for t in tags if t in self.approval_policy}
+        if "operator" in named:
+            return "operator"
+        if named or tags & set(self.approval_tags):
+            return "owner"
+        return None
 
 
 class McpConfig(_Cfg):

@@ -65,12 +65,15 @@ from .records import (
     WorldSnapshot,
 )
 from .interactions import (
+    ApprovalPolicy,
     Interaction,
     InteractionKind,
+    MissionCredentials,
     Resolution,
     arguments_sha256,
     interaction_id_for,
     interactions,
+    request_fields,
     resolution_draft,
 )
 from .skills import ASK_OPERATOR, PROPOSE_DONE, NavigateToArgs, Skill, SkillRegistry, ToolEnv, resolve_target
@@ -324,16 +327,22 @@ class MissionRunner:
         """Ask the running mission to stop at its next check (thread-safe flag)."""
         self._stop_requested = reason
 
-    def run(self, goal: str, *, mission_id: str = "", owner: str = "", owner_token_sha256: str = "") -> MissionOutcome:
-        """Run one mission. ``owner``/``owner_token_sha256`` identify who may answer its interactions
-        (only the token's sha256 is ever stored). A Stop requested before ``run`` starts (between a
-        mission's admission and its first step) applies to it: the mission ends CANCELLED, nothing runs."""
+    def run(self, goal: str, *, mission_id: str = "", owner: str = "", owner_token_sha256: str = "",
+            credentials: MissionCredentials | None = None) -> MissionOutcome:
+        """Run one mission. ``owner`` names its owner; ``credentials`` (keyed digests, never a token:
+        ``interactions.CredentialSet.for_mission``) say who may answer its interactions under each
+        approval policy. ``owner_token_sha256`` is the older, unkeyed form (an owner and nothing else;
+        the operator policy then has no credential and waits). A Stop requested before ``run`` starts
+        (between a mission's admission and its first step) applies to it: the mission ends CANCELLED,
+        nothing runs."""
         try:
-            return self._run(goal, mission_id=mission_id, owner=owner, owner_token_sha256=owner_token_sha256)
+            return self._run(goal, mission_id=mission_id, owner=owner, owner_token_sha256=owner_token_sha256,
+                             credentials=credentials or MissionCredentials())
         finally:
             self._stop_requested = None  # a Stop is for one mission
 
-    def _run(self, goal: str, *, mission_id: str, owner: str, owner_token_sha256: str) -> MissionOutcome:
+    def _run(self, goal: str, *, mission_id: str, owner: str, owner_token_sha256: str,
+             credentials: MissionCredentials) -> MissionOutcome:
         if not isinstance(goal, str) or not goal.strip():
             raise UsageError("a mission needs a non-empty natural-language goal")
         if len(goal) > MAX_GOAL_CHARS:
@@ -352,6 +361,7 @@ class MissionRunner:
         self._state_fold, self._state_seq, self._state_cache = TaskStateFold(), 0, None
         self._revision, self._turn_state_version, self._attempts, self._node_of_call = 0, 0, {}, {}
         self._owner, self._owner_sha, self._approvals = owner, owner_token_sha256, {}
+        self._credentials = credentials
         self._turn_done = set()
         self._active = None
         self._deadline = self.clock.monotonic() + self.config.limits.mission_timeout_s
@@ -364,7 +374,9 @@ class MissionRunner:
                 "config": self.config.model_dump(mode="json"),
                 "tools": [s.name for s in self.skills],
                 "owner": owner,
-                "owner_sha256": owner_token_sha256,
+                **({"owner_sha256": owner_token_sha256} if owner_token_sha256 else {}),
+                "owner_hmac": credentials.owner_hmac,
+                "sender_hmac": credentials.sender_hmac,
             })], retry_stale=False)
             # A successful write clears an earlier storage failure.
             self._physical_blocked = None
@@ -704,15 +716,19 @@ class MissionRunner:
 
     # -- operator interactions ------------------------------------------------
 
-    def _needs_approval(self, skill: Skill) -> bool:
+    def _approval_policy(self, skill: Skill) -> ApprovalPolicy | None:
+        """Who may approve a call of ``skill`` (its own tags and ``interactions.skill_tags``), or None."""
         cfg = self.config.interactions
-        tags = set(skill.tags) | set(cfg.skill_tags.get(skill.name, ()))
-        return bool(tags & set(cfg.approval_tags))
+        policy = cfg.approval_policy_for(set(skill.tags) | set(cfg.skill_tags.get(skill.name, ())))
+        return ApprovalPolicy(policy) if policy is not None else None
+
+    def _needs_approval(self, skill: Skill) -> bool:
+        return self._approval_policy(skill) is not None
 
     def _approval(self, turn_id: str, call: ToolCall, skill: Skill, args: BaseModel) -> ToolResult | None:
-        """Wait for the owner's approval of this exact call; None when approved, else its one result."""
+        """Wait for an approval of this exact call (by whom its policy says); None when approved, else its one result."""
         arguments = args.model_dump(mode="json", exclude_none=True)
-        resolved = self._interact(turn_id, call, InteractionKind.APPROVAL,
+        resolved = self._interact(turn_id, call, InteractionKind.APPROVAL, self._approval_policy(skill) or ApprovalPolicy.OWNER,
                                   prompt=f"approve {skill.name}({json.dumps(arguments, sort_keys=True)})?",
                                   subject={"tool_call_id": call.id, "name": skill.name, "arguments": arguments,
                                         "arguments_sha256": arguments_sha256(arguments)})
@@ -723,26 +739,34 @@ class MissionRunner:
         if how.get("resolution") == Resolution.DENY.value:
             return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.DENIED, content={
                 "reason": f"the operator denied this call ({resolved.interaction_id}); nothing was run",
-                "operator": how.get("operator", "")})
+                "operator": how.get("operator", ""), "answered_as": how.get("answered_as", "")})
         return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.CANCELLED, content={
-            "reason": f"approval {how.get('resolution', 'not given')} ({resolved.interaction_id}); nothing was run"})
+            "reason": f"approval {how.get('resolution', 'not given')} ({resolved.interaction_id}); nothing was run"
+                      + (f"; nobody could approve: it {resolved.waiting_on}" if resolved.waiting_on else ""),
+            "policy": resolved.policy.value})
 
     def _ask_operator(self, turn_id: str, call: ToolCall, args: Any) -> ToolResult:
-        resolved = self._interact(turn_id, call, InteractionKind.QUESTION, prompt=args.question,
+        skill = self.skills.get(call.name)
+        resolved = self._interact(turn_id, call, InteractionKind.QUESTION,
+                                  self._approval_policy(skill) or ApprovalPolicy.OWNER, prompt=args.question,
                                   choices=tuple(args.choices))
         how = resolved.resolution or {}
         if how.get("resolution") == Resolution.ANSWER.value:
             return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.OK, content={
                 "answer": how.get("answer", ""), "choice": how.get("choice", ""), "operator": how.get("operator", ""),
-                "interaction_id": resolved.interaction_id})
+                "answered_as": how.get("answered_as", ""), "interaction_id": resolved.interaction_id})
         return ToolResult(tool_call_id=call.id, name=call.name, status=ToolResultStatus.CANCELLED, content={
-            "reason": f"question {how.get('resolution', 'not answered')} ({resolved.interaction_id})"})
+            "reason": f"question {how.get('resolution', 'not answered')} ({resolved.interaction_id})"
+                      + (f"; nobody could answer: it {resolved.waiting_on}" if resolved.waiting_on else "")})
 
-    def _interact(self, turn_id: str, call: ToolCall, kind: InteractionKind, *, prompt: str,
+    def _interact(self, turn_id: str, call: ToolCall, kind: InteractionKind, policy: ApprovalPolicy, *, prompt: str,
                   subject: dict[str, Any] | None = None, choices: tuple[str, ...] = ()) -> Interaction:
-        """Ask the mission's owner, then wait (bounded) for the first resolution.
+        """Ask whoever ``policy`` names, then wait (bounded) for the first resolution.
 
-        The request is journaled first, so it survives a restart. A Stop
+        The request is journaled first, with the policy and the digests of the
+        credentials that may answer (so every resolver applies the same rule),
+        so it survives a restart. With nobody able to answer it still waits, and
+        its ``waiting_on`` says which setting is missing. A Stop
         dismisses it and the deadline (the interaction's or the mission's)
         expires it; either is recorded as a resolution, so an operator's later
         answer meets ``command_conflict`` rather than silently changing the past.
@@ -752,7 +776,9 @@ class MissionRunner:
         timeout_s = self.config.interactions.timeout_s
         self._append_many([self._draft(EventType.INTERACTION_REQUESTED, model_turn_id=turn_id, tool_call_id=call.id, payload={
             "interaction_id": interaction_id, "kind": kind.value, "prompt": prompt, "call": subject,
-            "choices": list(choices), "owner": self._owner, "owner_sha256": self._owner_sha,
+            "choices": list(choices), "owner": self._owner,
+            **request_fields(policy, self._credentials, legacy_owner_sha256=self._owner_sha,
+                             operator_token_env=self.config.interactions.operator_token_env),
             "requested_at": now, "expires_at": now + timeout_s})])
         self._update("waiting_user")
         deadline = min(self.clock.monotonic() + timeout_s, self._deadline)
