@@ -297,8 +297,9 @@ class MissionRecorder:
         return results
 
     def close(self) -> None:
-        """Stop any mission and destroy the subscriptions."""
-        self.stop()
+        """Stop any mission and destroy the subscriptions; safe on a recorder that never recorded."""
+        if self._store.is_open or self._store.bag_name:
+            self.stop()
         self._destroy_subscriptions()
         self._persistent = False
 
