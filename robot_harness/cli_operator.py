@@ -20,7 +20,7 @@ from typing import Any
 from .cli import TOKEN_ENV, Console, ExitCode, add_command, open_journal
 from .core.errors import UsageError
 
-__all__ = ["register", "COMMANDS", "TOKEN_ENV"]
+__all__ = ["register", "COMMANDS", "TOKEN_ENV", "journal_token_hasher"]
 
 COMMANDS = ("interactions", "answer", "resources", "stop")
 
@@ -39,19 +39,23 @@ def register(sub: Any) -> None:
 
     a = add_command(
         sub, "answer", help="approve, deny or dismiss a call, or answer a question",
-        description="Resolve one interaction as the mission's owner. The first answer wins: the same answer "
-                    "again is accepted (and changes nothing), a different one is refused (exit 3, "
-                    "command_conflict). The decision is journaled with who made it.",
+        description="Resolve one interaction with a token its approval policy accepts: the mission's owner "
+                    "token (policy owner), or the operator token or an approver's (policy operator; never the "
+                    "token the mission was sent with). The first answer wins: the same answer again is accepted "
+                    "(and changes nothing), a different one is refused (exit 3, command_conflict). The decision "
+                    "is journaled with who made it and which credential kind (answered_as).",
         examples=["robot-harness answer ask-1a2b3c approve --operator alice",
                   "robot-harness answer ask-1a2b3c answer --choice north --token s3cret",
                   f"{TOKEN_ENV}=s3cret robot-harness answer ask-1a2b3c deny --json"],
         run=_answer, exit_codes=(ExitCode.REFUSED,),
-        notes=f"the owner token comes from --token or ${TOKEN_ENV}")
+        notes=f"the token comes from --token or ${TOKEN_ENV}; tokens are compared as keyed digests with the "
+              "key beside the journal (<journal>.token_key), so run as the user that owns the journal")
     a.add_argument("interaction_id", help="the id `robot-harness interactions` shows (ask-...)")
     a.add_argument("resolution", choices=("approve", "deny", "dismiss", "answer"))
     a.add_argument("--text", default="", help="free-text answer to a question")
     a.add_argument("--choice", default="", help="one of the question's choices")
-    a.add_argument("--token", default=None, help=f"the mission owner's token (default ${TOKEN_ENV})")
+    a.add_argument("--token", default=None, help=f"the owner's, operator's or an approver's token, as the policy "
+                                                  f"requires (default ${TOKEN_ENV})")
     a.add_argument("--operator", default=os.environ.get("USER", ""), help="who answers, for the record")
     _journal_arg(a)
 
@@ -100,14 +104,32 @@ def _interactions(args: argparse.Namespace, console: Console) -> int:
         lines = []
         for row in rows:
             res = row["resolution"]
-            state = f"{res['resolution']} by {res.get('operator') or '?'}" if res else "PENDING"
+            state = "PENDING"
+            if res:
+                state = f"{res['resolution']} by {res.get('operator') or '?'}"
+                state += f" ({res['answered_as']})" if res.get("answered_as") else ""
+            who = f"policy {row['policy']}" + (f": {', '.join(row['approvers'])}" if row["approvers"] else "")
             choices = f" choices={row['choices']}" if row["choices"] else ""
-            lines.append(f"{row['interaction_id']}  {row['mission_id']}  {row['kind']}  {state}\n"
+            lines.append(f"{row['interaction_id']}  {row['mission_id']}  {row['kind']}  {state}  [{who}]\n"
                          f"    {row['prompt']}{choices}")
+            if row["waiting_on"] and not res:
+                lines.append(f"    nobody can answer yet: it {row['waiting_on']}")
         return "\n".join(lines)
 
     console.result(rows, text)
     return ExitCode.OK
+
+
+def journal_token_hasher(journal_path: str | Path) -> Any:
+    """The ``TokenHasher`` of the key beside the journal, or None when there is none yet (then only records
+    from before keyed digests can be answered). Raises ``TokenKeyError`` for a key it may not read or that
+    others may."""
+    from .core.interactions import TokenHasher, load_token_key, token_key_path
+
+    path = token_key_path(journal_path)
+    if not path.exists():
+        return None
+    return TokenHasher(load_token_key(path, create=False))
 
 
 def _answer(args: argparse.Namespace, console: Console) -> int:
@@ -118,11 +140,12 @@ def _answer(args: argparse.Namespace, console: Console) -> int:
     with open_journal(args.journal) as journal:
         interaction, recorded = resolve(journal, interaction_id=args.interaction_id, resolution=args.resolution,
                                         token=token, clock=SystemClock(), answer=args.text, choice=args.choice,
-                                        operator=args.operator)
+                                        operator=args.operator, hasher=journal_token_hasher(journal.path))
     res = interaction.resolution or {}
     console.result({"recorded": recorded, "interaction": interaction.view()},
                    ("recorded: " if recorded else "already recorded (the first answer stands): ")
-                   + f"{interaction.interaction_id} {res.get('resolution')}")
+                   + f"{interaction.interaction_id} {res.get('resolution')}"
+                   + (f" (as {res['answered_as']})" if res.get("answered_as") else ""))
     return ExitCode.OK
 
 

@@ -336,7 +336,8 @@ class CredentialSet:
 def request_fields(policy: ApprovalPolicy, credentials: MissionCredentials, *, legacy_owner_sha256: str = "",
                    operator_token_env: str = "ROBOT_HARNESS_OPERATOR_TOKEN") -> dict[str, Any]:
     """The INTERACTION_REQUESTED fields that say who may answer: the policy, the digests, and
-    ``waiting_on``, why nobody can (naming the setting), or "" when someone can."""
+    ``waiting_on``, why nobody can (naming the setting; it reads after "the interaction"), or "" when
+    someone can."""
     fields: dict[str, Any] = {"policy": policy.value, "key_id": credentials.key_id,
                               "owner_hmac": credentials.owner_hmac, "sender_hmac": credentials.sender_hmac,
                               "approvers": [a.model_dump() for a in credentials.approvers]}
@@ -344,8 +345,8 @@ def request_fields(policy: ApprovalPolicy, credentials: MissionCredentials, *, l
         fields["owner_sha256"] = legacy_owner_sha256
     waiting_on = ""
     if policy is ApprovalPolicy.OWNER and not (credentials.owner_hmac or legacy_owner_sha256):
-        waiting_on = (f"the mission has no owner credential: it was sent without an owner token and "
-                      f"${operator_token_env} is not set for the supervisor; nobody can answer")
+        waiting_on = (f"has no owner credential: the mission was sent without an owner token and "
+                      f"${operator_token_env} is not set for the supervisor")
     elif policy is ApprovalPolicy.OPERATOR:
         eligible = [a for a in credentials.approvers if a.hmac != credentials.sender_hmac]
         if not credentials.approvers:

@@ -11,10 +11,13 @@ Reads and writes are kept apart on purpose:
   through an ``OperatorPort``. ``RosOperatorPort`` talks to the running
   supervisor the way ``client.py`` and ``robot-harness stop`` do (the Mission
   action, ``~/stop``) and records answers in the journal exactly like
-  ``robot-harness answer`` (``core.interactions.resolve``: owner token, first
-  answer wins). The dashboard holds no authority of its own: an approval
-  still needs the mission owner's token, and only the verifier and the commit
-  gate make a mission SUCCEEDED.
+  ``robot-harness answer`` (``core.interactions.resolve``: a token the
+  interaction's approval policy accepts, compared as a keyed digest with the
+  key beside the journal; first answer wins). The dashboard holds no
+  authority of its own: an approval still needs the owner's token (policy
+  ``owner``) or an operator's that is not the mission sender's (policy
+  ``operator``), and only the verifier and the commit gate make a mission
+  SUCCEEDED.
 
 Security: the server binds 127.0.0.1 by default. It refuses a non-loopback
 host unless an operator token is configured; with a token configured, every
@@ -260,6 +263,15 @@ def _send_until_answered(send: Callable[[], Any], *, mission_id: str, answer_tim
         news.clear()
 
 
+def _token_hasher(journal_path: Path) -> Any:
+    """The key beside the journal as a ``TokenHasher`` (None before the supervisor made one: then only
+    records from before keyed digests can be answered); ``TokenKeyError`` for a key it may not read."""
+    from ..core.interactions import TokenHasher, load_token_key, token_key_path
+
+    path = token_key_path(journal_path)
+    return TokenHasher(load_token_key(path, create=False)) if path.exists() else None
+
+
 class RosOperatorPort:
     """Operator actions on a running harness over ROS, and answers through the journal.
 
@@ -315,11 +327,13 @@ class RosOperatorPort:
 
         if not self.journal_path.exists():
             raise BackendUnavailable(f"no journal at {self.journal_path}", path=str(self.journal_path))
+        hasher = _token_hasher(self.journal_path)
         journal = SqliteJournal(self.journal_path, clock=SystemClock(), ids=IdGenerator(None))
         try:
             journal.setup()
             interaction, recorded = resolve(journal, interaction_id=interaction_id, resolution=resolution, token=token,
-                                            clock=SystemClock(), answer=answer, choice=choice, operator=operator)
+                                            clock=SystemClock(), answer=answer, choice=choice, operator=operator,
+                                            hasher=hasher)
         finally:
             journal.close()
         return {"recorded": recorded, "interaction": interaction.view()}
@@ -367,7 +381,7 @@ class StopBody(_Body):
 
 
 _STATUS = {"not_authorized": 403, "not_found": 404, "command_conflict": 409, "backend_unavailable": 503,
-           "journal_read_failed": 503, "timeout": 504}
+           "journal_read_failed": 503, "timeout": 504, "token_key": 503}
 
 
 def _error_status(exc: HarnessError) -> int:

@@ -273,9 +273,12 @@ class ExternalPlanner:
             ticket._update(lambda: ticket.stages.append("preconditions held" if ok else "preconditions failed"))
         elif event.type is EventType.INTERACTION_REQUESTED:
             iid = str(p.get("interaction_id", ""))
-            ticket._update(lambda: ticket.stages.append(f"waiting for an operator ({iid})"))
+            who = "an operator" if p.get("policy") == "operator" else "the session's owner (the operator token)"
+            why = f"; nobody can answer yet: it {p['waiting_on']}" if p.get("waiting_on") else ""
+            ticket._update(lambda: ticket.stages.append(f"waiting for an operator ({iid}): asked of {who}{why}"))
         elif event.type is EventType.INTERACTION_RESOLVED:
-            ticket._update(lambda: ticket.stages.append(f"operator answered: {p.get('resolution', '')}"))
+            how = f" (as {p['answered_as']})" if p.get("answered_as") else ""
+            ticket._update(lambda: ticket.stages.append(f"operator answered: {p.get('resolution', '')}{how}"))
         elif event.type is EventType.TOOL_RESULT_RECORDED:
             result = ToolResult.model_validate(p)
 
