@@ -803,7 +803,7 @@ class EvidenceStore(ABC):
         """What to add to a not-found message about the bag itself (unfinished, cut short)."""
         return ""
 
-    def finalise_interrupted(self) -> list["BagFinalisation"]:
+    def finalise_interrupted(self) -> list[BagFinalisation]:
         """Finish the bags a writer that died left unfinished; what was done, one entry per bag.
         Nothing to do for a store that keeps nothing across processes."""
         return []
@@ -1130,6 +1130,7 @@ class McapEvidenceStore(EvidenceStore):
         for directory in sorted(p for p in self._root.iterdir() if p.is_dir()):
             name = f"{directory.name}.mcap"
             path = directory / name
+            _remove_stale_creations(directory)
             if not _BAG_NAME_RE.match(name) or not path.is_file():
                 continue
             with self._lock:
@@ -1190,57 +1191,66 @@ class McapEvidenceStore(EvidenceStore):
         channel_ids: dict[int, int] = {}
         start = end = count = payload = 0
         header_seen = False
-        with open(tmp, "xb") as out:
-            writer = Writer(out, compression=CompressionType.NONE, use_chunking=False)
-            for item in walk:
-                if isinstance(item, Header):
-                    writer.start(profile=item.profile, library=item.library)
-                    header_seen = True
-                    continue
-                if not header_seen:
-                    raise BagFormatError(f"{path}: no header record", path=str(path))
-                if isinstance(item, Schema):
-                    if item.id not in schema_ids:
-                        schema_ids[item.id] = writer.register_schema(item.name, item.encoding, item.data)
-                elif isinstance(item, Channel):
-                    if item.id in channel_ids:
+        try:
+            with open(tmp, "xb") as out:
+                writer = Writer(out, compression=CompressionType.NONE, use_chunking=False)
+                for item in walk:
+                    if isinstance(item, Header):
+                        writer.start(profile=item.profile, library=item.library)
+                        header_seen = True
                         continue
-                    schema = walk.schemas.get(item.schema_id)
-                    channel_ids[item.id] = writer.register_channel(
-                        item.topic, item.message_encoding, schema_ids.get(item.schema_id, 0), item.metadata)
-                    channels[item.id] = _Channel(
-                        topic=item.topic, type_name=_type_name(schema), schema_text="",
-                        qos_yaml=item.metadata.get("offered_qos_profiles", ""),
-                        type_hash=item.metadata.get("topic_type_hash", ""))
-                elif isinstance(item, Metadata):
-                    if item.name == _OPEN_METADATA:
-                        custom = dict(item.metadata)
-                    writer.add_metadata(item.name, dict(item.metadata))
-                elif isinstance(item, _MessageAt):
-                    assert item.data is not None
-                    writer.add_message(channel_ids[item.channel_id], item.log_time, item.data, item.publish_time,
-                                       sequence=item.sequence)
-                    channels[item.channel_id].message_count += 1
-                    start = item.log_time if count == 0 else min(start, item.log_time)
-                    end = max(end, item.log_time)
-                    count += 1
-                    payload += len(item.data)
-            if not header_seen:
-                raise BagFormatError(f"{path}: not even a complete header survived", path=str(path))
-            opened = _OpenBag(
-                name=name,
-                metadata={"mission_id": name[: -len(".mcap")], **custom, _INTERRUPTED_KEY: "true",
-                          _LOST_BYTES_KEY: str(walk.truncated_bytes)},
-                channels={c.topic: c for c in channels.values()},
-                message_count=count, payload_bytes=payload, start_time_ns=start, end_time_ns=end,
-            )
-            metadata = self._rosbag2_metadata(opened)
-            writer.add_metadata(
-                "rosbag2", {"serialized_metadata": _dump_yaml(metadata), "ROS_DISTRO": str(metadata["ros_distro"])})
-            writer.finish()
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
+                    if not header_seen:
+                        writer.start(profile="ros2", library=LIBRARY)
+                        header_seen = True
+                    if isinstance(item, Schema):
+                        if item.id not in schema_ids:
+                            schema_ids[item.id] = writer.register_schema(item.name, item.encoding, item.data)
+                    elif isinstance(item, Channel):
+                        if item.id in channel_ids:
+                            continue
+                        schema = walk.schemas.get(item.schema_id)
+                        channel_ids[item.id] = writer.register_channel(
+                            item.topic, item.message_encoding, schema_ids.get(item.schema_id, 0), item.metadata)
+                        qos_yaml = item.metadata.get("offered_qos_profiles", "")
+                        try:
+                            _qos_list(qos_yaml)
+                        except EvidenceStoreMisuse:
+                            qos_yaml = ""  # metadata.yaml then says "unknown"; the channel keeps the original text
+                        channels[item.id] = _Channel(
+                            topic=item.topic, type_name=_type_name(schema), schema_text="", qos_yaml=qos_yaml,
+                            type_hash=item.metadata.get("topic_type_hash", ""))
+                    elif isinstance(item, Metadata):
+                        if item.name == _OPEN_METADATA:
+                            custom = dict(item.metadata)
+                        writer.add_metadata(item.name, dict(item.metadata))
+                    elif isinstance(item, _MessageAt):
+                        assert item.data is not None
+                        writer.add_message(channel_ids[item.channel_id], item.log_time, item.data, item.publish_time,
+                                           sequence=item.sequence)
+                        channels[item.channel_id].message_count += 1
+                        start = item.log_time if count == 0 else min(start, item.log_time)
+                        end = max(end, item.log_time)
+                        count += 1
+                        payload += len(item.data)
+                if not header_seen:  # the writer died before its header reached the disk: an empty bag
+                    writer.start(profile="ros2", library=LIBRARY)
+                opened = _OpenBag(
+                    name=name,
+                    metadata={"mission_id": name[: -len(".mcap")], **custom, _INTERRUPTED_KEY: "true",
+                              _LOST_BYTES_KEY: str(walk.truncated_bytes)},
+                    channels={c.topic: c for c in channels.values()},
+                    message_count=count, payload_bytes=payload, start_time_ns=start, end_time_ns=end,
+                )
+                metadata = self._rosbag2_metadata(opened)
+                writer.add_metadata(
+                    "rosbag2", {"serialized_metadata": _dump_yaml(metadata), "ROS_DISTRO": str(metadata["ros_distro"])})
+                writer.finish()
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # an error, not a kill: leave nothing behind; the original is intact
+            raise
         _fsync_dir(path.parent)
         self._scans.pop(name, None)
         return walk, metadata
@@ -1282,6 +1292,18 @@ def _create_locked(path: Path) -> Any:
         stream.close()
         raise
     return stream
+
+
+def _remove_stale_creations(directory: Path) -> None:
+    """Remove the temporary files of bag creations whose process died before naming the bag."""
+    for stale in directory.glob(".*.mcap.*.creating"):
+        try:
+            with open(stale, "rb") as stream:
+                if _lock_state(stream) is not True:
+                    continue
+                stale.unlink()
+        except OSError:
+            continue
 
 
 def _read_message(stream: Any, path: Path, entry: _MessageAt, log_time_ns: int) -> bytes:
@@ -1558,7 +1580,7 @@ _INTERRUPTED_KEY = "robot_harness.interrupted"
 _LOST_BYTES_KEY = "robot_harness.truncated_bytes"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _MessageAt:
     """A complete message record: where it is, and (when asked for) its bytes."""
 
@@ -1848,15 +1870,18 @@ def _scan_file(path: Path) -> tuple[BagState, dict[tuple[str, int], list[_Messag
             recording = False
             if not walk.finalised:
                 taken = _lock_state(stream)
-                recording = taken is not True
+                recording = taken is False  # None: this file system cannot tell; said unfinalised
                 if taken:
                     fcntl.flock(stream.fileno(), fcntl.LOCK_UN)
     except OSError as exc:
         raise BagFormatError(f"cannot read {path}: {_describe(exc)}", path=str(path)) from exc
     except yaml.YAMLError as exc:
         raise BagFormatError(f"{path}: its rosbag2 metadata record is not YAML: {exc}", path=str(path)) from exc
-    interrupted = not walk.finalised and not recording or custom.get(_INTERRUPTED_KEY) == "true"
-    lost = walk.truncated_bytes if not walk.finalised else int(custom.get(_LOST_BYTES_KEY, "0") or 0)
+    interrupted = (not walk.finalised and not recording) or custom.get(_INTERRUPTED_KEY) == "true"
+    lost = walk.truncated_bytes
+    if walk.finalised:
+        recorded = str(custom.get(_LOST_BYTES_KEY, "0"))
+        lost = int(recorded) if recorded.isdigit() else 0
     fields.update(finalised=walk.finalised, recording=recording, interrupted=interrupted,
                   recovered_records=walk.messages, truncated_bytes=lost, lost_record=walk.lost,
                   file_bytes=size)

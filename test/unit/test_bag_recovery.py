@@ -265,8 +265,9 @@ def test_a_finished_bag_without_metadata_yaml_gets_one(written):
     assert read_bag_metadata(written.path.parent)["message_count"] == N
 
 
-def test_a_finalisation_interrupted_in_its_turn_loses_nothing(written, tmp_path, monkeypatch):
-    """Killed before the rename: the original is intact, and the leftover temp file is replaced next time."""
+def test_a_finalisation_that_fails_or_is_killed_loses_nothing(written, tmp_path, monkeypatch):
+    """A failed rename leaves the original intact and no temp file; a killed finalisation's temp file
+    (half a copy) is replaced by the next one."""
     store = crashed(written, tmp_path / "after", written.data_end)
     path = store.bag_dir("m-1.mcap") / "m-1.mcap"
     original = path.read_bytes()
@@ -279,18 +280,34 @@ def test_a_finalisation_interrupted_in_its_turn_loses_nothing(written, tmp_path,
     [failed] = store.finalise_interrupted()
     assert failed.action == "skipped_unreadable" and "No space left" in failed.note
     assert path.read_bytes() == original
-    assert (path.parent / ".m-1.mcap.finalising").exists()  # what a kill at that point leaves
+    assert sorted(p.name for p in path.parent.iterdir()) == ["m-1.mcap"]
     monkeypatch.setattr(os, "replace", real_replace)
+
+    (path.parent / ".m-1.mcap.finalising").write_bytes(written.blob[:100])  # what a kill mid-copy leaves
     [done] = store.finalise_interrupted()
     assert done.action == "finalised" and done.recovered_records == N
     assert sorted(p.name for p in path.parent.iterdir()) == ["m-1.mcap", "metadata.yaml"]
+    assert records(path) == records(written.path)
 
 
-def test_a_bag_cut_inside_its_header_is_left_alone(written, tmp_path):
+def test_a_bag_cut_inside_its_header_becomes_an_empty_finished_bag(written, tmp_path):
     store = crashed(written, tmp_path / "after", 12)
-    [skipped] = store.finalise_interrupted()
-    assert skipped.action == "skipped_unreadable" and "header" in skipped.note
-    assert (store.bag_dir("m-1.mcap") / "m-1.mcap").read_bytes() == written.blob[:12]
+    assert store.bag_state("m-1.mcap").recovered_records == 0
+    [done] = store.finalise_interrupted()
+    assert done.action == "finalised" and done.recovered_records == 0 and done.truncated_bytes == 4
+    assert read_bag_metadata(store.bag_dir("m-1.mcap"))["custom_data"] == {
+        "mission_id": "m-1", "robot_harness.interrupted": "true", "robot_harness.truncated_bytes": "4"}
+    assert list(read_bag_messages(store.bag_dir("m-1.mcap"))) == []
+
+
+def test_a_file_that_is_not_mcap_is_never_finalised(tmp_path):
+    path = tmp_path / "m-9" / "m-9.mcap"
+    path.parent.mkdir()
+    path.write_bytes(b"not an mcap file at all")
+    [skipped] = McapEvidenceStore(tmp_path).finalise_interrupted()
+    assert skipped.action == "skipped_unreadable" and "not an MCAP file" in skipped.note
+    assert path.read_bytes() == b"not an mcap file at all"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["m-9.mcap"]
 
 
 def test_the_memory_store_has_nothing_to_finalise():
@@ -317,3 +334,47 @@ def test_finalising_a_larger_bag_keeps_every_record(tmp_path):
     [done] = McapEvidenceStore(tmp_path / "after").finalise_interrupted()
     assert done.recovered_records == 2000 - 1 and done.seconds < 5
     assert len(list(read_bag_messages(tmp_path / "after" / "m-2"))) == 1999
+
+
+def test_a_creation_that_died_before_naming_its_bag_is_cleaned_up(tmp_path):
+    stale = tmp_path / "m-3" / ".m-3.mcap.4242.creating"
+    stale.parent.mkdir()
+    stale.write_bytes(b"\x89MCAP0\r\n")
+    assert McapEvidenceStore(tmp_path).finalise_interrupted() == []
+    assert not stale.exists()
+
+
+def test_an_unfinished_bag_decodes_with_its_own_schemas(written, tmp_path):
+    from robot_harness.evidence.bag import read_bag_decoded
+
+    store = crashed(written, tmp_path / "after", written.ends[-1] - 1)
+    decoded = [msg.data for _m, msg in read_bag_decoded(store.bag_dir("m-1.mcap"), topics=["/chatter", "/other"])]
+    assert decoded == [f"message {i}" for i in range(N - 1)]
+
+
+FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "bags"
+
+
+@pytest.mark.skipif(not (FIXTURES / "rosbag2_talker.mcap").is_file(), reason="rosbag2 fixtures not found")
+def test_a_chunked_rosbag2_bag_is_read_by_the_scan_and_a_cut_chunk_is_lost_whole(tmp_path):
+    import hashlib
+
+    blob = (FIXTURES / "rosbag2_talker.mcap").read_bytes()
+    (tmp_path / "whole" / "m-t").mkdir(parents=True)
+    (tmp_path / "whole" / "m-t" / "m-t.mcap").write_bytes(blob)
+    messages = list(read_bag_messages(tmp_path / "whole" / "m-t" / "m-t.mcap"))
+    refs = [EvidenceRef.for_bag("m-t.mcap", m.topic, m.log_time_ns, sha256=hashlib.sha256(m.data).hexdigest())
+            for m in messages]
+    whole = McapEvidenceStore(tmp_path / "whole")
+    assert [whole.read(ref) for ref in refs] == [m.data for m in messages]  # messages inside a chunk
+    assert whole.bag_state("m-t.mcap").finalised and len(messages) == 20
+
+    (tmp_path / "cut" / "m-t").mkdir(parents=True)
+    with open(tmp_path / "whole" / "m-t" / "m-t.mcap", "rb") as f:
+        [chunk] = make_reader(f).get_summary().chunk_indexes
+    cut = chunk.chunk_start_offset + chunk.chunk_length // 2  # inside its one chunk
+    (tmp_path / "cut" / "m-t" / "m-t.mcap").write_bytes(blob[:cut])
+    state = McapEvidenceStore(tmp_path / "cut").bag_state("m-t.mcap")
+    assert not state.finalised and state.recovered_records == 0 and state.lost_record.startswith("a chunk record")
+    with pytest.raises(EvidenceNotFound, match="unfinalised"):
+        McapEvidenceStore(tmp_path / "cut").read(refs[0])
