@@ -5,7 +5,7 @@ SHELL := /bin/bash
 ENV := source scripts/env.sh
 PYTEST_ARGS ?=
 
-.PHONY: help setup demo test test-unit test-integration bench crash-test clean
+.PHONY: help setup demo test test-unit test-integration bench crash-test kill-test clean
 
 help:
 	@echo "make setup   venv + ROS 2 Kilted wheels + colcon build (idempotent)"
@@ -13,6 +13,7 @@ help:
 	@echo "make test    run the whole test suite"
 	@echo "make bench   harness overhead benchmarks"
 	@echo "make crash-test  SIGKILL supervisor/sim_robot/verifier across 100 missions (~12 min)"
+	@echo "make kill-test   SIGKILL robot-harness up itself (sim inside, sim outside) under mission clients (~4 min)"
 
 setup:
 	@bash scripts/setup.sh
@@ -34,6 +35,9 @@ bench: setup
 
 crash-test: setup
 	@$(ENV) && python scripts/crash_test.py --missions $${MISSIONS:-100} --out runs/crash-test
+
+kill-test: setup
+	@$(ENV) && python scripts/kill_test.py --missions $${MISSIONS:-10} --out runs/kill-test-$$(date +%Y%m%d-%H%M%S)
 
 clean:
 	rm -rf .ws runs
