@@ -912,6 +912,8 @@ class MemoryEvidenceStore(EvidenceStore):
 _MESSAGE_OPCODE = 0x05
 _RECORD_PREFIX = struct.Struct("<BQ")
 _MESSAGE_HEADER = struct.Struct("<HIQQ")
+_LOCK_RETRIES = 3
+_LOCK_RETRY_S = 0.02
 _LOCK_WAIT_S = 2.0
 """How long a writer waits for the lock of the file it has just created (a finaliser that listed
 the directory at that instant holds it for a moment, then sees the bag is not its to touch)."""
@@ -1151,6 +1153,11 @@ class McapEvidenceStore(EvidenceStore):
         started = time.monotonic()
         with open(path, "rb") as stream:
             taken = _lock_state(stream)
+            for _ in range(_LOCK_RETRIES):
+                if taken is not False:
+                    break
+                time.sleep(_LOCK_RETRY_S)  # a reader (journal verify) holds it for an instant; a writer for good
+                taken = _lock_state(stream)
             if taken is not True:
                 if _looks_finished(stream, os.fstat(stream.fileno()).st_size):
                     return None
