@@ -4,7 +4,11 @@ An MCP client is treated like the planner: untrusted, proposing only. Its tool
 calls become the turns of an operator *session mission*
 (``operator/session.py``), so they are journaled with the snapshot they were
 decided on, validated, re-checked on a fresh snapshot before motion, leased,
-approved when policy says so, and their physical outcome is verified. Tool
+approved when policy says so (never by the client itself: there is no tool to
+answer an approval, and under the ``operator`` approval policy the client's
+bearer token is refused as an approver of its own session's calls even when
+it is also the operator token; see ``core/interactions``), and their
+physical outcome is verified. Tool
 names, descriptions and argument schemas are the planner's own; annotations
 say which tools move the robot.
 
