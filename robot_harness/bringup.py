@@ -99,6 +99,8 @@ class BringUp:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._guests: list[Callable[[], None]] = []
+        self.unready: dict[str, str] = {}
+        """After ``start(require_ready=False)``: what was still not observable when the supervisor was activated."""
 
     def add_node(self, node: Any, destroy: Callable[[], None] | None = None) -> None:
         """Spin a caller's node (a client, a test probe) on this graph's executor.
@@ -119,14 +121,29 @@ class BringUp:
         return values
 
     def _transition(self, name: str, step: str) -> None:
-        ret = getattr(self.nodes[name], f"trigger_{step}")()
+        """One lifecycle transition; a failure raises the node's own error (``transition_error``: a
+        journal that cannot open, a planner with no model), so the caller gets its exit code and cause."""
+        node = self.nodes[name]
+        node.transition_error = None
+        ret = getattr(node, f"trigger_{step}")()
         if getattr(ret, "name", str(ret)) != "SUCCESS":
+            if node.transition_error is not None:
+                raise node.transition_error
             raise RuntimeError(f"{name}: {step} failed ({ret}); see the node's log")
 
-    def start(self, *, wait_ready: bool = True) -> "BringUp":
+    def start(self, *, wait_ready: bool = True, require_ready: bool = True, ready_timeout_s: float = 15.0) -> "BringUp":
+        """Configure and activate the graph, the supervisor last.
+
+        With ``wait_ready`` (and the simulated robot) the supervisor is activated once the world is
+        observable, waiting up to ``ready_timeout_s``; with ``require_ready`` a world still not
+        observable then is a ``HarnessTimeout`` naming what is missing and why. Without it the graph
+        comes up anyway (``robot-harness up``): ``unready`` says what is missing, and the supervisor
+        refuses missions with that reason until it is fresh.
+        """
         import rclpy
         from robot_harness.nodes.executors import MultiThreadedExecutor
 
+        from .core.errors import HarnessTimeout
         from .nodes.planner import PlannerNode
         from .nodes.snapshot_aggregator import SnapshotAggregator
         from .nodes.supervisor import SupervisorNode
@@ -164,7 +181,12 @@ class BringUp:
             for name in ("snapshot_aggregator", "planner", "verifier", "recovery"):
                 self._transition(name, "activate")
             if self.use_sim and wait_ready:
-                self.wait_ready()
+                try:
+                    self.wait_ready(ready_timeout_s)
+                except HarnessTimeout:
+                    if require_ready:
+                        raise
+                    self.unready = self.not_ready()
             self._transition("supervisor", "activate")
         except BaseException:
             self.stop()
@@ -194,19 +216,26 @@ class BringUp:
         import time
 
         from .core.errors import HarnessTimeout
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            problems = self.not_ready()
+            if not problems:
+                return
+            if time.monotonic() >= deadline:
+                raise HarnessTimeout(f"graph not ready after {timeout_s:g} s: {'; '.join(problems.values())}",
+                                     missing=sorted(problems))
+            time.sleep(0.05)
+
+    def not_ready(self) -> dict[str, str]:
+        """What the aggregator cannot see fresh now (pose, battery, navigation), each with why
+        (its topic, the last message's age); empty when the world is observable."""
         from .core.records import Availability
 
-        aggregator = self.nodes["snapshot_aggregator"]
-        deadline = time.monotonic() + timeout_s
-        missing: list[str] = []
-        while time.monotonic() < deadline:
-            snap = aggregator.capture(reason="readiness")
-            metas = {"pose": snap.pose_meta, "battery": snap.battery_meta, "navigation": snap.navigation_meta}
-            missing = [k for k, m in metas.items() if m.availability is not Availability.AVAILABLE]
-            if not missing:
-                return
-            time.sleep(0.05)
-        raise HarnessTimeout(f"graph not ready after {timeout_s} s: no fresh {', '.join(missing)}", missing=missing)
+        snap = self.nodes["snapshot_aggregator"].capture(reason="readiness")
+        metas = {"pose": snap.pose_meta, "battery": snap.battery_meta, "navigation": snap.navigation_meta}
+        names = {"pose": "pose", "battery": "battery state", "navigation": "navigator status"}
+        return {k: m.why_not_fresh(names[k]) for k, m in metas.items() if m.availability is not Availability.AVAILABLE}
 
     @property
     def supervisor(self) -> Any:
@@ -252,7 +281,8 @@ class BringUp:
         self.context = None
 
     def __enter__(self) -> "BringUp":
-        return self.start()
+        """Start (``with BringUp(...) as graph``), or take a graph already started (``with graph.start(...)``)."""
+        return self if self.context is not None else self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import signal
+import re
 import sys
 import textwrap
 import threading
@@ -334,7 +335,7 @@ def _register_run_commands(sub: Any) -> None:
         examples=["robot-harness up --journal /tmp/rh/journal.sqlite3 --planner-script scenarios/demo.yaml",
                   "robot-harness up --mcp --dashboard            # + MCP on :8770 and the dashboard on :8771",
                   "robot-harness up --no-sim --harness-config config/harness.yaml   # a real Nav2 robot"],
-        run=_up, json_output=False)
+        run=_up, json_output=False, exit_codes=(ExitCode.UNAVAILABLE, ExitCode.EVIDENCE))
     up.add_argument("--no-sim", action="store_true", help="do not start the simulated robot (use a real Nav2 robot)")
     up.add_argument("--journal", type=Path, help="journal file (default $ROS_HOME/robot_harness/journal.sqlite3)")
     up.add_argument("--harness-config", type=Path, help="harness configuration YAML (default config/harness.yaml)")
@@ -391,7 +392,7 @@ def _register_run_commands(sub: Any) -> None:
                   "--report /tmp/rh/report.json",
                   "robot-harness run --scenario scenarios/demo.yaml --require-success --json | jq .status"],
         run=_run, progress=True, notes=_FINAL_STATUS_NOTE,
-        exit_codes=(ExitCode.NOT_SUCCEEDED, ExitCode.UNAVAILABLE))
+        exit_codes=(ExitCode.NOT_SUCCEEDED, ExitCode.REFUSED, ExitCode.UNAVAILABLE, ExitCode.EVIDENCE))
     r.add_argument("--scenario", type=Path, required=True, help="the scenario file (docs/scenario.schema.json)")
     _run_args(r)
 
@@ -404,7 +405,7 @@ def _register_run_commands(sub: Any) -> None:
                   "--record /tmp/rh/demo.replay.jsonl",
                   "robot-harness demo --replay /tmp/rh/demo.replay.jsonl --require-success"],
         run=_run, progress=True, notes=_FINAL_STATUS_NOTE,
-        exit_codes=(ExitCode.NOT_SUCCEEDED, ExitCode.UNAVAILABLE))
+        exit_codes=(ExitCode.NOT_SUCCEEDED, ExitCode.REFUSED, ExitCode.UNAVAILABLE, ExitCode.EVIDENCE))
     _run_args(d)
 
 
@@ -552,9 +553,10 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return ExitCode.PIPE
-    except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as exc:
+    except OSError as exc:  # a path the user gave that cannot be read or written, a full disk: not a bug
         where = f"{exc.filename}: " if exc.filename else ""
-        return _fail(console, ExitCode.USAGE, f"{where}{exc.strerror or exc}", {"error": "os_error"})
+        return _fail(console, ExitCode.USAGE, f"{where}{exc.strerror or exc}",
+                     {"error": "os_error", "errno": exc.errno, "path": exc.filename})
     except Exception as exc:  # noqa: BLE001 - the last line of defence: a bug, reported as one
         if _is_journal_error(exc):
             return _fail(console, ExitCode.EVIDENCE, f"the journal cannot be read: {exc}",
@@ -699,7 +701,7 @@ def _journal_export(args: argparse.Namespace, console: Console) -> int:
     else:
         text = export_events(events, args.format)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
+        _check_writable(args.out, "--out")
         args.out.write_text(text)
         console.info(f"{len(events)} event(s) written to {args.out}")
     else:
@@ -841,7 +843,7 @@ def _report(args: argparse.Namespace, console: Console) -> int:
         mission = _mission_id(j, args.mission_arg or args.mission or "last")
         page = render_report(j, mission, artifacts_dir=args.artifacts, bag=args.bag)
     out = args.out or Path(f"report-{mission}.html")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    _check_writable(out, "--out")
     out.write_text(page)
     console.result({"mission_id": mission, "report": str(out), "bytes": len(page.encode())},
                    f"report: {out} ({len(page) // 1024} KiB, self-contained)")
@@ -902,12 +904,13 @@ def _planner_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
                          "(or record with --record FILE)")
     out: dict[str, Any] = {"backend": "llm", "model": args.model}
     if args.record:
-        args.record.parent.mkdir(parents=True, exist_ok=True)
+        _check_writable(args.record, "--record")
         out["record_file"] = str(args.record.resolve())
     return {"planner": out}
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
+    from .core.errors import JournalWriteError
     from .core.scenario import load_scenario
     from .runner import run_scenario
 
@@ -917,6 +920,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if journal is None:
         out = Path(os.environ.get("ROBOT_HARNESS_RUNS", "runs")) / time.strftime("%Y%m%d-%H%M%S")
         journal = out / "journal.sqlite3"
+    # Before the robot moves: a report that cannot be written is said now, not after the mission.
+    _check_writable(journal, "--journal", error=JournalWriteError)
+    if args.report:
+        _check_writable(args.report, "--report")
     console.info(f"mission: {scenario.goal}")
     progress = console.progress
     report = run_scenario(scenario, journal_path=journal, report_path=args.report, on_feedback=progress.mission,
@@ -924,7 +931,49 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     progress.done(f"{report['mission_id']}: {report['status']} after {progress.elapsed():.1f} s; "
                   f"journal {report['journal']}")
     console.result(report, lambda: _run_text(report, args.report))
+    if report.get("refusal"):
+        print(f"robot-harness: error: mission {report['mission_id']} was not run: {report['summary']}",
+              file=console.stderr)
+        return ExitCode.REFUSED
+    if not report.get("event_counts", {}).get("MISSION_FINISHED"):
+        # the journal could not take the mission's end (locked, full, unwritable): what it holds is not the record
+        print(f"robot-harness: error: the journal holds no end for mission {report['mission_id']}: "
+              f"{report['summary']}", file=console.stderr)
+        return ExitCode.EVIDENCE
+    model = _MODEL_UNAVAILABLE.search(report.get("summary") or "")
+    if model and report["status"] != "SUCCEEDED":
+        print(f"robot-harness: error: the model endpoint did not answer: {model.group(1)}", file=console.stderr)
+        return ExitCode.UNAVAILABLE
     return mission_exit_code(report["status"], require_success=args.require_success)
+
+
+_MODEL_UNAVAILABLE = re.compile(r"llm_unavailable: ([^;]*)")
+"""How a mission's summary says the planner's model endpoint never answered (the LLM client's error code)."""
+
+
+def _check_writable(path: Path, what: str, *, error: type[HarnessError] = UsageError) -> None:
+    """``path`` can be created or written (its folder is made); ``error`` naming the cause if not
+    (a ``UsageError``; for the journal a ``JournalWriteError``, exit 5 as when the supervisor finds it)."""
+    target = path.expanduser()
+    if target.is_dir():
+        raise error(f"{what} {path} is a directory, not a file", field=what, path=str(path))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise error(f"{what} {path}: cannot create its folder {target.parent}: {exc.strerror or exc}",
+                    field=what, path=str(path), errno=exc.errno) from None
+    probe = target if target.exists() else target.parent
+    if not os.access(probe, os.W_OK) or _read_only_fs(target.parent):
+        raise error(f"{what} {path}: {probe} is not writable"
+                    + (" (a read-only file system)" if _read_only_fs(target.parent) else ""),
+                    field=what, path=str(path))
+
+
+def _read_only_fs(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def _run_text(report: dict[str, Any], report_path: Path | None) -> str:
@@ -994,7 +1043,9 @@ def _up(args: argparse.Namespace, console: Console) -> int:
         overrides["supervisor"]["harness_config_json"] = json.dumps({"mcp": mcp})
     graph = BringUp(use_sim=not args.no_sim, params_dir=args.params_dir, overrides=overrides)
     try:
-        graph.start()
+        # Up without a fresh pose is still up: the supervisor refuses missions with the reason
+        # (journaled) until localization publishes, then admits them.
+        graph.start(require_ready=False, ready_timeout_s=5.0)
     except BaseException:  # Ctrl-C or a failure while starting: nothing may be left running
         graph.stop()
         raise
@@ -1015,6 +1066,9 @@ def _up(args: argparse.Namespace, console: Console) -> int:
               f"{graph.supervisor.journal_path}", file=console.stderr, flush=True)
         print("send missions with: robot-harness mission \"<goal>\"  (Ctrl-C to stop)", file=console.stderr,
               flush=True)
+        if graph.unready:
+            print(f"robot-harness: warning: the world is not observable yet ({'; '.join(graph.unready.values())}); "
+                  "missions are refused, with that reason, until it is", file=console.stderr, flush=True)
         while not stop["flag"]:
             time.sleep(0.2)
     except KeyboardInterrupt:
@@ -1084,10 +1138,15 @@ def _mission(args: argparse.Namespace, console: Console) -> int:
         client.destroy()
         rclpy.try_shutdown(context=ctx)
     if not accepted:
-        from .core.errors import RefusalError
+        from .core.errors import MissionRefused
 
-        raise RefusalError("the supervisor refused the mission (not active, busy, backend not active, bad goal "
-                           "or configuration override)", mission_id=mission_id)
+        raise MissionRefused(f"mission {mission_id}: the supervisor rejected the request without a reason (it is "
+                             "not configured: no journal; see its log)", mission_id=mission_id, refusal="rejected")
+    if getattr(result, "refusal", ""):
+        from .core.errors import MissionRefused
+
+        raise MissionRefused(f"mission {result.mission_id or mission_id} was not run: {result.summary}",
+                             mission_id=result.mission_id or mission_id, refusal=result.refusal)
     out = {"mission_id": result.mission_id, "status": result.status, "summary": result.summary,
            "evidence_seqs": list(result.evidence_seqs), "evidence_ids": list(result.evidence_ids),
            "verdict_id": result.verdict_id, "contract_id": result.contract_id,

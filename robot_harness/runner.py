@@ -65,6 +65,9 @@ def build_report(events: list[JournalEvent], *, mission_id: str, journal_path: s
     fin = finished or {}
     status = finished["status"] if finished else (getattr(mission_result, "status", "") or "UNKNOWN")
     summary = finished["summary"] if finished else (getattr(mission_result, "summary", "") or "no MISSION_FINISHED record")
+    refused = last.get(EventType.MISSION_REFUSED) if EventType.MISSION_STARTED not in last else None
+    if refused:
+        status, summary = "BLOCKED", f"refused ({refused.get('code', '?')}): {refused.get('reason', '')}"
     return {
         "mission_id": mission_id,
         "goal": next((e.payload.get("goal") for e in mine if e.type is EventType.MISSION_STARTED), None),
@@ -82,6 +85,7 @@ def build_report(events: list[JournalEvent], *, mission_id: str, journal_path: s
         "bag": fin.get("bag", {}),
         "model_usage": fin.get("model_usage", {}),
         "journal": journal_path,
+        "refusal": refused.get("code", "refused") if refused else "",
     }
 
 
@@ -107,7 +111,9 @@ def run_scenario(
     for node, values in (extra_overrides or {}).items():
         overrides.setdefault(node, {}).update(values)
     mission_id = IdGenerator(None).new("mission")
-    with BringUp(overrides=overrides) as graph:
+    # A world that is not observable does not stop the run: the supervisor refuses the mission with the
+    # reason (journaled), and the report says it.
+    with BringUp(overrides=overrides).start(require_ready=False) as graph:
         client = MissionClient(graph.context)
         graph.add_node(client.node, client.destroy)
         if graph_hook is not None:
@@ -129,7 +135,8 @@ def run_scenario(
     # mission was refused while the supervisor ran it (seen in CI).
     if not accepted and not events:
         report = {"mission_id": mission_id, "status": "BLOCKED", "summary": "the supervisor refused the mission",
-                  "tool_calls": [], "event_counts": {}, "evidence_seqs": [], "journal": str(journal_path)}
+                  "tool_calls": [], "event_counts": {}, "evidence_seqs": [], "journal": str(journal_path),
+                  "refusal": "rejected"}
     else:
         report = build_report(events, mission_id=mission_id, journal_path=str(journal_path), mission_result=result)
     report["sim_truth"] = truth

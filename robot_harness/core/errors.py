@@ -17,6 +17,7 @@ __all__ = [
     "UnknownToolError",
     "InvalidArgumentsError",
     "RefusalError",
+    "MissionRefused",
     "PreconditionChanged",
     "IllegalTransition",
     "HarnessTimeout",
@@ -70,6 +71,13 @@ class RefusalError(HarnessError):
     """The harness refused to act at run time (the world or the harness said no)."""
 
     code = "refused"
+
+
+class MissionRefused(RefusalError):
+    """The supervisor refused a mission before anything ran (busy, not active, invalid goal, no fresh
+    pose, navigator not active); ``refusal`` is its code, the message its reason."""
+
+    code = "mission_refused"
 
 
 class PreconditionChanged(RefusalError):

@@ -318,7 +318,7 @@ def connect_read_only(path: str | Path, *, timeout_s: float, **kwargs: Any) -> s
     readers beside a running supervisor (WAL: they never block its writes)."""
     return sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=timeout_s,
                            check_same_thread=False, **kwargs)
-_MISSION_MARKS = (EventType.MISSION_STARTED, EventType.MISSION_FINISHED)
+_MISSION_MARKS = (EventType.MISSION_STARTED, EventType.MISSION_FINISHED, EventType.MISSION_REFUSED)
 
 
 # --------------------------------------------------------------------------- shared core
@@ -360,6 +360,10 @@ def _stale(expected: int, actual: int) -> StaleRevision:
     return err
 
 
+REFUSED = "REFUSED"
+"""``missions()``'s status for a request that was refused and never admitted (MISSION_REFUSED only)."""
+
+
 def summarize_missions(
     spans: Iterable[tuple[str, int, int, int]], marks: Iterable[JournalEvent]
 ) -> list[dict[str, Any]]:
@@ -383,6 +387,13 @@ def summarize_missions(
             continue
         if ev.type is EventType.MISSION_STARTED and row["started_at"] is None:
             row["started_at"] = ev.stamp
+            row["goal"] = ev.payload.get("goal")
+            if row["status"] == REFUSED:  # refused once, admitted when sent again
+                row["status"] = row["summary"] = row["finished_at"] = None
+        elif ev.type is EventType.MISSION_REFUSED and row["started_at"] is None:
+            row["finished_at"] = ev.stamp
+            row["status"] = REFUSED
+            row["summary"] = ev.payload.get("reason")
             row["goal"] = ev.payload.get("goal")
         elif ev.type is EventType.MISSION_FINISHED:
             row["finished_at"] = ev.stamp
@@ -1245,7 +1256,8 @@ class SqliteJournal(Journal):
                 " WHERE mission_id != '' GROUP BY mission_id"
             ).fetchall()
             marks = tx.conn.execute(
-                f"SELECT {', '.join(_COLUMNS)} FROM events WHERE type IN (?, ?) AND mission_id != '' ORDER BY seq",
+                f"SELECT {', '.join(_COLUMNS)} FROM events WHERE type IN ({', '.join('?' * len(_MISSION_MARKS))})"
+                " AND mission_id != '' ORDER BY seq",
                 [t.value for t in _MISSION_MARKS],
             ).fetchall()
         return summarize_missions(spans, (self._row_to_event(r) for r in marks))

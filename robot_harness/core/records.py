@@ -85,6 +85,16 @@ class FieldMeta(_Frozen):
     def fresh(self) -> bool:
         return self.availability is Availability.AVAILABLE
 
+    def why_not_fresh(self, what: str) -> str:
+        """Why ``what`` cannot be trusted, naming its source and the last message's age; "" when fresh."""
+        where = f" on {self.source}" if self.source else ""
+        if self.availability is Availability.AVAILABLE:
+            return ""
+        if self.availability is Availability.MISSING or self.age_s is None:
+            return f"no {what} received{where}"
+        bound = f" (max age {self.max_age_s:g} s)" if self.max_age_s else ""
+        return f"no fresh {what}{where}: the last message is {self.age_s:.1f} s old{bound}"
+
 
 class Pose2D(_Frozen):
     x: float
@@ -348,6 +358,10 @@ class EventType(str, enum.Enum):
     """An operator's answer to an interaction (the first resolution wins)."""
     MISSION_FINISHED = "MISSION_FINISHED"
     """Final status, summary and evidence."""
+    MISSION_REFUSED = "MISSION_REFUSED"
+    """A mission request was refused before anything ran (busy, not active, invalid goal, backend not
+    active, no fresh pose): ``code``, ``reason``, ``source``. Not a state change: the id stays free, and
+    the same request sent again later may be admitted."""
 
 
 class EventDraft(_Frozen):

@@ -146,6 +146,14 @@ class SnapshotBuilder:
         self._fb_stamp: float | None = None
         self._fb_source = ""
 
+    def expect_sources(self, *, pose: str = "", velocity: str = "", battery: str = "", navigation: str = "") -> None:
+        """Name where each field comes from before its first message, so a field never observed says
+        which topic it waits on (``FieldMeta.source``, "no pose received on /amcl_pose")."""
+        self._pose_source = self._pose_source or pose
+        self._velocity_source = self._velocity_source or velocity
+        self._battery_source = self._battery_source or battery
+        self._nav_source = self._nav_source or navigation
+
     # -- observations ------------------------------------------------------
 
     def update_pose(self, pose: Pose2D, stamp: float, source: str) -> Sequence[SalientEvent]:

@@ -254,6 +254,10 @@ def _stop(p: Mapping[str, Any]) -> str:
     return f"stop from {p.get('source', '?')}: {p.get('reason', '')}"
 
 
+def _refused(p: Mapping[str, Any]) -> str:
+    return f"refused ({p.get('code', '?')}) from {p.get('source', '?')}: {p.get('reason', '')}"
+
+
 def _interaction(p: Mapping[str, Any]) -> str:
     if "resolution" in p:
         said = p.get("answer") or p.get("choice")
@@ -268,6 +272,7 @@ _SUMMARIES: dict[EventType, Callable[[Mapping[str, Any]], str]] = {
     EventType.LEASE_BLOCKED: _lease,
     EventType.ROBOT_ACTION_RECONCILED: _reconciled,
     EventType.STOP_REQUESTED: _stop,
+    EventType.MISSION_REFUSED: _refused,
     EventType.INTERACTION_REQUESTED: _interaction,
     EventType.INTERACTION_RESOLVED: _interaction,
     EventType.CONTRACT_FROZEN: _contract,

@@ -181,7 +181,7 @@ class LLMConfig(BaseModel):
         if not data.get("model"):
             model = os.environ.get("ROBOT_HARNESS_MODEL", "").strip()
             if not model:
-                raise LLMConfigError("no model configured: set LLMConfig.model or ROBOT_HARNESS_MODEL",
+                raise LLMConfigError("no model configured: pass --model NAME or set ROBOT_HARNESS_MODEL (LLMConfig.model)",
                                      env="ROBOT_HARNESS_MODEL")
             data["model"] = model
         return data

@@ -6,9 +6,32 @@ from typing import Any
 
 from rclpy.task import Future
 
-from ..core.errors import HarnessTimeout
+from ..core.errors import HarnessError, HarnessTimeout, UsageError
 
-__all__ = ["LatchedSource", "wait_future", "declare_params", "run_node"]
+__all__ = ["LatchedSource", "wait_future", "declare_params", "run_node", "transition_failed"]
+
+
+def transition_failed(node: Any, what: str, exc: BaseException) -> Any:
+    """Log why a lifecycle transition failed and keep it as ``node.transition_error``: a bring-up in
+    this process raises it (its own exit code and message) instead of "configure failed, see the log".
+
+    A ``HarnessError`` keeps its class (a journal error stays a journal error, exit 5) with ``what``
+    put before its message; anything else (a bad parameter, an unreadable file) is a ``UsageError``.
+    """
+    from rclpy.lifecycle import TransitionCallbackReturn
+
+    detail = exc.message if isinstance(exc, HarnessError) else (getattr(exc, "strerror", None) and
+                                                                 f"{exc.strerror}: {getattr(exc, 'filename', '')}"
+                                                                 or str(exc))
+    message = f"{node.get_name()}: {what}: {detail}" if what else f"{node.get_name()}: {detail}"
+    node.get_logger().error(message)
+    if isinstance(exc, HarnessError):
+        exc.message = message
+        exc.args = (message,)
+        node.transition_error = exc
+    else:
+        node.transition_error = UsageError(message, node=node.get_name())
+    return TransitionCallbackReturn.FAILURE
 
 
 def wait_future(future: Future, timeout_s: float, what: str) -> Any:

@@ -32,7 +32,7 @@ from ..core.errors import HarnessError
 from ..core.planner_script import ScriptedPlanner, ScriptTurn
 from ..core.ports import PlannerRequest
 from ..core.records import ModelResponse
-from ._util import declare_params, run_node
+from ._util import declare_params, run_node, transition_failed
 
 __all__ = ["PlannerNode", "main", "load_turns", "make_backend"]
 
@@ -76,8 +76,7 @@ class PlannerNode(LifecycleNode):
         try:
             self._backend, description = make_backend(p)
         except (OSError, ValidationError, yaml.YAMLError, ValueError, HarnessError) as exc:
-            self.get_logger().error(f"planner backend {p['backend']!r}: {exc}")
-            return TransitionCallbackReturn.FAILURE
+            return transition_failed(self, f"planner backend {p['backend']!r}", exc)
         self._srv = self.create_service(PlanTurn, "~/plan_turn", self._on_plan_turn, callback_group=ReentrantCallbackGroup())
         self.get_logger().info(description)
         return TransitionCallbackReturn.SUCCESS

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
 from ..core.recovery import Failure, RecoveryBudgets, RecoveryPolicy, Rung
-from ._util import declare_params, run_node
+from ._util import declare_params, run_node, transition_failed
 
 __all__ = ["RecoveryNode", "main"]
 
@@ -48,8 +48,7 @@ class RecoveryNode(LifecycleNode):
             if not isinstance(alternatives, dict):
                 raise ValueError("alternatives_json must be a JSON object")
         except (ValueError, ValidationError) as exc:
-            self.get_logger().error(f"recovery parameters: {exc}")
-            return TransitionCallbackReturn.FAILURE
+            return transition_failed(self, "recovery parameters", exc)
         advisor = None
         if p["advisor"] == "llm":
             try:
@@ -58,11 +57,9 @@ class RecoveryNode(LifecycleNode):
 
                 advisor = LLMRecoveryAdvisor(ChatClient(LLMConfig(**json.loads(p["advisor_llm_json"] or "{}"))))
             except Exception as exc:  # noqa: BLE001 - a misconfigured advisor must not start silently
-                self.get_logger().error(f"recovery advisor: {exc}")
-                return TransitionCallbackReturn.FAILURE
+                return transition_failed(self, "recovery advisor", exc)
         elif p["advisor"] != "none":
-            self.get_logger().error(f"unknown advisor {p['advisor']!r} (none | llm)")
-            return TransitionCallbackReturn.FAILURE
+            return transition_failed(self, "advisor", ValueError(f"unknown advisor {p['advisor']!r} (none | llm)"))
         self._policy = RecoveryPolicy(budgets, alternatives=alternatives, advisor=advisor)
         self._srv = self.create_service(Recover, "~/decide", self._on_decide)
         return TransitionCallbackReturn.SUCCESS

@@ -141,13 +141,11 @@ class SnapshotAggregator(LifecycleNode):
                 **{name: self.get_parameter(name).value for name in _FRESHNESS_PARAMS}
             )
         except ValidationError as exc:
-            self.get_logger().error(f"invalid freshness parameters: {exc}")
-            return TransitionCallbackReturn.FAILURE
+            return transition_failed(self, "invalid freshness parameters", exc)
         rate = float(self.get_parameter("snapshot_rate_hz").value)
         tf_rate = float(self.get_parameter("tf_rate_hz").value)
         if rate < 0.0 or tf_rate <= 0.0:
-            self.get_logger().error("snapshot_rate_hz must be >= 0 and tf_rate_hz > 0")
-            return TransitionCallbackReturn.FAILURE
+            return transition_failed(self, "rates", ValueError("snapshot_rate_hz must be >= 0 and tf_rate_hz > 0"))
         try:
             self._create_resources(config, rate, tf_rate)
         except Exception as exc:  # a half-built node must not stay half-built
@@ -242,6 +240,8 @@ class SnapshotAggregator(LifecycleNode):
             )
         )
 
+        self._builder.expect_sources(pose=self._tf_source if use_tf else self._pose_source, velocity=odom_topic,
+                                     battery=battery_topic, navigation=self._status_topic)
         self._timers_made.append(
             self.create_timer(config.navigation_max_age_s / 4.0, self._on_nav_liveness)
         )

@@ -27,7 +27,7 @@ from ..core.clock import IdGenerator, SystemClock
 from ..core.config import HarnessConfig, deep_merge, dotted_overrides, load_harness_config, navigation_workspace
 from ..core.authority import default_contract_compiler
 from ..core.engine import MAX_GOAL_CHARS, MissionRunner
-from ..core.errors import HarnessError, HarnessTimeout, RefusalError, UsageError
+from ..core.errors import HarnessError, HarnessTimeout, JournalWriteError, RefusalError, UsageError
 from ..core.mission_spec import MissionSpec, StructuredCoverageReviewer, structured_compiler
 from ..operator.session import ExternalPlanner, SessionContractCompiler, SessionHost
 from ..core.journal import BackgroundListener, Journal, SqliteJournal, default_journal_path
@@ -38,7 +38,7 @@ from ..core.records import ActionView, EventDraft, EventType, JournalEvent, Miss
 from ..core.skills import default_skills, resolve_target
 from .. import __version__
 from . import conversions as cv
-from ._util import declare_params, run_node, wait_future
+from ._util import declare_params, run_node, transition_failed, wait_future
 from .executors import BackgroundSpinner
 from .ros_ports import (Nav2NavigationPort, RosPlannerPort, RosRecoveryPort, RosRobotIO, RosSnapshotPort, RosVerifierPort,
                         recovery_call_budget)
@@ -128,19 +128,26 @@ class SupervisorNode(LifecycleNode):
             overrides = json.loads(p["harness_config_json"]) if p["harness_config_json"] else {}
             self._config = load_harness_config(file_text=text, overrides=overrides)
         except (OSError, ValueError, UsageError) as exc:
-            self.get_logger().error(f"harness configuration: {exc}")
-            return TransitionCallbackReturn.FAILURE
+            return transition_failed(self, "harness configuration", exc)
         seed = int(p["id_seed"])
         self._ids = IdGenerator(None if seed < 0 else seed)
         path = Path(p["journal_path"]).expanduser() if p["journal_path"] else default_journal_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.journal_path = str(path)
         try:
-            self._journal = SqliteJournal(path, clock=self._wall, ids=self._ids, busy_timeout_ms=int(p["journal_busy_timeout_ms"]))
-            self._journal.setup()
-        except HarnessError as exc:
-            self.get_logger().error(f"journal {path}: {exc}")
-            return TransitionCallbackReturn.FAILURE
+            path.parent.mkdir(parents=True, exist_ok=True)
+            journal = SqliteJournal(path, clock=self._wall, ids=self._ids, busy_timeout_ms=int(p["journal_busy_timeout_ms"]))
+            try:
+                journal.setup()
+            except BaseException:
+                journal.close()
+                raise
+        except OSError as exc:
+            return transition_failed(self, f"journal {path}", JournalWriteError(
+                f"cannot create the journal's directory: {exc.strerror} ({exc.filename})", path=str(path),
+                errno=exc.errno))
+        except HarnessError as exc:  # the journal's message names the file, the SQLite error and what to do
+            return transition_failed(self, "", exc)
+        self._journal = journal
         artifacts = Path(p["artifacts_dir"] or self._config.artifacts_dir or (path.parent / "artifacts")).expanduser()
         reliable = QoSProfile(depth=200, reliability=QoSReliabilityPolicy.RELIABLE)
         self._events_pub = self.create_publisher(JournalEventMsg, "~/events", reliable)
@@ -388,34 +395,81 @@ class SupervisorNode(LifecycleNode):
     # -- Mission action -----------------------------------------------------------
 
     def _on_goal(self, goal_request: Any) -> GoalResponse:
-        goal = goal_request.goal
-        if not self._active or self._journal is None:
-            self.get_logger().warning("mission refused: supervisor is not active")
+        """Accept every request the journal can record: a refusal is answered in the result (BLOCKED,
+        with its reason) and journaled, not given as a bare REJECT that tells the client nothing.
+        Only a supervisor with no journal (not configured) rejects."""
+        if self._journal is None:
+            self.get_logger().warning("mission refused: the supervisor is not configured (no journal)")
             return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    def _goal_problem(self, goal_request: Any) -> tuple[str, str] | None:
+        """(code, reason) when the request itself cannot be run: not active, bad goal text, bad overrides."""
+        if not self._active:
+            return "not_active", "the supervisor is not active (configured but not activated, or deactivated)"
+        goal = goal_request.goal
         # A structured mission's own problems are not refused here: they end it BLOCKED, on the record.
         structured = cv.msg_to_mission_spec(goal_request).structured
         if len(goal) > MAX_GOAL_CHARS or not (goal.strip() or structured):
-            self.get_logger().warning(f"mission refused: goal must be 1..{MAX_GOAL_CHARS} characters "
-                                      "(or empty beside a contract or a template)")
-            return GoalResponse.REJECT
+            return "invalid_goal", (f"the goal must be 1..{MAX_GOAL_CHARS} characters (or empty beside a contract "
+                                    f"or a template); got {len(goal)}")
         try:
             default_contract_compiler(self._mission_config(goal_request))  # a malformed scenario contract is refused here
         except UsageError as exc:
-            self.get_logger().warning(f"mission refused: {exc}")
-            return GoalResponse.REJECT
-        if goal_request.mission_id and (goal_request.mission_id == self._admitted_id
-                                        or self._journal.revision(goal_request.mission_id) > 0):
-            # A repeated request (a client retrying after a lost answer): it gets
-            # the existing mission's record, and nothing runs again.
-            return GoalResponse.ACCEPT
-        if self._busy.locked():
-            self.get_logger().warning("mission refused: another mission is running")
-            return GoalResponse.REJECT
+            return "invalid_goal", f"invalid mission configuration: {exc.message}"
+        return None
+
+    def _busy_reason(self) -> str:
+        session = self._session_host.mission_id if self._session_host is not None else ""
+        if session:
+            return (f"an MCP operator session (mission {session}) holds the robot; end it with harness_stop, "
+                    "then send the mission")
+        current = self._runner_mission_id() or self._admitted_id
+        return f"another mission is running ({current or 'being admitted'}); stop it with robot-harness stop" + \
+            (f" --mission {current}" if current else "")
+
+    def _readiness_problem(self, mission_id: str) -> tuple[str, str] | None:
+        """(code, reason) when the world is not ready for a mission: the navigator not active, or no
+        fresh localized pose (which topic, how old its last message is)."""
         ok, why = self.backend_active()
         if not ok:
-            self.get_logger().warning(f"mission refused: backend not active ({why})")
-            return GoalResponse.REJECT
-        return GoalResponse.ACCEPT
+            return "backend_not_active", f"the navigator is not active: {why}"
+        try:
+            snap = self._snapshots.capture(reason="admission_check", mission_id=mission_id)
+        except HarnessError as exc:
+            return "no_snapshot", f"no world snapshot: {exc.message}"
+        if not snap.pose_meta.fresh:
+            return "no_fresh_pose", (f"{snap.pose_meta.why_not_fresh('localized pose')}; missions are refused "
+                                     "until localization publishes again")
+        return None
+
+    def _refuse(self, goal_handle: Any, mission_id: str, code: str, reason: str, *, source: str = "mission_action") -> Any:
+        """Journal the refusal (the request's id, goal, owner, code and reason) and answer BLOCKED with it."""
+        from ..action import Mission
+
+        req = goal_handle.request
+        self.get_logger().warning(f"mission {mission_id} refused ({code}): {reason}")
+        note = self._journal_refusal(mission_id, code, reason, source=source, goal=req.goal, owner=req.owner)
+        result = Mission.Result(mission_id=mission_id, status=MissionStatus.BLOCKED.value,
+                                summary=f"refused ({code}): {reason}{note}", journal_path=self.journal_path)
+        result.refusal = code
+        goal_handle.abort()
+        return result
+
+    def _journal_refusal(self, mission_id: str, code: str, reason: str, *, source: str, goal: str = "",
+                         owner: str = "") -> str:
+        """Record a refused request; "" or why it could not be recorded (the refusal stands either way)."""
+        journal = self._journal
+        if journal is None:
+            return " (not journaled: the supervisor has no journal)"
+        draft = EventDraft(type=EventType.MISSION_REFUSED, mission_id=mission_id, payload={
+            "code": code, "reason": reason, "source": source, "goal": goal[:MAX_GOAL_CHARS], "owner": owner[:200]})
+        try:
+            journal.append([draft])
+        except HarnessError as exc:
+            self.get_logger().error(f"refusal of {mission_id} not journaled: {exc}")
+            return f" (not journaled: {exc.message})"
+        return ""
 
     def _on_cancel(self, goal_handle: Any) -> CancelResponse:
         mission_id = goal_handle.request.mission_id or self._runner_mission_id()
@@ -456,20 +510,27 @@ class SupervisorNode(LifecycleNode):
 
         result = Mission.Result()
         existing = goal_handle.request.mission_id
+        problem: tuple[str, str] | None = None
         with self._admit:
             # A repeat (a client re-sending after a lost answer) of the mission being admitted or
             # run here, or of one already journaled, gets that mission's record: never a second run.
             repeat = bool(existing) and (existing == self._admitted_id or (
                 self._journal is not None and self._journal.revision(existing) > 0))
             if not repeat:
-                if not self._busy.acquire(blocking=False):
-                    goal_handle.abort()
-                    result.status, result.summary = MissionStatus.BLOCKED.value, "another mission is running"
-                    return result
-                self._admitted_id = existing
+                problem = self._goal_problem(goal_handle.request)
+                if problem is None and not self._busy.acquire(blocking=False):
+                    problem = ("busy", self._busy_reason())
+                if problem is None:
+                    self._admitted_id = existing = existing or self._ids.new("mission")
         if repeat:
             return self._repeat(goal_handle, existing)
+        mission_id = existing or self._ids.new("mission")
+        if problem is not None:
+            return self._refuse(goal_handle, mission_id, *problem)
         try:
+            problem = self._readiness_problem(mission_id)
+            if problem is not None:
+                return self._refuse(goal_handle, mission_id, *problem)
             req = goal_handle.request
             config = self._mission_config(req)
             state = {"stage": "admitted", "action": None}
@@ -492,7 +553,7 @@ class SupervisorNode(LifecycleNode):
             try:
                 goal, structured = self._mission_inputs(config, cv.msg_to_mission_spec(req))
                 runner = self._new_runner(config, self._planner, on_update, **structured)
-                outcome = runner.run(goal, mission_id=req.mission_id, owner=req.owner,
+                outcome = runner.run(goal, mission_id=mission_id, owner=req.owner,
                                      owner_token_sha256=token_sha256(req.owner_token) or self._operator_token_sha)
             except UsageError as exc:
                 goal_handle.abort()
@@ -619,17 +680,18 @@ class SupervisorNode(LifecycleNode):
 
     def _start_session(self, planner: ExternalPlanner, caller: str) -> str:
         """Run a session mission for ``planner`` in its own thread; refused while anything else runs."""
+        mission_id = self._ids.new("mcp-session")
+        spec = MissionSpec(goal="MCP operator session")
         if not self._active or self._journal is None or self._config is None:
-            raise RefusalError("the supervisor is not active")
+            raise self._refusal(mission_id, "not_active", "the supervisor is not active", spec, caller)
         ok, why = self.backend_active()
         if not ok:
-            raise RefusalError(f"backend not active ({why})")
-        mission_id = self._ids.new("mcp-session")
+            raise self._refusal(mission_id, "backend_not_active", f"the navigator is not active: {why}", spec, caller)
         # A session that was just stopped (or a mission in its last writes) frees the robot within
         # moments: wait that long before refusing, not longer.
         if not self._busy.acquire(timeout=_SESSION_START_WAIT_S):
-            raise RefusalError(f"the robot is busy with mission {self._runner_mission_id() or self._admitted_id}; "
-                               "an MCP session can start when it ends")
+            raise self._refusal(mission_id, "busy", self._busy_reason() + "; an MCP session can start when it ends",
+                                spec, caller)
         with self._admit:
             self._admitted_id = mission_id
         try:
@@ -694,21 +756,18 @@ class SupervisorNode(LifecycleNode):
         and verifier), and return its result once it ends. Refused (``RefusalError``) while the robot is
         busy, an MCP session included; the caller is the owner, the operator token answers its approvals."""
         if not self._active or self._journal is None or self._config is None:
-            raise RefusalError("the supervisor is not active")
+            raise self._refusal(self._ids.new("mission"), "not_active", "the supervisor is not active", spec, caller)
         self._check_goal_text(spec)
-        session = self._session_host.mission_id if self._session_host is not None else ""
-        if session:
-            raise RefusalError(f"an MCP operator session (mission {session}) holds the robot; end it with "
-                               "harness_stop, then submit the mission")
-        ok, why = self.backend_active()
-        if not ok:
-            raise RefusalError(f"backend not active ({why})")
-        if not self._busy.acquire(blocking=False):
-            raise RefusalError(f"the robot is busy with mission {self._runner_mission_id() or self._admitted_id}")
         mission_id = self._ids.new("mission")
+        session = self._session_host.mission_id if self._session_host is not None else ""
+        if session or not self._busy.acquire(blocking=False):
+            raise self._refusal(mission_id, "busy", self._busy_reason(), spec, caller)
         with self._admit:
             self._admitted_id = mission_id
         try:
+            problem = self._readiness_problem(mission_id)
+            if problem is not None:
+                raise self._refusal(mission_id, *problem, spec, caller)
             if on_admitted is not None:
                 on_admitted(mission_id)
             config = self._config
@@ -732,6 +791,12 @@ class SupervisorNode(LifecycleNode):
                     "bag": outcome.bag.get("path", "")}
         finally:
             self._release_mission()
+
+    def _refusal(self, mission_id: str, code: str, reason: str, spec: MissionSpec, caller: str) -> RefusalError:
+        """An MCP submission refused: journaled like a Mission goal's refusal, raised to the MCP client."""
+        note = self._journal_refusal(mission_id, code, reason, source="mcp", goal=spec.goal, owner=caller)
+        self.get_logger().warning(f"MCP mission {mission_id} refused ({code}): {reason}")
+        return RefusalError(f"refused ({code}): {reason}{note}", mission_id=mission_id, refusal=code)
 
     def stop_mission(self, mission_id: str, reason: str) -> str:
         """Stop ``mission_id`` if it is the one running (journaled, like a Stop); "" or why not."""

@@ -21,7 +21,7 @@ from ..core.clock import IdGenerator, SystemClock
 from ..core.config import VerificationConfig
 from ..core.errors import HarnessError
 from ..core.verifier import Verifier, VerifyRequest
-from ._util import declare_params, run_node
+from ._util import declare_params, run_node, transition_failed
 from .executors import BackgroundSpinner
 from .ros_ports import RosSnapshotPort
 
@@ -54,8 +54,7 @@ class VerifierNode(LifecycleNode):
         try:
             v = VerificationConfig.model_validate(json.loads(p["verification_json"]) if p["verification_json"] else {})
         except (ValueError, ValidationError) as exc:
-            self.get_logger().error(f"verification_json: {exc}")
-            return TransitionCallbackReturn.FAILURE
+            return transition_failed(self, "verification_json", exc)
         seed = int(p["id_seed"])
         self._verifier = Verifier(
             verifier_config(v),

@@ -146,8 +146,9 @@ def test_separate_processes_refuse_until_nav2_is_active_then_verify_and_survive_
     }
     try:
         # bt_navigator is unconfigured: the supervisor must refuse missions.
-        accepted, _ = client.send("Go to spot, then return to dock.", server_timeout_s=20.0, timeout_s=30.0)
-        assert not accepted, "a mission was accepted while Nav2's navigator was not active"
+        accepted, refused = client.send("Go to spot, then return to dock.", server_timeout_s=20.0, timeout_s=30.0)
+        assert accepted and refused.refusal == "backend_not_active", "a mission was admitted while Nav2's navigator was not active"
+        assert refused.status == "BLOCKED" and "not active" in refused.summary, refused.summary
 
         assert change_state(ctx, "bt_navigator", 1)  # configure
         assert change_state(ctx, "bt_navigator", 3)  # activate

@@ -183,8 +183,9 @@ def test_a_token_is_required_when_configured_and_a_running_session_holds_the_rob
         # The session mission holds the robot: a planner mission is refused until it ends.
         client = MissionClient(g.context)
         g.add_node(client.node, client.destroy)
-        accepted, _ = client.send("Go to the spot.", timeout_s=10.0)
-        assert not accepted
+        accepted, refused = client.send("Go to the spot.", timeout_s=10.0)
+        assert accepted and refused.status == "BLOCKED" and refused.refusal == "busy"
+        assert "MCP operator session" in refused.summary and "harness_stop" in refused.summary, refused.summary
 
         async def stop(s: ClientSession) -> Any:
             return await s.call_tool("harness_stop", {})

@@ -77,10 +77,11 @@ def test_overrides_apply_to_one_mission_and_bad_ones_are_refused(graph):
     accepted, result = client.send("Go to the spot.")
     assert accepted and result.status == "SUCCEEDED", result.summary
     # a malformed override never starts a mission
-    accepted, _ = client.send("Go to the spot.", overrides={"limits.no_such_limit": "3"})
-    assert not accepted
-    accepted, _ = client.send("   ")
-    assert not accepted, "an empty goal is refused"
+    accepted, refused = client.send("Go to the spot.", overrides={"limits.no_such_limit": "3"})
+    assert accepted and refused.refusal == "invalid_goal" and "no_such_limit" in refused.summary, refused.summary
+    accepted, refused = client.send("   ")
+    assert accepted and refused.refusal == "invalid_goal", "an empty goal is refused"
+    assert refused.status == "BLOCKED" and "1..2000 characters" in refused.summary, refused.summary
 
 
 def test_cancel_stops_the_robot_and_reports_cancelled(stalling_graph):

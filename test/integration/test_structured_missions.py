@@ -95,8 +95,8 @@ def test_template_and_contract_missions_succeed_and_an_invalid_one_is_blocked_be
         assert len([e for e in g.sim.goal_log if e.event == "received"]) == received, "nothing reached the robot"
 
         # nothing at all (no goal, no contract, no template) is refused at the door, as an empty goal always was
-        accepted, _ = client.send("", timeout_s=20.0)
-        assert not accepted
+        accepted, refused = client.send("", timeout_s=20.0)
+        assert accepted and refused.status == "BLOCKED" and refused.refusal == "invalid_goal", refused.summary
 
     journal = tmp_path / "j.sqlite3"
     events = _events(journal, template_id)
