@@ -723,11 +723,15 @@ def _journal_verify(args: argparse.Namespace, console: Console) -> int:
     def text() -> str:
         lines = [f"{'ok  ' if c.ok else 'FAIL'} {c.id}" + (f"  ({c.problem})" if c.problem else "")
                  + f"  cited by {', '.join(c.cited_by)}" for c in report.checks]
+        lines += [f"bag  {note}" for note in report.notes]
+        unfinalised = report.unfinalised
         lines.append(f"{len(report.checks)} evidence item(s) checked for mission {mid}: "
-                     + ("all present and unchanged" if report.ok else f"{len(report.failures)} missing or changed"))
+                     + ("all present and unchanged" if report.ok else f"{len(report.failures)} missing or changed")
+                     + (f"; {len(unfinalised)} bag(s) unfinalised (an interrupted recording, read by a linear "
+                        "scan; the next `robot-harness up` finalises it)" if unfinalised else ""))
         return "\n".join(lines)
 
-    console.result({**report.model_dump(mode="json"), "ok": report.ok}, text)
+    console.result({**report.model_dump(mode="json"), "ok": report.ok, "notes": list(report.notes)}, text)
     return ExitCode.OK if report.ok else ExitCode.EVIDENCE
 
 

@@ -317,3 +317,23 @@ def test_outputs_that_cannot_be_written_are_usage_errors_before_anything_runs(tm
         assert_clean_failure(proc, 2, "--out", str(out))
         proc = cli("report", "--journal", str(j), "--out", str(out.with_suffix(".html")))
         assert_clean_failure(proc, 2, "--out")
+
+
+def test_journal_verify_reads_an_interrupted_bag_and_marks_it_unfinalised(tmp_path):
+    """A bag whose writer died has no footer: verify reads what is there (exit 0, "unfinalised"), and
+    evidence a deeper cut lost is named, with the bag (exit 5, never an empty message)."""
+    journal, report = tmp_path / "j" / "journal.sqlite3", tmp_path / "report.json"
+    assert cli("run", "--scenario", str(small_scenario(tmp_path)), "--journal", str(journal), "--report",
+               str(report), timeout=120).returncode == 0
+    bag = Path(json.loads(report.read_text())["bag"]["path"])
+    whole = bag.read_bytes()
+    bag.write_bytes(whole[:-10])  # the footer's end and the closing magic: what a SIGKILL at close leaves
+    proc = cli("journal", "verify", "--journal", str(journal), "--json")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)
+    assert doc["ok"] and any("unfinalised" in note for note in doc["notes"]), doc.get("notes")
+    assert "unfinalised" in cli("journal", "verify", "--journal", str(journal)).stdout
+    bag.write_bytes(whole[: len(whole) // 3])  # a crash early in the mission: later evidence never reached the disk
+    proc = cli("journal", "verify", "--journal", str(journal))
+    assert proc.returncode == 5 and "Traceback" not in proc.stderr
+    assert "FAIL" in proc.stdout and bag.name in proc.stdout, proc.stdout[-3000:]
