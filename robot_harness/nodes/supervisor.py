@@ -8,7 +8,6 @@ on ``~/events`` after it commits.
 """
 from __future__ import annotations
 
-import hmac
 import json
 import os
 import threading
@@ -32,7 +31,7 @@ from ..core.mission_spec import MissionSpec, StructuredCoverageReviewer, structu
 from ..operator.session import ExternalPlanner, SessionContractCompiler, SessionHost
 from ..core.journal import BackgroundListener, Journal, SqliteJournal, default_journal_path
 from ..core.preconditions import check_preconditions
-from ..core.interactions import interactions, resolve, token_sha256
+from ..core.interactions import CredentialSet, TokenHasher, interactions, load_token_key, resolve, token_key_path
 from ..core.reconcile import Reconciler, clear_resource
 from ..core.records import ActionView, EventDraft, EventType, JournalEvent, MissionStatus
 from ..core.skills import default_skills, resolve_target
@@ -223,8 +222,11 @@ class SupervisorNode(LifecycleNode):
             self.create_service(ListInteractions, "~/interactions", self._on_list_interactions, callback_group=self._group),
             self.create_service(ClearResource, "~/clear_resource", self._on_clear_resource, callback_group=self._group),
         ]
-        token = os.environ.get(self._config.interactions.operator_token_env, "")
-        self._operator_token_sha = token_sha256(token)
+        try:  # tokens are kept only as keyed digests; the key lives beside the journal (mode 0600, made once)
+            hasher = TokenHasher(load_token_key(token_key_path(path), create=True))
+        except HarnessError as exc:
+            return transition_failed(self, "token key", exc)
+        self._credentials = CredentialSet.from_environment(self._config.interactions, os.environ, hasher)
         self.get_logger().info(f"journal at {path}; artifacts in {artifacts}")
         return TransitionCallbackReturn.SUCCESS
 
@@ -554,7 +556,7 @@ class SupervisorNode(LifecycleNode):
                 goal, structured = self._mission_inputs(config, cv.msg_to_mission_spec(req))
                 runner = self._new_runner(config, self._planner, on_update, **structured)
                 outcome = runner.run(goal, mission_id=mission_id, owner=req.owner,
-                                     owner_token_sha256=token_sha256(req.owner_token) or self._operator_token_sha)
+                                     credentials=self._credentials.for_mission(req.owner_token))
             except UsageError as exc:
                 goal_handle.abort()
                 result.status, result.summary = MissionStatus.FAILED.value, f"invalid mission: {exc}"
@@ -708,7 +710,8 @@ class SupervisorNode(LifecycleNode):
                     outcome = runner.run(f"MCP operator session ({caller or 'mcp'}): operator-directed tool calls; "
                                          "an MCP session never declares completion",
                                          mission_id=mission_id, owner=caller,
-                                         owner_token_sha256=self._operator_token_sha)
+                                         credentials=self._credentials.for_program(
+                                             os.environ.get(self._config.mcp.token_env, "")))
                     why = f"ended {outcome.status.value}: {outcome.summary}"
                     self.get_logger().info(f"MCP session {mission_id} {why}")
                 except Exception as exc:  # one answer for the clients, never success
@@ -783,7 +786,8 @@ class SupervisorNode(LifecycleNode):
             goal, structured = self._mission_inputs(config, spec)
             runner = self._new_runner(config, self._planner, on_update, **structured)
             outcome = runner.run(goal, mission_id=mission_id, owner=caller[:200],
-                                 owner_token_sha256=self._operator_token_sha)
+                                 credentials=self._credentials.for_program(
+                                     os.environ.get(self._config.mcp.token_env, "")))
             return {"mission_id": outcome.mission_id, "status": outcome.status.value, "summary": outcome.summary,
                     "contract_id": (outcome.contract or {}).get("contract_id", ""),
                     "verdict_id": (outcome.verdict or {}).get("verdict_id", ""),
@@ -906,7 +910,8 @@ class SupervisorNode(LifecycleNode):
         try:
             interaction, recorded = resolve(self._journal, interaction_id=request.interaction_id,
                                             resolution=request.resolution, token=request.token, clock=self._wall,
-                                            answer=request.answer, choice=request.choice, operator=request.operator_name)
+                                            answer=request.answer, choice=request.choice, operator=request.operator_name,
+                                            hasher=self._credentials.hasher)
         except HarnessError as exc:
             response.ok, response.code, response.error = False, "invalid" if exc.code == "usage_error" else exc.code, exc.message
             return response
@@ -928,12 +933,12 @@ class SupervisorNode(LifecycleNode):
 
     def _on_clear_resource(self, request: Any, response: Any) -> Any:
         assert self._journal is not None
-        if not self._operator_token_sha:
+        if not self._credentials.operator_configured:
             response.ok, response.error = False, (
                 f"no operator token configured (set {self._config.interactions.operator_token_env} for the "
                 "supervisor); nobody may clear resources over ROS")
             return response
-        if not hmac.compare_digest(token_sha256(request.token), self._operator_token_sha):
+        if not self._credentials.is_operator(request.token):
             response.ok, response.error = False, "not_authorized: wrong operator token"
             return response
         try:

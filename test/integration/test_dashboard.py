@@ -28,7 +28,15 @@ import pytest
 
 from robot_harness.core.clock import IdGenerator, ManualClock
 from robot_harness.core.errors import BackendUnavailable, UsageError
-from robot_harness.core.interactions import CommandConflict, InteractionNotFound, NotAuthorized, token_sha256
+from robot_harness.core.interactions import (
+    CommandConflict,
+    InteractionNotFound,
+    NotAuthorized,
+    TokenHasher,
+    load_token_key,
+    token_key_path,
+    token_sha256,
+)
 from robot_harness.core.journal import SqliteJournal
 from robot_harness.core.records import EventDraft, EventType
 
@@ -225,7 +233,11 @@ def test_an_approval_clicked_on_the_page_lets_the_mission_succeed(tmp_path, brow
     (finished,) = [p for t, p in events if t == "MISSION_FINISHED"]
     assert finished["status"] == "SUCCEEDED"
     (started,) = [p for t, p in events if t == "MISSION_STARTED"]
-    assert started["owner"] == "alice" and started["owner_sha256"] == token_sha256(TOKEN)
+    assert started["owner"] == "alice" and "owner_sha256" not in started, "no unkeyed digest"
+    key = TokenHasher(load_token_key(token_key_path(journal), create=False))
+    assert started["owner_hmac"] == key.digest(TOKEN) == started["sender_hmac"]
+    (asked,) = [p for t, p in events if t == "INTERACTION_REQUESTED"]
+    assert asked["policy"] == "owner" and resolved["answered_as"] == "owner"
 
 
 # ----------------------------------------------------------------------------- the page's other controls
