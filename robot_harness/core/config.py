@@ -18,6 +18,8 @@ APPROVAL_POLICIES = ("owner", "operator")
 """Who may approve (core/interactions.ApprovalPolicy): the mission's owner, or only an operator credential."""
 _APPROVER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_REDACTED = "***"
+"""What the journal's redactor writes for a value under a secret-looking key (core/journal.REDACTED)."""
 
 
 class _Cfg(BaseModel):
@@ -207,7 +209,7 @@ class InteractionsConfig(_Cfg):
             if not _APPROVER_NAME.fullmatch(name):
                 raise ValueError(f"interactions.approvers: approver name {name!r} must be letters, digits, '_', "
                                  "'-' or '.' (it is journaled as approver:<name>)")
-            if not _ENV_NAME.fullmatch(env or ""):
+            if env != _REDACTED and not _ENV_NAME.fullmatch(env or ""):  # a journaled config may be redacted
                 raise ValueError(f"interactions.approvers.{name}: {env!r} is not an environment variable name "
                                  "(the approver's token is read from that variable, never from the file)")
         return self

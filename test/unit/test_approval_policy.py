@@ -314,3 +314,14 @@ def test_harness_resolutions_written_elsewhere_are_credited_to_the_harness():
     assert draft.payload["answered_as"] == "harness"
     assert HarnessConfig().interactions.approval_policy == {"requires_approval": "owner",
                                                             "requires_operator": "operator"}
+
+
+def test_a_journaled_configuration_with_redacted_values_loads_again_for_replay():
+    runner, robot, journal, clock = make([{"done": "nothing to do"}], interactions={
+        **OPERATOR_ONLY, "approvers": {"token_bot": "SITE_BOT_VAR"}})
+    runner.run("go to the office", owner="a-script", credentials=creds().for_mission("evil"))
+    (started,) = journal.events(types=[E.MISSION_STARTED])
+    recorded = started.payload["config"]["interactions"]
+    assert recorded["approvers"] == {"token_bot": "***"} and recorded["operator_token_env"] == "***"
+    again = load_harness_config(overrides=started.payload["config"])
+    assert again.interactions.approval_policy_for({"requires_operator"}) == "operator"
