@@ -227,6 +227,12 @@ class SupervisorNode(LifecycleNode):
         except HarnessError as exc:
             return transition_failed(self, "token key", exc)
         self._credentials = CredentialSet.from_environment(self._config.interactions, os.environ, hasher)
+        icfg = self._config.interactions
+        gated = [s.name for s in default_skills(self._config.navigation, ask_operator=icfg.ask_operator)
+                 if icfg.approval_policy_for(set(s.tags) | set(icfg.skill_tags.get(s.name, ()))) == "operator"]
+        if gated and not self._credentials.approvers:
+            self.get_logger().warning(f"calls of {', '.join(gated)} need an operator's approval and will wait "
+                                      f"until they expire: {self._credentials.missing}")
         self.get_logger().info(f"journal at {path}; artifacts in {artifacts}")
         return TransitionCallbackReturn.SUCCESS
 
