@@ -144,6 +144,9 @@ def run_mission(graph: UpGraph, client: Client, mission_id: str, kill_at: float)
     while proc.poll() is None:
         if ready_at is None and restarted_at is not None and graph.up_ready():
             ready_at = time.monotonic()
+        up_exit = graph.procs["up"].poll()
+        if up_exit is not None and "up_exited" not in row:
+            row["up_exited"] = up_exit  # the restarted `up` died: its client can only time out (see up.log)
         if time.monotonic() - t0 > CLIENT_TIMEOUT_S + 30:
             proc.kill()
             proc.wait()
