@@ -7,6 +7,7 @@ test checks that it and the launch file list the same nodes and files.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -99,6 +100,8 @@ class BringUp:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._guests: list[Callable[[], None]] = []
+        self.stop_timeout_s = 15.0
+        """How long ``stop()`` waits for a mission in progress to end (cancelled, on the record)."""
         self.unready: dict[str, str] = {}
         """After ``start(require_ready=False)``: what was still not observable when the supervisor was activated."""
 
@@ -246,10 +249,13 @@ class BringUp:
 
         if self.context is None:
             return
+        # A mission in progress is stopped while the graph still runs: its goal is cancelled through the
+        # navigator, the cancel confirmed and the mission ends CANCELLED on the record (bounded), before
+        # the robot and the executor go away under it.
+        supervisor = self.nodes.get("supervisor")
+        if supervisor is not None and self._thread is not None and self._thread.is_alive():
+            supervisor.stop_missions("the graph is stopping (Ctrl-C or SIGTERM)", timeout_s=self.stop_timeout_s)
         self._stopping = True
-        for node in self.nodes.values():
-            if hasattr(node, "_runner") and node._runner is not None:  # noqa: SLF001
-                node._runner.request_stop("bring-up stopping")
         # End the sim's running goals, stop spinning, then destroy: destroying
         # entities under a spinning executor races its wait set.
         if self.sim is not None:
@@ -258,6 +264,7 @@ class BringUp:
             self.executor.shutdown(timeout_sec=5.0)
         if self._thread is not None:
             self._thread.join(timeout=5.0)
+        self._settle_tasks()
         if self.sim is not None:
             self.sim.destroy()
         for destroy in reversed(self._guests):
@@ -271,6 +278,7 @@ class BringUp:
                 node.destroy_node()
             except Exception:
                 pass
+        self._settle_tasks()
         rclpy.try_shutdown(context=self.context)
         # rclpy frees DDS participants only on garbage collection; lingering
         # ones slow discovery for the next graph in this process.
@@ -279,6 +287,20 @@ class BringUp:
         gc.collect()
         self.nodes.clear()
         self.context = None
+
+    def _settle_tasks(self) -> None:
+        """Collect the executor's callback tasks that ended with an error while the graph was being torn
+        down (an entity destroyed under a pending callback: rclpy's InvalidHandle, "cannot use Destroyable
+        because destruction was requested"). Expected at shutdown, not a fault; left uncollected, rclpy
+        prints each one to stderr at exit, after the command's own last line."""
+        executor = self.executor
+        if executor is None:
+            return
+        with getattr(executor, "_tasks_lock", contextlib.nullcontext()):
+            tasks = [t for t, *_ in getattr(executor, "_tasks", ())]
+        for task in tasks:
+            if task.done():
+                task.exception()  # marks it retrieved
 
     def __enter__(self) -> "BringUp":
         """Start (``with BringUp(...) as graph``), or take a graph already started (``with graph.start(...)``)."""

@@ -57,6 +57,7 @@ class ExitCode(enum.IntEnum):
     EVIDENCE = 5, "the journal or the evidence cannot be trusted: unreadable journal, evidence missing or changed"
     BUG = 70, "an unexpected error inside robot_harness (traceback printed; please report it)"
     INTERRUPTED = 130, "interrupted (Ctrl-C)"
+    TERMINATED = 143, "terminated (SIGTERM, e.g. by timeout(1) or a service manager); what ran is on the record"
     PIPE = 141, "stdout was closed early (e.g. | head)"
 
 
@@ -226,7 +227,7 @@ def _isatty(stream: TextIO) -> bool:
 Handler = Callable[[argparse.Namespace, Console], int]
 """A command: parsed arguments and a console in, an ``ExitCode`` out; errors are raised."""
 
-_ALWAYS = (ExitCode.OK, ExitCode.USAGE, ExitCode.INTERRUPTED)
+_ALWAYS = (ExitCode.OK, ExitCode.USAGE, ExitCode.INTERRUPTED, ExitCode.TERMINATED)
 
 
 def add_command(
@@ -546,6 +547,8 @@ def main(argv: list[str] | None = None) -> int:
         # a refusal names its code (scripts and people grep for command_conflict, not_authorized, ...)
         message = exc.message if isinstance(exc, UsageError) else f"{exc.code}: {exc.message}"
         return _fail(console, exit_code_for(exc), message, {**exc.to_dict(), "message": exc.message})
+    except Terminated:
+        return _fail(console, ExitCode.TERMINATED, "terminated (SIGTERM)", {"error": "terminated"})
     except KeyboardInterrupt:
         return _fail(console, ExitCode.INTERRUPTED, "interrupted", {"error": "interrupted"})
     except BrokenPipeError:
@@ -571,18 +574,30 @@ def main(argv: list[str] | None = None) -> int:
         console.progress.clear()
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: unwinds like Ctrl-C (graphs stop, the journal closes, a mission cut short is recorded)
+    and exits 143 instead of dying mid-write."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
 @contextlib.contextmanager
 def _interruptible() -> Iterator[None]:
     """SIGINT raises KeyboardInterrupt (exit 130) even in a process started in the
-    background by a script, which inherits an ignored SIGINT."""
+    background by a script, which inherits an ignored SIGINT; SIGTERM raises ``Terminated``
+    (exit 143). ``up`` installs its own handlers (a stop signal is how it ends, with exit 0)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    previous_term = signal.signal(signal.SIGTERM, _terminate)
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, previous_term)
 
 
 def _is_journal_error(exc: BaseException) -> bool:
@@ -1159,6 +1174,10 @@ def _mission(args: argparse.Namespace, console: Console) -> int:
     console.result(out, f"mission: {out['mission_id']}\nstatus:  {out['status']}\nsummary: {out['summary']}"
                         f"\nverdict: {out['verdict_id'] or 'none'}\njournal: {out['journal']}"
                         f"\nbag:     {out['bag'] or 'not recorded'}")
+    model = _MODEL_UNAVAILABLE.search(out["summary"] or "")
+    if model and out["status"] != "SUCCEEDED":
+        print(f"robot-harness: error: the model endpoint did not answer: {model.group(1)}", file=console.stderr)
+        return ExitCode.UNAVAILABLE
     return mission_exit_code(out["status"], require_success=args.require_success)
 
 

@@ -627,6 +627,19 @@ class SupervisorNode(LifecycleNode):
             self._pending_stop = None
         self._busy.release()
 
+    def stop_missions(self, reason: str, *, timeout_s: float) -> bool:
+        """Stop the mission or MCP session in progress (journaled, like a Stop) and wait until it has
+        ended, at most ``timeout_s``: for a bring-up stopping the graph. True when nothing runs now."""
+        if not self._busy.locked():
+            return True
+        self._stop_mcp(reason)
+        self._stop_current(reason, source="shutdown")
+        if not self._busy.acquire(timeout=timeout_s):
+            self.get_logger().warning(f"the mission in progress did not end within {timeout_s:g} s of: {reason}")
+            return False
+        self._busy.release()
+        return True
+
     def _stop_current(self, reason: str, *, source: str) -> str:
         """Stop the mission in progress, even one admitted whose runner is not built yet."""
         with self._admit:

@@ -337,3 +337,31 @@ def test_journal_verify_reads_an_interrupted_bag_and_marks_it_unfinalised(tmp_pa
     proc = cli("journal", "verify", "--journal", str(journal))
     assert proc.returncode == 5 and "Traceback" not in proc.stderr
     assert "FAIL" in proc.stdout and bag.name in proc.stdout, proc.stdout[-3000:]
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
+def test_stopping_run_in_the_middle_of_a_mission_exits_with_its_code_and_ends_the_mission(tmp_path, sig, code):
+    scenario = small_scenario(tmp_path, goal="Go to far.",
+                              world={"places": {"dock": {"x": 0, "y": 0}, "far": {"x": 8.0, "y": 0}},
+                                               "start": "dock"},
+                              robot={"speed": 0.5}, harness={"navigation": {"timeout_s": 60.0}},
+                              planner={"turns": [{"tool_calls": [{"name": "navigate_to", "arguments": {"place": "far"}}]},
+                                                 {"done": "At far."}]})
+    journal = tmp_path / "j" / "journal.sqlite3"
+    run = subprocess.Popen([*CLI, "run", "--scenario", str(scenario), "--journal", str(journal)], cwd=REPO,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _has_event(journal, "ROBOT_ACTION_STARTED") and run.poll() is None:
+            time.sleep(0.2)
+        assert _has_event(journal, "ROBOT_ACTION_STARTED"), "the mission never dispatched"
+        run.send_signal(sig)
+        out, err = run.communicate(timeout=40)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert_clean_failure(subprocess.CompletedProcess(run.args, run.returncode, out, err), code,
+                         "terminated" if sig == signal.SIGTERM else "interrupted")
+    listing = json.loads(cli("journal", "show", "--journal", str(journal), "--mission", "list", "--json").stdout)
+    assert [m["status"] for m in listing] == ["CANCELLED"], listing

@@ -243,9 +243,10 @@ def test_invalid_tool_calls_get_an_error_and_nothing_moves(tmp_path, bad):
 
 
 def test_a_robot_whose_localization_never_publishes_is_sent_no_motion(tmp_path):
-    """pose_dropout from t = 0. The bring-up's readiness wait refuses such a graph (so ``run`` would stop there,
-    after 15 s, with no mission admitted); started without that wait, the mission runs blind, and the
-    pre-dispatch check still sends the robot nothing."""
+    """pose_dropout from t = 0. The bring-up's readiness wait says so (``run`` goes on after 15 s, ``up`` at
+    once); the supervisor then refuses the mission before anything is planned (issue 13: BLOCKED, journaled,
+    naming the pose topic), and the robot is sent nothing. A pose lost after admission meets the
+    pre-dispatch check instead (test_dispatch_validation, the scenario stale_pose_at_verification)."""
     from robot_harness.bringup import BringUp
     from robot_harness.client import MissionClient
     from robot_harness.core.clock import IdGenerator, SystemClock
@@ -259,7 +260,7 @@ def test_a_robot_whose_localization_never_publishes_is_sent_no_motion(tmp_path):
     graph = BringUp(overrides=scenario_overrides(sc, journal_path=journal_path, artifacts_dir=tmp_path / "artifacts"))
     graph.start(wait_ready=False)
     try:
-        with pytest.raises(HarnessTimeout, match="no fresh pose"):
+        with pytest.raises(HarnessTimeout, match="no pose received on /amcl_pose"):
             graph.wait_ready(timeout_s=2.0)
         client = MissionClient(graph.context)
         graph.add_node(client.node, client.destroy)
@@ -275,10 +276,7 @@ def test_a_robot_whose_localization_never_publishes_is_sent_no_motion(tmp_path):
     finally:
         journal.close()
     report = build_report(events, mission_id=mission_id, journal_path=str(journal_path))
-    assert accepted and report["status"] != "SUCCEEDED", explain(report)
+    assert accepted and report["status"] == "BLOCKED" and report["refusal"] == "no_fresh_pose", explain(report)
+    assert "no localized pose received on /amcl_pose" in report["summary"], report["summary"]
     assert goal_log == [] and moved_m == 0.0, "no goal reached the robot"
-    assert of_type(events, "ROBOT_ACTION_STARTED") == [] and outcomes(events) == []
-    first = report["tool_calls"][0]["result"]
-    assert first["status"] == "precondition_changed", explain(report)
-    assert {"observation_age", "pose_drift"} <= {c["name"] for c in first["content"]["failed"]}
-    assert_one_result_per_call(events)
+    assert [e.type.value for e in events] == ["MISSION_REFUSED"] and report["tool_calls"] == []
