@@ -162,15 +162,32 @@ def _resources(args: argparse.Namespace, console: Console) -> int:
                            f"mission {lease.mission_id})")
             return ExitCode.OK
         leases = {r: lease.model_dump(mode="json") for r, lease in journal.leases().items()}
+    for resource, lease in leases.items():
+        lease["clear_command"] = _clear_command(resource, args.journal) if lease["state"] == "blocked" else ""
 
     def text() -> str:
         if not leases:
             return "no resource is leased"
-        return "\n".join(f"{r}: {lease['state']} by {lease['owner']} (mission {lease['mission_id']})"
-                         + (f" - {lease['reason']}" if lease["reason"] else "") for r, lease in leases.items())
+        lines = []
+        for r, lease in leases.items():
+            lines.append(f"{r}: {lease['state']} by {lease['owner']} (mission {lease['mission_id']})"
+                         + (f" - {lease['reason']}" if lease["reason"] else ""))
+            if lease["clear_command"]:
+                lines.append(f"  nothing may use {r} until it is cleared: check the robot (is it stopped, where is "
+                             f"it?), then\n  {lease['clear_command']}")
+        return "\n".join(lines)
 
     console.result(leases, text)
     return ExitCode.OK
+
+
+def _clear_command(resource: str, journal: Path | None) -> str:
+    """The exact command that clears a blocked ``resource`` (the reason and the operator are the person's to give)."""
+    import shlex
+
+    where = f" --journal {shlex.quote(str(journal))}" if journal else ""
+    return (f"robot-harness resources --clear {shlex.quote(resource)} --reason '<what you checked>' "
+            f"--operator \"$USER\"{where}")
 
 
 def _stop(args: argparse.Namespace, console: Console) -> int:

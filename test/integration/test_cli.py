@@ -326,10 +326,16 @@ def test_operator_commands_list_answer_and_clear_on_the_journal(tmp_path):
     assert json.loads(cli("interactions", "--journal", str(path), "--json").stdout) == []
     leases = cli("resources", "--journal", str(path))
     assert "base: blocked by act-1" in leases.stdout
+    # the listing prints the exact command that clears it: run as printed (the reason filled in), it does
+    (command,) = [line.strip() for line in leases.stdout.splitlines() if line.strip().startswith("robot-harness ")]
+    assert json.loads(cli("resources", "--journal", str(path), "--json").stdout)["base"]["clear_command"] == command
     no_reason = cli("resources", "--journal", str(path), "--clear", "base", "--operator", "alice")
     assert no_reason.returncode == 2 and "reason" in no_reason.stderr
-    cleared = cli("resources", "--journal", str(path), "--clear", "base", "--reason", "checked: parked",
-                  "--operator", "alice")
+    import shlex
+
+    argv = shlex.split(command.replace("<what you checked>", "checked: parked").replace('"$USER"', "alice"))
+    assert argv[:4] == ["robot-harness", "resources", "--clear", "base"] and argv[-2:] == ["--journal", str(path)]
+    cleared = cli(*argv[1:])
     assert cleared.returncode == 0, cleared.stderr
     assert json.loads(cli("resources", "--journal", str(path), "--json").stdout) == {}
 
