@@ -54,7 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import is_loopback
 from ..core.engine import MAX_GOAL_CHARS
-from ..core.errors import BackendUnavailable, HarnessError, HarnessTimeout, RefusalError, UsageError
+from ..core.errors import BackendUnavailable, HarnessError, HarnessTimeout, MissionRefused, RefusalError, UsageError
 from ..core.journal import (
     EVENT_COLUMNS,
     JournalReadError,
@@ -286,7 +286,7 @@ class RosOperatorPort:
 
     def __init__(self, node: Any, *, journal_path: str | Path, mission_action: str = "/robot_harness/mission",
                  stop_service: str = "/supervisor/stop", timeout_s: float = 10.0, answer_timeout_s: float = 15.0,
-                 max_sends: int = 3) -> None:
+                 max_sends: int = 3, admission_timeout_s: float = 10.0) -> None:
         from rclpy.action import ActionClient
 
         from ..action import Mission
@@ -297,6 +297,7 @@ class RosOperatorPort:
         self.timeout_s = timeout_s
         self.answer_timeout_s = answer_timeout_s
         self.max_sends = max_sends
+        self.admission_timeout_s = admission_timeout_s
         self._Mission, self._Stop = Mission, Stop
         self._action = ActionClient(node, Mission, mission_action)
         self._stop = node.create_client(Stop, stop_service)
@@ -311,12 +312,22 @@ class RosOperatorPort:
             raise BackendUnavailable(f"no mission server answers within {self.timeout_s} s (is the harness running?)")
         msg = self._Mission.Goal(goal=goal, mission_id=mission_id, owner=owner, owner_token=owner_token,
                                  overrides=[KeyValue(key=k, value=str(v)) for k, v in overrides.items()])
+        admitted = threading.Event()  # the first feedback: the mission was admitted and runs
         with self._lock:  # one send at a time: a retry must not race a second mission
-            handle = _send_until_answered(lambda: self._action.send_goal_async(msg), mission_id=mission_id,
-                                          answer_timeout_s=self.answer_timeout_s, max_sends=self.max_sends)
+            handle = _send_until_answered(
+                lambda: self._action.send_goal_async(msg, feedback_callback=lambda _fb: admitted.set()),
+                mission_id=mission_id, answer_timeout_s=self.answer_timeout_s, max_sends=self.max_sends)
         fut = handle.get_result_async()
         self._results[mission_id] = fut
-        fut.add_done_callback(lambda _f: self._results.pop(mission_id, None))
+        fut.add_done_callback(lambda _f: (self._results.pop(mission_id, None), admitted.set()))
+        # A refusal (busy, navigator not active, no fresh pose...) is the goal's result, with no feedback
+        # before it: wait for whichever comes first, so the operator is told why, not "accepted".
+        admitted.wait(self.admission_timeout_s)
+        if fut.done():
+            result = fut.result().result
+            if result.refusal:
+                raise MissionRefused(f"mission {mission_id} was not run: {result.summary}", mission_id=mission_id,
+                                     refusal=result.refusal)
         return {"mission_id": mission_id, "accepted": True}
 
     def resolve_interaction(self, *, interaction_id: str, resolution: str, token: str, answer: str, choice: str,

@@ -459,3 +459,36 @@ def test_a_lost_acceptance_is_sent_again_and_a_late_one_still_counts():
     with pytest.raises(HarnessTimeout, match="never answered 2 sends of mission m-3"):
         _send_until_answered(send, mission_id="m-3", answer_timeout_s=0.1, max_sends=2)
     assert len(sends) == 2 and time.monotonic() - t < 2.0
+
+
+def test_a_mission_the_supervisor_refuses_is_answered_409_with_its_reason(tmp_path):
+    """Issue 13: a refusal is the goal's result (no feedback before it); the dashboard waits for the
+    first of the two and tells the operator why, not "accepted". A mission it admits is still 202."""
+    from rclpy.node import Node
+
+    from robot_harness.bringup import BringUp
+    from robot_harness.operator.dashboard import RosOperatorPort, serve
+
+    journal = tmp_path / "journal.sqlite3"
+    overrides = {
+        "sim_robot": {"speed": 3.0},
+        "planner": {"turns_json": json.dumps([{"tool_calls": [{"name": "navigate_to", "arguments": {"place": "spot"}}]},
+                                              {"done": "At the spot."}])},
+        "supervisor": {"journal_path": str(journal), "harness_config_json": json.dumps({"places": PLACES})},
+    }
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    with BringUp(overrides=overrides) as g:
+        node = Node("dashboard_operator", context=g.context)
+        port = RosOperatorPort(node, journal_path=journal)
+        g.add_node(node, lambda: (port.destroy(), node.destroy_node()))
+        with serve(journal_path=journal, operator=port, token=TOKEN) as dash:
+            api = dash.url + "api/"
+            status, body = _request(api + "missions", method="POST", headers=bearer, body={
+                "goal": "Go to the spot.", "overrides": {"limits.no_such_limit": 3}})
+            assert status == 409 and body["error"] == "mission_refused", body
+            assert "invalid_goal" in body["message"] and "no_such_limit" in body["message"], body
+            status, body = _request(api + "missions", method="POST", headers=bearer, body={"goal": "Go to the spot."})
+            assert status == 202 and body["accepted"], body
+    kinds = [e.type.value for e in SqliteJournal(journal, clock=ManualClock(0.0), ids=IdGenerator(1)).events()
+             if e.type.value in ("MISSION_REFUSED", "MISSION_STARTED")]
+    assert kinds == ["MISSION_REFUSED", "MISSION_STARTED"], kinds
