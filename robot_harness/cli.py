@@ -52,7 +52,8 @@ class ExitCode(enum.IntEnum):
     NOT_SUCCEEDED = 1, ("with --require-success: the mission ended FAILED, UNKNOWN, BLOCKED, CANCELLED or "
                         "WAITING_USER; a replay found differences")
     USAGE = 2, "bad usage: unknown option, invalid scenario or contract file, no such journal, mission or interaction"
-    REFUSED = 3, "the harness refused: mission not admitted, wrong owner token, a conflicting answer"
+    REFUSED = 3, ("the harness refused: mission not admitted (busy, not active, invalid, navigator not active, no "
+                  "fresh pose), a token the approval policy does not accept, a conflicting answer")
     UNAVAILABLE = 4, "nothing answered in time: no running graph or service, a timeout, the model endpoint"
     EVIDENCE = 5, "the journal or the evidence cannot be trusted: unreadable journal, evidence missing or changed"
     BUG = 70, "an unexpected error inside robot_harness (traceback printed; please report it)"
