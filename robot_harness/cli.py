@@ -1073,8 +1073,9 @@ def _up(args: argparse.Namespace, console: Console) -> int:
     try:
         if args.mcp:
             url = graph.supervisor.mcp_url
-            print(f"MCP server at {url}" if url else "MCP server not started (see the supervisor's log)",
-                  file=console.stderr, flush=True)
+            print(f"MCP server at {url}" if url else
+                  f"robot-harness: warning: MCP server not started: {graph.supervisor.mcp_error or 'see the log'}; "
+                  "missions still run through the Mission action", file=console.stderr, flush=True)
         if args.dashboard:
             _start_dashboard(graph, args.dashboard_port, console)
         # Explicit handlers, installed before "graph up" is said (a Ctrl-C right after it must stop the

@@ -23,17 +23,18 @@ _REDACTED = "***"
 
 
 class _Cfg(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Every number finite: a NaN timeout or tolerance compares false with everything and would switch a check off.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Preconditions(_Cfg):
     """What must still hold, on a fresh snapshot, right before a managed dispatch."""
 
-    max_observation_age_s: float = 0.5
+    max_observation_age_s: float = Field(default=0.5, gt=0.0)
     """The fresh pose must be AVAILABLE and at most this old."""
-    max_pose_drift_m: float = 0.3
+    max_pose_drift_m: float = Field(default=0.3, ge=0.0)
     """Fresh pose vs. the pose in the snapshot the model decided on."""
-    max_yaw_drift_rad: float = 0.6
+    max_yaw_drift_rad: float = Field(default=0.6, ge=0.0)
     localization_continuous: bool = True
     """No localization jump may have been seen between the decision and the fresh snapshot."""
     controller_idle: bool = True
@@ -42,7 +43,7 @@ class Preconditions(_Cfg):
     """No other managed action of this harness may be in flight."""
     target_unchanged: bool = True
     """The resolved target must be the same as when the model decided."""
-    battery_min: float | None = 0.1
+    battery_min: float | None = Field(default=0.1, ge=0.0, le=1.0)
     """Minimum state of charge (0..1); None disables the check."""
     max_goal_distance_m: float | None = Field(default=200.0, gt=0.0)
     """A navigation target farther than this from the fresh pose is refused (``precondition_changed``);
@@ -52,13 +53,13 @@ class Preconditions(_Cfg):
 class OutcomeTolerance(_Cfg):
     """How the navigation outcome check decides SUCCEEDED."""
 
-    xy_m: float = 0.25
-    yaw_rad: float = 0.35
-    max_pose_age_s: float = 0.5
+    xy_m: float = Field(default=0.25, gt=0.0)
+    yaw_rad: float = Field(default=0.35, gt=0.0)
+    max_pose_age_s: float = Field(default=0.5, gt=0.0)
     """The post-terminal pose must be at most this old."""
     require_no_pose_jump: bool = True
     """A localization discontinuity during the action makes the outcome UNKNOWN."""
-    settle_s: float = 1.0
+    settle_s: float = Field(default=1.0, ge=0.0)
     """How long to wait after the terminal report for a pose observed after it."""
 
 
@@ -82,16 +83,16 @@ class Workspace(_Cfg):
 
 class NavigationConfig(_Cfg):
     backend: str = "nav2/navigate_to_pose"
-    accept_timeout_s: float = 5.0
-    timeout_s: float = 20.0
+    accept_timeout_s: float = Field(default=5.0, gt=0.0)
+    timeout_s: float = Field(default=20.0, gt=0.0)
     """Fixed part of the whole-action timeout."""
-    timeout_per_m_s: float = 4.0
+    timeout_per_m_s: float = Field(default=4.0, ge=0.0)
     """Added per metre of straight-line distance (0.25 m/s worst-case average)."""
-    cancel_timeout_s: float = 3.0
-    lookup_timeout_s: float = 3.0
+    cancel_timeout_s: float = Field(default=3.0, gt=0.0)
+    lookup_timeout_s: float = Field(default=3.0, gt=0.0)
     """How long to wait for a goal to show up in the backend's status when its acceptance was lost
     (or while reconciling a lease): the goal is looked up by id, never sent again."""
-    progress_journal_period_s: float = 0.5
+    progress_journal_period_s: float = Field(default=0.5, ge=0.0)
     """ROBOT_ACTION_PROGRESS events are journaled at most this often."""
     preconditions: Preconditions = Preconditions()
     outcome: OutcomeTolerance = OutcomeTolerance()
@@ -101,16 +102,16 @@ class NavigationConfig(_Cfg):
 
 
 class LimitsConfig(_Cfg):
-    mission_timeout_s: float = 300.0
-    max_turns: int = 20
-    max_silent_turns: int = 1
+    mission_timeout_s: float = Field(default=300.0, gt=0.0)
+    max_turns: int = Field(default=20, ge=1)
+    max_silent_turns: int = Field(default=1, ge=0)
     """Consecutive model turns with no tool calls, no done proposal and no text (the planner has
     nothing more to propose) before the mission ends."""
-    max_text_only_turns: int = 2
+    max_text_only_turns: int = Field(default=2, ge=0)
     """Model turns answered in prose only (no tool call, no done proposal); each gets one recorded
     error and a new turn, until this budget is spent."""
-    max_tool_calls_per_turn: int = 8
-    max_done_rejections: int = 3
+    max_tool_calls_per_turn: int = Field(default=8, ge=1)
+    max_done_rejections: int = Field(default=3, ge=0)
     """Done proposals the verifier may turn down before the mission ends on the last verdict."""
 
 
@@ -166,9 +167,9 @@ class RecoveryConfig(_Cfg):
 class VerificationConfig(_Cfg):
     """The verifier's deterministic predicates."""
 
-    xy_tolerance_m: float = 0.5
-    yaw_tolerance_rad: float | None = 0.5
-    final_pose_max_age_s: float = 2.0
+    xy_tolerance_m: float = Field(default=0.5, gt=0.0)
+    yaw_tolerance_rad: float | None = Field(default=0.5, gt=0.0)
+    final_pose_max_age_s: float = Field(default=2.0, gt=0.0)
 
 
 class InteractionsConfig(_Cfg):
@@ -259,9 +260,9 @@ class EvalAblations(_Cfg):
 
 class HarnessConfig(_Cfg):
     frame_id: str = "map"
-    context_byte_cap: int = 6000
+    context_byte_cap: int = Field(default=6000, ge=512)
     """Upper bound on the JSON context the model receives per turn."""
-    snapshot_byte_cap: int = 1500
+    snapshot_byte_cap: int = Field(default=1500, ge=256)
     """Upper bound on the snapshot projection inside that context."""
     places: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Named places: ``{x, y, yaw}`` in ``frame_id``, optionally ``aliases`` (what people call the place,

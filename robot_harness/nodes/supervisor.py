@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
 from lifecycle_msgs.srv import GetState
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -95,6 +96,8 @@ class SupervisorNode(LifecycleNode):
         self._pending_stop: str | None = None
         """A Stop that arrived after a mission was admitted but before its runner existed."""
         self._mcp: Any = None
+        self.mcp_error = ""
+        """Why the MCP server did not start (empty: it runs, or was not asked for)."""
         self._session_host: SessionHost | None = None
         self._session_timer: Any = None
         self._unsubscribe_session: Any = None
@@ -126,7 +129,7 @@ class SupervisorNode(LifecycleNode):
 
             overrides = json.loads(p["harness_config_json"]) if p["harness_config_json"] else {}
             self._config = load_harness_config(file_text=text, overrides=overrides)
-        except (OSError, ValueError, UsageError) as exc:
+        except (OSError, ValueError, UsageError, yaml.YAMLError) as exc:
             return transition_failed(self, "harness configuration", exc)
         seed = int(p["id_seed"])
         self._ids = IdGenerator(None if seed < 0 else seed)
@@ -670,7 +673,8 @@ class SupervisorNode(LifecycleNode):
                               bind=cfg.host, port=cfg.port, token=os.environ.get(cfg.token_env, ""),
                               decision_timeout_s=decision_s, version=__version__, missions=self)
         except Exception as exc:  # never fatal to the supervisor: missions run without MCP
-            self.get_logger().error(f"MCP server not started: {type(exc).__name__}: {exc}")
+            self.mcp_error = f"{type(exc).__name__}: {exc}"
+            self.get_logger().error(f"MCP server not started: {self.mcp_error}")
             self._unsubscribe_session()
             self._session_host = None
             return
