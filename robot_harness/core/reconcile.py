@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .clock import Clock
 from .config import OutcomeTolerance
-from .durable import DispatchRecord, Lease, LeaseState, ReleaseReason
+from .durable import TRANSITION_TYPES, DispatchRecord, Lease, LeaseState, ReleaseReason
 from .errors import HarnessError, IllegalTransition, StaleRevision
 from .journal import Journal, UnknownSnapshot
 from .lifecycle import ALLOWED_TRANSITIONS
@@ -214,6 +214,12 @@ class Reconciler:
         return out
 
     def _reconcile_mission(self, mission_id: str) -> list[Settlement]:
+        """Settle one open mission and finish it UNKNOWN, every write checked against the revision the
+        mission had when it was found open: a second reconciler (a repeated request reconciling while
+        the supervisor's activation does) gets ``stale_revision`` and stops; the first record stands."""
+        revision = [self.journal.revision(mission_id)]
+        if mission_id not in self.journal.open_missions():
+            return []
         leases = [lease for lease in self.journal.leases().values() if lease.mission_id == mission_id]
         settled: list[Settlement] = []
         for record in self.journal.dispatches(mission_id):
@@ -222,9 +228,11 @@ class Reconciler:
                 continue
             asked_at = self.clock.now()
             finding, status, detail = self.inspect(record)
-            s = self._record(mission_id, record.action_id, record, finding, status, detail, mine, asked_at)
-            if s is not None:
-                settled.append(s)
+            s = self._record(mission_id, record.action_id, record, finding, status, detail, mine, asked_at,
+                             revision=revision)
+            if s is None:
+                return settled  # another writer moved the mission meanwhile: it is theirs to finish
+            settled.append(s)
         parts = [f"{s.action_id}: " + (f"{s.action_state.value} ({s.reason})" if s.action_state is not None
                                         else s.detail)
                  + (f" (resource {', '.join(s.blocked)} blocked until reconciled)" if s.blocked else "")
@@ -238,9 +246,13 @@ class Reconciler:
                          "answer later is refused)")
         summary = ("interrupted: the harness restarted while this mission was running; its goal was never "
                    "verified; nothing was resumed or re-sent" + (f"; {'; '.join(parts)}" if parts else ""))
-        self._append(mission_id, [*closing, EventDraft(type=EventType.MISSION_FINISHED, mission_id=mission_id, payload={
-            "status": MissionStatus.UNKNOWN.value, "summary": summary, "evidence_seqs": [], "evidence_ids": [],
-            "reconciled": [s.model_dump(mode="json") for s in settled]})])
+        try:
+            self._append(mission_id, [*closing, EventDraft(type=EventType.MISSION_FINISHED, mission_id=mission_id,
+                                                           payload={
+                "status": MissionStatus.UNKNOWN.value, "summary": summary, "evidence_seqs": [], "evidence_ids": [],
+                "reconciled": [s.model_dump(mode="json") for s in settled]})], revision=revision)
+        except StaleRevision:
+            pass  # finished by another writer between our read and our write: one end, theirs
         return settled
 
     def _close_open_calls(self, mission_id: str) -> list[EventDraft]:
@@ -386,7 +398,8 @@ class Reconciler:
     # -- writing --------------------------------------------------------------
 
     def _record(self, mission_id: str, action_id: str, record: DispatchRecord | None, finding: Finding, status: str,
-                detail: str, leases: list[Lease], asked_at: float) -> Settlement | None:
+                detail: str, leases: list[Lease], asked_at: float, *,
+                revision: list[int] | None = None) -> Settlement | None:
         judged: list[EventDraft] = []
         state: ActionStatus | None = None
         reason = ""
@@ -411,15 +424,20 @@ class Reconciler:
                     drafts.append(EventDraft(type=EventType.LEASE_BLOCKED, mission_id=mission_id, payload={
                         "resource": lease.resource, "owner": lease.owner, "reason": detail}))
         try:
-            self._append(mission_id, drafts)
+            self._append(mission_id, drafts, revision=revision)
         except StaleRevision:
             return None  # someone else settled it first; their record stands
         return Settlement(action_id=action_id, mission_id=mission_id, finding=finding, backend_status=status,
                           released=tuple(released), blocked=tuple(blocked), detail=detail, action_state=state,
                           reason=reason)
 
-    def _append(self, mission_id: str, drafts: list[EventDraft]) -> None:
-        events = self.journal.append(drafts, expected_revision=self.journal.revision(mission_id))
+    def _append(self, mission_id: str, drafts: list[EventDraft], *, revision: list[int] | None = None) -> None:
+        """Append, revision-checked: against ``revision[0]`` (the revision this reconciler last knew,
+        advanced by its own writes) when given, else the revision now (a lease settled on its own)."""
+        expected = revision[0] if revision is not None else self.journal.revision(mission_id)
+        events = self.journal.append(drafts, expected_revision=expected)
+        if revision is not None:
+            revision[0] = expected + sum(e.type in TRANSITION_TYPES for e in events)
         if self._on_events is not None:
             self._on_events(events)
 

@@ -91,6 +91,8 @@ class SupervisorNode(LifecycleNode):
         self._active = False
         self._busy = threading.Lock()
         self._admit = threading.Lock()
+        self._reconciling = threading.Lock()
+        """One reconciliation at a time: activation's, and a repeated request's for an open mission."""
         self._admitted_id = ""
         """The mission id the running request was admitted with (before its runner journals it)."""
         self._pending_stop: str | None = None
@@ -297,7 +299,8 @@ class SupervisorNode(LifecycleNode):
                                 lookup_timeout_s=self._config.navigation.lookup_timeout_s,
                                 outcome=self._config.navigation.outcome, sleep=time.sleep)
         try:
-            settled = reconciler.reconcile_open_missions(skip=frozenset({self._runner_mission_id()}) - {""})
+            with self._reconciling:
+                settled = reconciler.reconcile_open_missions(skip=frozenset({self._runner_mission_id()}) - {""})
         except HarnessError as exc:
             self.get_logger().error(f"reconciling interrupted missions failed: {exc}; physical work will stay blocked "
                                     "on any resource they held")
@@ -522,6 +525,11 @@ class SupervisorNode(LifecycleNode):
         result = Mission.Result()
         existing = goal_handle.request.mission_id
         problem: tuple[str, str] | None = None
+        if not self._active:
+            # Not even a repeat is answered before activation: its reconciliation (of missions a dead
+            # supervisor left open) is not done yet. A following client asks again.
+            return self._refuse(goal_handle, existing or self._ids.new("mission"), "not_active",
+                                "the supervisor is not active yet (configured, not activated, or deactivated)")
         with self._admit:
             # A repeat (a client re-sending after a lost answer) of the mission being admitted or
             # run here, or of one already journaled, gets that mission's record: never a second run.

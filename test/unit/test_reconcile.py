@@ -254,3 +254,31 @@ def test_one_mission_that_cannot_be_settled_does_not_leave_the_others_open(monke
     with pytest.raises(ReconcileError) as err:
         reconciler.reconcile_open_missions()
     assert "mission-k" in err.value.message and journal.open_missions() == ["mission-k"]
+
+
+def test_two_reconcilers_at_once_finish_the_mission_once():
+    """The kill test found a restarted supervisor writing two MISSION_FINISHED for one interrupted
+    mission: a repeated request reconciled while activation did. Each reconciler's writes are checked
+    against the revision it found the mission open at, so the one that comes second writes nothing."""
+    clock = ManualClock()
+    journal = MemoryJournal(clock=clock, ids=IdGenerator(seed=3))
+
+    class SlowBackend(LookupRobot):
+        """Answers the first lookup only after a second reconciler has done its whole work."""
+
+        def lookup(self, goal_id: str, *, timeout_s: float) -> str | None:
+            if not self.lookups:
+                self.lookups.append(goal_id)
+                Reconciler(journal=journal, navigation=self, snapshots=self, clock=clock,
+                           sleep=clock.advance).reconcile_open_missions()
+                return self.answer
+            return super().lookup(goal_id, timeout_s=timeout_s)
+
+    robot = SlowBackend(clock=clock)
+    interrupted(journal, robot)
+    robot.answer = "executing"
+    first = Reconciler(journal=journal, navigation=robot, snapshots=robot, clock=clock, sleep=clock.advance)
+    first.reconcile_open_missions()
+    finished = [e for e in journal.events() if e.type is E.MISSION_FINISHED]
+    assert len(finished) == 1 and journal.open_missions() == []
+    assert len([e for e in journal.events() if e.type is E.ROBOT_ACTION_RECONCILED]) == 1
