@@ -1142,10 +1142,14 @@ def _mission(args: argparse.Namespace, console: Console) -> int:
         followed.append(True)
         progress.mission(fb)
 
+    def on_notice(text: str) -> None:  # the supervisor lost and found again, the request re-sent
+        progress.update(f"[{progress.elapsed():6.1f}s] {text}", key="follow")
+
     try:
         accepted, result = client.send(args.goal, mission_id=mission_id, overrides=overrides,
                                        timeout_s=args.timeout, server_timeout_s=min(30.0, args.timeout),
-                                       on_feedback=on_feedback, owner=args.owner, owner_token=token, **structured)
+                                       on_feedback=on_feedback, on_notice=on_notice, owner=args.owner,
+                                       owner_token=token, **structured)
     except KeyboardInterrupt:
         if followed:
             progress.clear()
