@@ -27,7 +27,7 @@ from ..core.clock import IdGenerator, SystemClock
 from ..core.config import HarnessConfig, deep_merge, dotted_overrides, load_harness_config, navigation_workspace
 from ..core.authority import default_contract_compiler
 from ..core.engine import MAX_GOAL_CHARS, MissionRunner
-from ..core.errors import HarnessError, HarnessTimeout, JournalWriteError, RefusalError, UsageError
+from ..core.errors import HarnessError, HarnessTimeout, JournalWriteError, MissionRefused, RefusalError, UsageError
 from ..core.mission_spec import MissionSpec, StructuredCoverageReviewer, structured_compiler
 from ..operator.session import ExternalPlanner, SessionContractCompiler, SessionHost
 from ..core.journal import BackgroundListener, Journal, SqliteJournal, default_journal_path
@@ -827,11 +827,11 @@ class SupervisorNode(LifecycleNode):
         finally:
             self._release_mission()
 
-    def _refusal(self, mission_id: str, code: str, reason: str, spec: MissionSpec, caller: str) -> RefusalError:
+    def _refusal(self, mission_id: str, code: str, reason: str, spec: MissionSpec, caller: str) -> MissionRefused:
         """An MCP submission refused: journaled like a Mission goal's refusal, raised to the MCP client."""
         note = self._journal_refusal(mission_id, code, reason, source="mcp", goal=spec.goal, owner=caller)
         self.get_logger().warning(f"MCP mission {mission_id} refused ({code}): {reason}")
-        return RefusalError(f"refused ({code}): {reason}{note}", mission_id=mission_id, refusal=code)
+        return MissionRefused(f"refused ({code}): {reason}{note}", mission_id=mission_id, refusal=code)
 
     def stop_mission(self, mission_id: str, reason: str) -> str:
         """Stop ``mission_id`` if it is the one running (journaled, like a Stop); "" or why not."""
