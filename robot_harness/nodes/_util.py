@@ -18,11 +18,17 @@ def transition_failed(node: Any, what: str, exc: BaseException) -> Any:
     A ``HarnessError`` keeps its class (a journal error stays a journal error, exit 5) with ``what``
     put before its message; anything else (a bad parameter, an unreadable file) is a ``UsageError``.
     """
+    from pydantic import ValidationError
     from rclpy.lifecycle import TransitionCallbackReturn
 
-    detail = exc.message if isinstance(exc, HarnessError) else (getattr(exc, "strerror", None) and
-                                                                 f"{exc.strerror}: {getattr(exc, 'filename', '')}"
-                                                                 or str(exc))
+    if isinstance(exc, HarnessError):
+        detail = exc.message
+    elif isinstance(exc, ValidationError):  # one line, every field named
+        detail = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in exc.errors())
+    elif isinstance(exc, OSError) and exc.strerror:
+        detail = f"{exc.strerror}: {exc.filename or ''}"
+    else:
+        detail = str(exc)
     message = f"{node.get_name()}: {what}: {detail}" if what else f"{node.get_name()}: {detail}"
     node.get_logger().error(message)
     if isinstance(exc, HarnessError):

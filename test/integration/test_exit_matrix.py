@@ -365,3 +365,21 @@ def test_stopping_run_in_the_middle_of_a_mission_exits_with_its_code_and_ends_th
                          "terminated" if sig == signal.SIGTERM else "interrupted")
     listing = json.loads(cli("journal", "show", "--journal", str(journal), "--mission", "list", "--json").stdout)
     assert [m["status"] for m in listing] == ["CANCELLED"], listing
+
+
+@pytest.mark.parametrize("node, key, value, needle", [
+    ("snapshot_aggregator", "snapshot_rate_hz", -1.0, "snapshot_rate_hz"),
+    ("snapshot_aggregator", "pose_max_age_s", -0.5, "pose_max_age_s"),
+    ("verifier", "verification_json", "{not json", "verification_json"),
+])
+def test_a_bad_node_parameter_exits_2_naming_the_node_and_the_parameter(tmp_path, node, key, value, needle):
+    import shutil
+
+    params = tmp_path / "config"
+    shutil.copytree(REPO / "config", params)
+    path = params / f"{node}.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc[node]["ros__parameters"][key] = value
+    path.write_text(yaml.safe_dump(doc))
+    proc = cli("up", "--params-dir", str(params), "--journal", str(tmp_path / "j.sqlite3"), timeout=60)
+    assert_clean_failure(proc, 2, node, needle)
