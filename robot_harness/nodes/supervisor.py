@@ -399,7 +399,8 @@ class SupervisorNode(LifecycleNode):
         if not self._backend_state.wait_for_service(timeout_sec=timeout_s):
             return False, f"{self._backend_state.srv_name} is not available"
         try:
-            resp = wait_future(self._backend_state.call_async(GetState.Request()), timeout_s, "backend get_state")
+            resp = wait_future(self._backend_state.call_async(GetState.Request()), timeout_s,
+                               f"{self._backend_state.srv_name}")
         except HarnessTimeout as exc:
             return False, exc.message
         if resp.current_state.id != ACTIVE_STATE_ID:
