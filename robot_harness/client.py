@@ -250,20 +250,28 @@ class MissionClient:
         unanswered_in_row = 0
         current = self._send_once(msg, on_feedback)
 
-        def coming_back() -> bool:
+        accepted_once = False  # a server accepted this mission id before: it may have run it
+
+        def coming_back(refusal: str = "") -> bool:
             """A supervisor just came back after a loss: its refusals (not active yet, no fresh pose yet)
-            are not the answer for a mission the lost one may have admitted."""
-            return follow.server_losses > 0 and time.monotonic() - back_at <= comeback_s
+            are not the answer for a mission the lost one may have admitted. "Not active" for a mission
+            that was accepted is never the answer: activation (reconciliation, bag finalisation) can
+            take longer than ``comeback_s``, so it is asked again until the deadline."""
+            if follow.server_losses == 0:
+                return False
+            if refusal == "not_active" and accepted_once:
+                return True
+            return time.monotonic() - back_at <= comeback_s
 
         while True:
             answer = self._answer()
             if answer is not None:
                 attempt, response = answer
                 result = response.result
-                if getattr(result, "refusal", "") and coming_back():
+                if getattr(result, "refusal", "") and coming_back(result.refusal):
                     follow.refused_while_back += 1
                     self._forget(attempt)
-                    self._pause(retry_pause_s, deadline)
+                    self._pause(min(2.0, retry_pause_s * 2 ** min(follow.refused_while_back - 1, 4)), deadline)
                     current = self._send_once(msg, on_feedback)
                     continue
                 if getattr(result, "refusal", "") or self._final(result):
@@ -284,6 +292,7 @@ class MissionClient:
                 raise self._timeout(self._timeout_text(mission_id, timeout_s, follow), timeout_s, follow)
             if current.handle is not None and current.handle.accepted and not current.noted:
                 current.noted, unanswered_in_row = True, 0
+                accepted_once = accepted_once or follow.server_losses == 0
                 current.servers = current.servers | self._servers()  # the server that accepted, if it is new
             if current.refused:
                 if not coming_back():

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -340,10 +340,37 @@ def dotted_overrides(pairs: list[tuple[str, str]]) -> dict:
             raise UsageError(f"override {key}: value is not valid YAML: {exc}") from None
         node = out
         parts = key.split(".")
-        for part in parts[:-1]:
+        for i, part in enumerate(parts[:-1]):
             node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise UsageError(f"override {key}: {'.'.join(parts[:i + 1])} is given a value by another override")
+        if isinstance(node.get(parts[-1]), dict):
+            raise UsageError(f"override {key}: it has keys given by another override")
         node[parts[-1]] = value
     return out
+
+
+MISSION_OVERRIDABLE: tuple[str, ...] = (
+    "limits.", "navigation.accept_timeout_s", "navigation.timeout_s", "navigation.timeout_per_m_s",
+    "navigation.cancel_timeout_s", "navigation.lookup_timeout_s", "navigation.progress_journal_period_s",
+)
+"""What a mission's sender may change for its own mission (``Mission.overrides``, ``--set``): its budgets and
+timeouts. Everything else is the site's: who may approve (``interactions``), the workspace and the
+preconditions, the places, the verifier's tolerances, the contract compiler. A sender that could change
+those would approve its own calls or loosen the checks on its own mission."""
+
+
+def check_mission_overrides(pairs: Sequence[tuple[str, str]]) -> None:
+    """A ``UsageError`` naming every override key a mission's sender may not change (``MISSION_OVERRIDABLE``)."""
+    from .errors import UsageError
+
+    refused = [k for k, _ in pairs if not any(k == p or (p.endswith(".") and k.startswith(p))
+                                              for p in MISSION_OVERRIDABLE)]
+    if refused:
+        raise UsageError(f"override(s) {', '.join(sorted(set(refused)))} not allowed for one mission: a mission may "
+                         "change only limits.* and the navigation timeouts; the rest (approval policy, workspace, "
+                         "preconditions, places, tolerances) is the site's harness configuration",
+                         field="overrides", refused=sorted(set(refused)))
 
 
 def deep_merge(a: dict, b: dict) -> dict:

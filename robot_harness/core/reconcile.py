@@ -213,47 +213,61 @@ class Reconciler:
                                  failures=failures)
         return out
 
-    def _reconcile_mission(self, mission_id: str) -> list[Settlement]:
-        """Settle one open mission and finish it UNKNOWN, every write checked against the revision the
-        mission had when it was found open: a second reconciler (a repeated request reconciling while
-        the supervisor's activation does) gets ``stale_revision`` and stops; the first record stands."""
+    def _reconcile_mission(self, mission_id: str, *, attempts: int = 3) -> list[Settlement]:
+        """Settle one open mission and finish it UNKNOWN, every write checked against the revision this
+        reconciler last read. Another writer in between gets noticed (``stale_revision``): when it
+        finished the mission (a second reconciler: a repeated request reconciling while activation
+        does), its record stands and nothing more is written; when the mission is still open (an
+        operator's answer, a lease cleared), the state is read again and the step retried."""
         revision = [self.journal.revision(mission_id)]
         if mission_id not in self.journal.open_missions():
             return []
-        leases = [lease for lease in self.journal.leases().values() if lease.mission_id == mission_id]
         settled: list[Settlement] = []
-        for record in self.journal.dispatches(mission_id):
-            mine = [lease for lease in leases if lease.owner == record.action_id]
-            if record.state.terminal and not mine:
-                continue
-            asked_at = self.clock.now()
-            finding, status, detail = self.inspect(record)
-            s = self._record(mission_id, record.action_id, record, finding, status, detail, mine, asked_at,
-                             revision=revision)
-            if s is None:
-                return settled  # another writer moved the mission meanwhile: it is theirs to finish
-            settled.append(s)
+        for action_id in [r.action_id for r in self.journal.dispatches(mission_id)]:
+            for _ in range(attempts):
+                record = self.journal.dispatch_for_action(action_id)
+                mine = [lease for lease in self.journal.leases().values()
+                        if lease.mission_id == mission_id and lease.owner == action_id]
+                if record is None or (record.state.terminal and not mine):
+                    break
+                asked_at = self.clock.now()
+                finding, status, detail = self.inspect(record)
+                s = self._record(mission_id, action_id, record, finding, status, detail, mine, asked_at,
+                                 revision=revision)
+                if s is not None:
+                    settled.append(s)
+                    break
+                if mission_id not in self.journal.open_missions():
+                    return settled  # another writer finished it meanwhile: one end, theirs
+                revision[0] = self.journal.revision(mission_id)
         parts = [f"{s.action_id}: " + (f"{s.action_state.value} ({s.reason})" if s.action_state is not None
                                         else s.detail)
                  + (f" (resource {', '.join(s.blocked)} blocked until reconciled)" if s.blocked else "")
                  for s in settled]
-        closing = self._close_open_calls(mission_id)
-        dismissed = sum(d.type is EventType.INTERACTION_RESOLVED for d in closing)
-        if len(closing) > dismissed:
-            parts.append(f"{len(closing) - dismissed} call(s) left unanswered were cancelled")
-        if dismissed:
-            parts.append(f"{dismissed} pending interaction(s) were dismissed (their record stands; a different "
-                         "answer later is refused)")
-        summary = ("interrupted: the harness restarted while this mission was running; its goal was never "
-                   "verified; nothing was resumed or re-sent" + (f"; {'; '.join(parts)}" if parts else ""))
-        try:
-            self._append(mission_id, [*closing, EventDraft(type=EventType.MISSION_FINISHED, mission_id=mission_id,
-                                                           payload={
-                "status": MissionStatus.UNKNOWN.value, "summary": summary, "evidence_seqs": [], "evidence_ids": [],
-                "reconciled": [s.model_dump(mode="json") for s in settled]})], revision=revision)
-        except StaleRevision:
-            pass  # finished by another writer between our read and our write: one end, theirs
-        return settled
+        for _ in range(attempts):
+            closing = self._close_open_calls(mission_id)
+            dismissed = sum(d.type is EventType.INTERACTION_RESOLVED for d in closing)
+            notes = list(parts)
+            if len(closing) > dismissed:
+                notes.append(f"{len(closing) - dismissed} call(s) left unanswered were cancelled")
+            if dismissed:
+                notes.append(f"{dismissed} pending interaction(s) were dismissed (their record stands; a different "
+                             "answer later is refused)")
+            summary = ("interrupted: the harness restarted while this mission was running; its goal was never "
+                       "verified; nothing was resumed or re-sent" + (f"; {'; '.join(notes)}" if notes else ""))
+            try:
+                self._append(mission_id, [*closing, EventDraft(type=EventType.MISSION_FINISHED, mission_id=mission_id,
+                                                               payload={
+                    "status": MissionStatus.UNKNOWN.value, "summary": summary, "evidence_seqs": [],
+                    "evidence_ids": [], "reconciled": [s.model_dump(mode="json") for s in settled]})],
+                    revision=revision)
+                return settled
+            except StaleRevision:
+                if mission_id not in self.journal.open_missions():
+                    return settled  # finished by another writer between our read and our write: one end, theirs
+                revision[0] = self.journal.revision(mission_id)  # moved, still open (an answer): read again
+        raise ReconcileError(f"mission {mission_id} kept changing while it was reconciled ({attempts} attempts); "
+                             "it stays open and the next start tries again", mission_id=mission_id)
 
     def _close_open_calls(self, mission_id: str) -> list[EventDraft]:
         """Every tool call gets exactly one result, and every interaction one resolution, even when cut short."""

@@ -24,7 +24,8 @@ from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackRet
 from rclpy.qos import QoSProfile, QoSReliabilityPolicy
 
 from ..core.clock import IdGenerator, SystemClock
-from ..core.config import HarnessConfig, deep_merge, dotted_overrides, load_harness_config, navigation_workspace
+from ..core.config import (HarnessConfig, check_mission_overrides, deep_merge, dotted_overrides, load_harness_config,
+                           navigation_workspace)
 from ..core.authority import default_contract_compiler
 from ..core.engine import MAX_GOAL_CHARS, MissionRunner
 from ..core.errors import HarnessError, HarnessTimeout, JournalWriteError, MissionRefused, RefusalError, UsageError
@@ -139,18 +140,22 @@ class SupervisorNode(LifecycleNode):
         self.journal_path = str(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            return transition_failed(self, f"journal {path}", JournalWriteError(
+                f"cannot create the journal's directory: {exc.strerror} ({exc.filename})", path=str(path),
+                errno=exc.errno))
+        try:
             journal = SqliteJournal(path, clock=self._wall, ids=self._ids, busy_timeout_ms=int(p["journal_busy_timeout_ms"]))
             try:
                 journal.setup()
             except BaseException:
                 journal.close()
                 raise
-        except OSError as exc:
-            return transition_failed(self, f"journal {path}", JournalWriteError(
-                f"cannot create the journal's directory: {exc.strerror} ({exc.filename})", path=str(path),
-                errno=exc.errno))
         except HarnessError as exc:  # the journal's message names the file, the SQLite error and what to do
             return transition_failed(self, "", exc)
+        except OSError as exc:
+            return transition_failed(self, f"journal {path}", JournalWriteError(
+                f"cannot open the journal: {exc.strerror or exc}", path=str(path), errno=exc.errno))
         self._journal = journal
         artifacts = Path(p["artifacts_dir"] or self._config.artifacts_dir or (path.parent / "artifacts")).expanduser()
         reliable = QoSProfile(depth=200, reliability=QoSReliabilityPolicy.RELIABLE)
@@ -300,7 +305,9 @@ class SupervisorNode(LifecycleNode):
                                 outcome=self._config.navigation.outcome, sleep=time.sleep)
         try:
             with self._reconciling:
-                settled = reconciler.reconcile_open_missions(skip=frozenset({self._runner_mission_id()}) - {""})
+                with self._admit:  # the mission running here, or admitted and not yet journaled by its runner
+                    live = frozenset({self._runner_mission_id(), self._admitted_id}) - {""}
+                settled = reconciler.reconcile_open_missions(skip=live)
         except HarnessError as exc:
             self.get_logger().error(f"reconciling interrupted missions failed: {exc}; physical work will stay blocked "
                                     "on any resource they held")
@@ -432,6 +439,8 @@ class SupervisorNode(LifecycleNode):
             default_contract_compiler(self._mission_config(goal_request))  # a malformed scenario contract is refused here
         except UsageError as exc:
             return "invalid_goal", f"invalid mission configuration: {exc.message}"
+        except (TypeError, ValueError) as exc:  # overrides no schema foresaw: still the request's fault, said so
+            return "invalid_goal", f"invalid mission configuration: {type(exc).__name__}: {exc}"
         return None
 
     def _busy_reason(self) -> str:
@@ -515,6 +524,7 @@ class SupervisorNode(LifecycleNode):
         pairs = [(kv.key, kv.value) for kv in goal_request.overrides]
         if not pairs:
             return self._config
+        check_mission_overrides(pairs)  # the sender may not loosen the site's checks on its own mission
         return load_harness_config(
             file_text=None,
             overrides=deep_merge(self._config.model_dump(mode="json"), dotted_overrides(pairs)),
@@ -642,6 +652,7 @@ class SupervisorNode(LifecycleNode):
     def stop_missions(self, reason: str, *, timeout_s: float) -> bool:
         """Stop the mission or MCP session in progress (journaled, like a Stop) and wait until it has
         ended, at most ``timeout_s``: for a bring-up stopping the graph. True when nothing runs now."""
+        self._active = False  # nothing new is admitted from here on (refused not_active, journaled)
         if not self._busy.locked():
             return True
         self._stop_mcp(reason)

@@ -79,6 +79,10 @@ def test_overrides_apply_to_one_mission_and_bad_ones_are_refused(graph):
     # a malformed override never starts a mission
     accepted, refused = client.send("Go to the spot.", overrides={"limits.no_such_limit": "3"})
     assert accepted and refused.refusal == "invalid_goal" and "no_such_limit" in refused.summary, refused.summary
+    # nor one that loosens the site's checks on itself (who approves, the workspace, the tolerances)
+    accepted, refused = client.send("Go to the spot.", overrides={
+        "interactions.approval_policy.requires_operator": "owner"})
+    assert accepted and refused.refusal == "invalid_goal" and "not allowed for one mission" in refused.summary
     accepted, refused = client.send("   ")
     assert accepted and refused.refusal == "invalid_goal", "an empty goal is refused"
     assert refused.status == "BLOCKED" and "1..2000 characters" in refused.summary, refused.summary

@@ -50,3 +50,33 @@ def test_the_shipped_configuration_and_zero_where_zero_means_off_still_load():
     cfg = load_harness_config(file_text=None, overrides={"limits": {"max_done_rejections": 0, "max_silent_turns": 0},
                                                          "navigation": {"timeout_per_m_s": 0.0}})
     assert cfg.limits.max_done_rejections == 0 and cfg.navigation.timeout_per_m_s == 0.0
+
+
+@pytest.mark.parametrize("key", ["interactions.approval_policy.requires_operator", "interactions.skill_tags",
+                                 "navigation.workspace_margin_m", "navigation.preconditions.max_goal_distance_m",
+                                 "places.lab", "verification.xy_tolerance_m", "contract.compiler", "limits"])
+def test_a_mission_may_not_loosen_the_sites_checks_on_itself(key):
+    """Issue 13's attack, by another door: `--set interactions.approval_policy.requires_operator=owner` made
+    the sender an approver again; a workspace or tolerance override would loosen the checks on its own goal."""
+    from robot_harness.core.config import check_mission_overrides
+
+    with pytest.raises(UsageError, match="not allowed for one mission") as refused:
+        check_mission_overrides([(key, "x"), ("limits.max_turns", "3")])
+    assert refused.value.details["refused"] == [key]
+
+
+def test_a_mission_may_change_its_own_budgets_and_timeouts():
+    from robot_harness.core.config import check_mission_overrides, dotted_overrides
+
+    pairs = [("limits.mission_timeout_s", "60"), ("navigation.accept_timeout_s", "0.5"),
+             ("navigation.lookup_timeout_s", "5")]
+    check_mission_overrides(pairs)
+    assert dotted_overrides(pairs)["limits"] == {"mission_timeout_s": 60}
+
+
+def test_overrides_that_contradict_each_other_are_a_usage_error():
+    from robot_harness.core.config import dotted_overrides
+
+    for pairs in ([("limits", "1"), ("limits.max_turns", "2")], [("limits.max_turns", "2"), ("limits", "1")]):
+        with pytest.raises(UsageError, match="another override"):
+            dotted_overrides(pairs)

@@ -282,3 +282,29 @@ def test_two_reconcilers_at_once_finish_the_mission_once():
     finished = [e for e in journal.events() if e.type is E.MISSION_FINISHED]
     assert len(finished) == 1 and journal.open_missions() == []
     assert len([e for e in journal.events() if e.type is E.ROBOT_ACTION_RECONCILED]) == 1
+
+
+def test_a_write_that_does_not_finish_the_mission_does_not_leave_it_open():
+    """Another writer moving the mission without finishing it (an operator's Stop or answer, a lease
+    cleared) while it is reconciled: the reconciler reads again and still gives it its one end."""
+    from robot_harness.core.records import EventDraft
+
+    clock = ManualClock()
+    journal = MemoryJournal(clock=clock, ids=IdGenerator(seed=3))
+
+    class Interjecting(LookupRobot):
+        def lookup(self, goal_id: str, *, timeout_s: float) -> str | None:
+            if not self.lookups:
+                (mission_id,) = journal.open_missions()
+                journal.append([EventDraft(type=E.STOP_REQUESTED, mission_id=mission_id,
+                                           payload={"reason": "operator", "source": "stop_service"})])
+            return super().lookup(goal_id, timeout_s=timeout_s)
+
+    robot = Interjecting(clock=clock)
+    interrupted(journal, robot)
+    robot.answer = "executing"
+    Reconciler(journal=journal, navigation=robot, snapshots=robot, clock=clock,
+               sleep=clock.advance).reconcile_open_missions()
+    assert journal.open_missions() == []
+    assert len([e for e in journal.events() if e.type is E.MISSION_FINISHED]) == 1
+    assert len([e for e in journal.events() if e.type is E.ROBOT_ACTION_RECONCILED]) == 1
