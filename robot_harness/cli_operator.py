@@ -19,8 +19,9 @@ from typing import Any
 
 from .cli import TOKEN_ENV, Console, ExitCode, add_command, open_journal
 from .core.errors import UsageError
+from .core.interactions import journal_token_hasher as _journal_token_hasher
 
-__all__ = ["register", "COMMANDS", "TOKEN_ENV", "journal_token_hasher"]
+__all__ = ["register", "COMMANDS", "TOKEN_ENV"]
 
 COMMANDS = ("interactions", "answer", "resources", "stop")
 
@@ -120,18 +121,6 @@ def _interactions(args: argparse.Namespace, console: Console) -> int:
     return ExitCode.OK
 
 
-def journal_token_hasher(journal_path: str | Path) -> Any:
-    """The ``TokenHasher`` of the key beside the journal, or None when there is none yet (then only records
-    from before keyed digests can be answered). Raises ``TokenKeyError`` for a key it may not read or that
-    others may."""
-    from .core.interactions import TokenHasher, load_token_key, token_key_path
-
-    path = token_key_path(journal_path)
-    if not path.exists():
-        return None
-    return TokenHasher(load_token_key(path, create=False))
-
-
 def _answer(args: argparse.Namespace, console: Console) -> int:
     from .core.clock import SystemClock
     from .core.interactions import resolve
@@ -140,7 +129,7 @@ def _answer(args: argparse.Namespace, console: Console) -> int:
     with open_journal(args.journal) as journal:
         interaction, recorded = resolve(journal, interaction_id=args.interaction_id, resolution=args.resolution,
                                         token=token, clock=SystemClock(), answer=args.text, choice=args.choice,
-                                        operator=args.operator, hasher=journal_token_hasher(journal.path))
+                                        operator=args.operator, hasher=_journal_token_hasher(journal.path))
     res = interaction.resolution or {}
     console.result({"recorded": recorded, "interaction": interaction.view()},
                    ("recorded: " if recorded else "already recorded (the first answer stands): ")

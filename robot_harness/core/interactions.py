@@ -60,6 +60,7 @@ from .records import EventDraft, EventType, JournalEvent
 
 __all__ = [
     "allowed_resolutions",
+    "journal_token_hasher",
     "ApprovalPolicy",
     "Approver",
     "authorize",
@@ -161,6 +162,16 @@ def token_key_path(journal_path: str | Path) -> Path:
     (by default ``$ROS_HOME/robot_harness/journal.sqlite3.token_key``)."""
     p = Path(journal_path).expanduser()
     return p.with_name(p.name + TOKEN_KEY_SUFFIX)
+
+
+def journal_token_hasher(journal_path: str | Path) -> "TokenHasher | None":
+    """The ``TokenHasher`` of the key beside the journal, or None when there is none yet (then only records
+    from before keyed digests can be answered): for the surfaces that answer through the journal (the CLI's
+    ``answer``, the dashboard). Raises ``TokenKeyError`` for a key it may not read or that others may."""
+    path = token_key_path(journal_path)
+    if not path.exists():
+        return None
+    return TokenHasher(load_token_key(path, create=False))
 
 
 def load_token_key(path: str | Path, *, create: bool,

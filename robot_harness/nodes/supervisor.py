@@ -38,6 +38,7 @@ from ..core.reconcile import Reconciler, clear_resource
 from ..core.records import ActionView, EventDraft, EventType, JournalEvent, MissionStatus
 from ..core.skills import default_skills, resolve_target
 from .. import __version__
+from ..client import NO_RECORDED_END  # the client tells a repeat without a journaled end from a final answer
 from . import conversions as cv
 from ._util import declare_params, run_node, transition_failed, wait_future
 from .executors import BackgroundSpinner
@@ -426,15 +427,12 @@ class SupervisorNode(LifecycleNode):
         return GoalResponse.ACCEPT
 
     def _goal_problem(self, goal_request: Any) -> tuple[str, str] | None:
-        """(code, reason) when the request itself cannot be run: not active, bad goal text, bad overrides."""
-        if not self._active:
-            return "not_active", "the supervisor is not active (configured but not activated, or deactivated)"
-        goal = goal_request.goal
+        """(code, reason) when the request itself cannot be run: bad goal text, bad or forbidden overrides."""
         # A structured mission's own problems are not refused here: they end it BLOCKED, on the record.
-        structured = cv.msg_to_mission_spec(goal_request).structured
-        if len(goal) > MAX_GOAL_CHARS or not (goal.strip() or structured):
-            return "invalid_goal", (f"the goal must be 1..{MAX_GOAL_CHARS} characters (or empty beside a contract "
-                                    f"or a template); got {len(goal)}")
+        try:
+            self._check_goal_text(cv.msg_to_mission_spec(goal_request))
+        except UsageError as exc:
+            return "invalid_goal", f"{exc.message}; got {len(goal_request.goal)}"
         try:
             default_contract_compiler(self._mission_config(goal_request))  # a malformed scenario contract is refused here
         except UsageError as exc:
@@ -879,7 +877,7 @@ class SupervisorNode(LifecycleNode):
         result = Mission.Result(mission_id=mission_id, journal_path=self.journal_path)
         if not finished:
             result.status = MissionStatus.UNKNOWN.value
-            result.summary = "repeated request for a mission with no recorded end; nothing was run again"
+            result.summary = f"repeated request for a mission with {NO_RECORDED_END}; nothing was run again"
             goal_handle.abort()
             return result
         p = finished[-1].payload

@@ -263,15 +263,6 @@ def _send_until_answered(send: Callable[[], Any], *, mission_id: str, answer_tim
         news.clear()
 
 
-def _token_hasher(journal_path: Path) -> Any:
-    """The key beside the journal as a ``TokenHasher`` (None before the supervisor made one: then only
-    records from before keyed digests can be answered); ``TokenKeyError`` for a key it may not read."""
-    from ..core.interactions import TokenHasher, load_token_key, token_key_path
-
-    path = token_key_path(journal_path)
-    return TokenHasher(load_token_key(path, create=False)) if path.exists() else None
-
-
 class RosOperatorPort:
     """Operator actions on a running harness over ROS, and answers through the journal.
 
@@ -333,12 +324,12 @@ class RosOperatorPort:
     def resolve_interaction(self, *, interaction_id: str, resolution: str, token: str, answer: str, choice: str,
                             operator: str) -> dict[str, Any]:
         from ..core.clock import IdGenerator, SystemClock
-        from ..core.interactions import resolve
+        from ..core.interactions import journal_token_hasher, resolve
         from ..core.journal import SqliteJournal
 
         if not self.journal_path.exists():
             raise BackendUnavailable(f"no journal at {self.journal_path}", path=str(self.journal_path))
-        hasher = _token_hasher(self.journal_path)
+        hasher = journal_token_hasher(self.journal_path)
         journal = SqliteJournal(self.journal_path, clock=SystemClock(), ids=IdGenerator(None))
         try:
             journal.setup()
