@@ -377,7 +377,8 @@ def _register_run_commands(sub: Any) -> None:
     m.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="a template parameter (repeatable); a place list is comma-separated: waypoints=a,b")
     m.add_argument("--mission-id", default="", help="the mission id (default: a new one); sending it again is safe")
-    m.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override for this mission")
+    m.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="this mission's own budgets and timeouts: limits.* and the navigation timeouts "
+                        "(e.g. limits.mission_timeout_s=60); anything else is the site's config and is refused")
     m.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the result (default 900)")
     m.add_argument("--owner", default=os.environ.get("USER", ""), help="who sends the mission (recorded)")
     m.add_argument("--owner-token", default=None,
