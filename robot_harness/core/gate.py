@@ -40,6 +40,7 @@ from .completion import (
 )
 from .errors import RefusalError, UsageError
 from .journal import JournalReadError
+from .records import EventType
 
 __all__ = [
     "CONTRACT_FROZEN",
@@ -60,12 +61,13 @@ __all__ = [
     "original_goal_check",
 ]
 
-CONTRACT_FROZEN = "CONTRACT_FROZEN"
-RECEIPT_RECORDED = "RECEIPT_RECORDED"
-VERDICT_RECORDED = "VERDICT_RECORDED"
-COMMIT_RECORDED = "COMMIT_RECORDED"
-FACT_RECORDED = "FACT_RECORDED"
-MISSION_STARTED = "MISSION_STARTED"
+# The journal's own names (records.EventType), not a second spelling of them.
+CONTRACT_FROZEN = EventType.CONTRACT_FROZEN.value
+RECEIPT_RECORDED = EventType.RECEIPT_RECORDED.value
+VERDICT_RECORDED = EventType.VERDICT_RECORDED.value
+COMMIT_RECORDED = EventType.COMMIT_RECORDED.value
+FACT_RECORDED = EventType.FACT_RECORDED.value
+MISSION_STARTED = EventType.MISSION_STARTED.value
 STATE_CHANGING = frozenset({CONTRACT_FROZEN, RECEIPT_RECORDED, COMMIT_RECORDED})
 OBLIGATION_FACT_PREFIX = "obligation:"
 """Fact keys under this prefix are written only by the gate (status COMMITTED)."""

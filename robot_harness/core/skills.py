@@ -42,10 +42,6 @@ class ManagedActionSpec(BaseModel):
     model_config = ConfigDict(frozen=True)
     resource: str = "base"
     backend: str = "nav2/navigate_to_pose"
-    progress_source: str = "backend feedback correlated by goal id"
-    completion_source: str = "backend terminal status + fresh post-terminal pose"
-    correlation: str = "backend goal id"
-    outcome_check: str = "navigation_pose_within_tolerance"
     navigation: NavigationConfig = NavigationConfig()
 
 

@@ -8,7 +8,22 @@ from rclpy.task import Future
 
 from ..core.errors import HarnessError, HarnessTimeout, UsageError
 
-__all__ = ["LatchedSource", "wait_future", "declare_params", "run_node", "transition_failed"]
+__all__ = ["LatchedSource", "wait_future", "declare_params", "run_node", "transition_failed", "autostart"]
+
+
+def autostart(node: Any) -> bool:
+    """Configure, then activate only if configuring succeeded (``autostart:=true``, one process per node).
+
+    A node whose configure failed stays unconfigured, with the reason logged once, instead of being
+    activated over a half-built state. True when the node is active."""
+    ret = node.trigger_configure()
+    if getattr(ret, "name", str(ret)) != "SUCCESS":
+        why = getattr(node, "transition_error", None)
+        node.get_logger().error(f"autostart: configure failed ({why.message if why is not None else ret}); "
+                                "staying unconfigured: fix the parameter and restart, or configure it again")
+        return False
+    node.trigger_activate()
+    return True
 
 
 def transition_failed(node: Any, what: str, exc: BaseException) -> Any:

@@ -32,7 +32,7 @@ from ..core.errors import HarnessError
 from ..core.planner_script import ScriptedPlanner, ScriptTurn
 from ..core.ports import PlannerRequest
 from ..core.records import ModelResponse
-from ._util import declare_params, run_node, transition_failed
+from ._util import autostart, declare_params, run_node, transition_failed
 
 __all__ = ["PlannerNode", "main", "load_turns", "make_backend"]
 
@@ -66,8 +66,7 @@ class PlannerNode(LifecycleNode):
         self._srv = None
         self._active = False
         if self._params["autostart"]:
-            self.trigger_configure()
-            self.trigger_activate()
+            autostart(self)
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         from ..srv import PlanTurn

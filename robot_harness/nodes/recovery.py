@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
 from ..core.recovery import Failure, RecoveryBudgets, RecoveryPolicy, Rung
-from ._util import declare_params, run_node, transition_failed
+from ._util import autostart, declare_params, run_node, transition_failed
 
 __all__ = ["RecoveryNode", "main"]
 
@@ -33,8 +33,7 @@ class RecoveryNode(LifecycleNode):
         self._srv: Any = None
         self._active = False
         if self._p["autostart"]:
-            self.trigger_configure()
-            self.trigger_activate()
+            autostart(self)
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         from ..srv import Recover

@@ -42,7 +42,7 @@ from robot_harness.core.errors import RefusalError
 from robot_harness.core.records import WorldSnapshot
 from robot_harness.core.snapshot import FreshnessConfig, SalientEvent, SnapshotBuilder
 from robot_harness.msg import WorldSnapshot as WorldSnapshotMsg
-from robot_harness.nodes._util import LatchedSource, run_node, transition_failed
+from robot_harness.nodes._util import LatchedSource, autostart, run_node, transition_failed
 from robot_harness.nodes.conversions import (
     parse_odometry_twist,
     parse_pose_with_covariance_stamped,
@@ -128,10 +128,7 @@ class SnapshotAggregator(LifecycleNode):
         self._last_salient: dict[str, float] = {}
 
         if self.get_parameter("autostart").value:
-            if self.trigger_configure() == TransitionCallbackReturn.SUCCESS:
-                self.trigger_activate()
-            else:
-                self.get_logger().error("autostart: configure failed; staying unconfigured")
+            autostart(self)
 
     # -- lifecycle ------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ from ..core.skills import default_skills, resolve_target
 from .. import __version__
 from ..client import NO_RECORDED_END  # the client tells a repeat without a journaled end from a final answer
 from . import conversions as cv
-from ._util import declare_params, run_node, transition_failed, wait_future
+from ._util import autostart, declare_params, run_node, transition_failed, wait_future
 from .executors import BackgroundSpinner
 from .ros_ports import (Nav2NavigationPort, RosPlannerPort, RosRecoveryPort, RosRobotIO, RosSnapshotPort, RosVerifierPort,
                         recovery_call_budget)
@@ -111,8 +111,7 @@ class SupervisorNode(LifecycleNode):
         self._ports: list[Any] = []
         self.journal_path = ""
         if self._p["autostart"]:
-            self.trigger_configure()
-            self.trigger_activate()
+            autostart(self)
 
     @property
     def journal(self) -> Journal | None:

@@ -21,7 +21,7 @@ from ..core.clock import IdGenerator, SystemClock
 from ..core.config import VerificationConfig
 from ..core.errors import HarnessError
 from ..core.verifier import Verifier, VerifyRequest
-from ._util import declare_params, run_node, transition_failed
+from ._util import autostart, declare_params, run_node, transition_failed
 from .executors import BackgroundSpinner
 from .ros_ports import RosSnapshotPort
 
@@ -44,8 +44,7 @@ class VerifierNode(LifecycleNode):
         self._srv: Any = None
         self._active = False
         if self._p["autostart"]:
-            self.trigger_configure()
-            self.trigger_activate()
+            autostart(self)
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         from ..srv import Verify

@@ -27,7 +27,7 @@ def _pair(name: str, description: str, args_model, managed: ManagedActionSpec) -
 
 @pytest.mark.parametrize("managed", [
     pytest.param(ManagedActionSpec(), id="defaults"),
-    pytest.param(ManagedActionSpec(resource="arm", backend="moveit/move_group", outcome_check="joint_state_within_tolerance",
+    pytest.param(ManagedActionSpec(resource="arm", backend="moveit/move_group",
                                    navigation=NavigationConfig(timeout_s=99.0, backend="other/backend")), id="custom"),
 ])
 def test_managed_metadata_never_changes_name_description_or_schema(managed):
