@@ -961,15 +961,22 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         print(f"robot-harness: error: the journal holds no end for mission {report['mission_id']}: "
               f"{report['summary']}", file=console.stderr)
         return ExitCode.EVIDENCE
-    model = _MODEL_UNAVAILABLE.search(report.get("summary") or "")
-    if model and report["status"] != "SUCCEEDED":
-        print(f"robot-harness: error: the model endpoint did not answer: {model.group(1)}", file=console.stderr)
+    if _model_never_answered(report["status"], report.get("summary") or "", console):
         return ExitCode.UNAVAILABLE
     return mission_exit_code(report["status"], require_success=args.require_success)
 
 
 _MODEL_UNAVAILABLE = re.compile(r"llm_unavailable: ([^;]*)")
 """How a mission's summary says the planner's model endpoint never answered (the LLM client's error code)."""
+
+
+def _model_never_answered(status: str, summary: str, console: Console) -> bool:
+    """A mission that did not succeed because its model endpoint never answered: said on stderr (exit 4)."""
+    model = _MODEL_UNAVAILABLE.search(summary)
+    if model is None or status == "SUCCEEDED":
+        return False
+    print(f"robot-harness: error: the model endpoint did not answer: {model.group(1)}", file=console.stderr)
+    return True
 
 
 def _check_writable(path: Path, what: str, *, error: type[HarnessError] = UsageError) -> None:
@@ -1181,9 +1188,7 @@ def _mission(args: argparse.Namespace, console: Console) -> int:
     console.result(out, f"mission: {out['mission_id']}\nstatus:  {out['status']}\nsummary: {out['summary']}"
                         f"\nverdict: {out['verdict_id'] or 'none'}\njournal: {out['journal']}"
                         f"\nbag:     {out['bag'] or 'not recorded'}")
-    model = _MODEL_UNAVAILABLE.search(out["summary"] or "")
-    if model and out["status"] != "SUCCEEDED":
-        print(f"robot-harness: error: the model endpoint did not answer: {model.group(1)}", file=console.stderr)
+    if _model_never_answered(out["status"], out["summary"] or "", console):
         return ExitCode.UNAVAILABLE
     return mission_exit_code(out["status"], require_success=args.require_success)
 
