@@ -78,12 +78,22 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 
 from .clock import Clock, IdGenerator
 from .durable import INDEXED_TYPES, DispatchRecord, DurableIndex, Lease
 from .errors import JournalWriteError, RefusalError, StaleRevision, UsageError
+from .payloads import (
+    EventPayload,
+    MissionFinished,
+    MissionRefused,
+    MissionStarted,
+    WorldSnapshotCaptured,
+    payload_dict,
+    payload_of,
+    prime,
+    validate_draft_payload,
+)
 from .records import EventDraft, EventType, JournalEvent, WorldSnapshot
 
 __all__ = [
@@ -333,6 +343,8 @@ class _Prepared:
     payload_json: str
     snapshot: WorldSnapshot | None
     snapshot_json: str
+    typed: EventPayload
+    """The payload as its model (validated on the way in; primes the appended event's cache)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -387,19 +399,28 @@ def summarize_missions(
             continue
         if ev.type is EventType.MISSION_STARTED and row["started_at"] is None:
             row["started_at"] = ev.stamp
-            row["goal"] = ev.payload.get("goal")
+            row["goal"] = _marked(ev, MissionStarted, "goal")
             if row["status"] == REFUSED:  # refused once, admitted when sent again
                 row["status"] = row["summary"] = row["finished_at"] = None
         elif ev.type is EventType.MISSION_REFUSED and row["started_at"] is None:
             row["finished_at"] = ev.stamp
             row["status"] = REFUSED
-            row["summary"] = ev.payload.get("reason")
-            row["goal"] = ev.payload.get("goal")
+            row["summary"] = _marked(ev, MissionRefused, "reason")
+            row["goal"] = _marked(ev, MissionRefused, "goal")
         elif ev.type is EventType.MISSION_FINISHED:
             row["finished_at"] = ev.stamp
-            row["status"] = ev.payload.get("status")
-            row["summary"] = ev.payload.get("summary")
+            row["status"] = _marked(ev, MissionFinished, "status")
+            row["summary"] = _marked(ev, MissionFinished, "summary")
     return sorted(out.values(), key=lambda r: r["first_seq"])
+
+
+def _marked(ev: JournalEvent, model: type[Any], field: str) -> Any:
+    """A mission mark's field as written, or None when the writer did not write it (or it does not read)."""
+    try:
+        typed = payload_of(ev, model)
+    except RefusalError:
+        return None
+    return getattr(typed, field) if field in typed.model_fields_set else None
 
 
 class Journal(abc.ABC):
@@ -526,8 +547,13 @@ class Journal(abc.ABC):
     def _prepare(self, draft: EventDraft) -> _Prepared:
         if not isinstance(draft, EventDraft):
             raise UsageError(f"append() takes EventDraft records, got {type(draft).__name__}")
+        source = draft.payload
+        if isinstance(source, EventPayload):
+            if source.EVENT_TYPE is not draft.type:
+                validate_draft_payload(draft.type, source)  # raises: another type's model
+            source = payload_dict(source)
         try:
-            plain = to_jsonable_python(draft.payload, inf_nan_mode="null")
+            plain = to_jsonable_python(source, inf_nan_mode="null")
             redacted = self._redact(plain)
             if not isinstance(redacted, dict):
                 raise TypeError(f"redactor returned {type(redacted).__name__}, not dict")
@@ -539,24 +565,19 @@ class Journal(abc.ABC):
                 sqlite_error=None,
             ) from exc
         payload: dict[str, Any] = json.loads(payload_json)
+        typed = validate_draft_payload(draft.type, payload)  # what readers will read: a wrong shape is never stored
         snapshot: WorldSnapshot | None = None
         snapshot_json = ""
-        if draft.type is EventType.WORLD_SNAPSHOT_CAPTURED:
-            try:
-                snapshot = WorldSnapshot.model_validate(payload["snapshot"])
-            except (KeyError, ValidationError) as exc:
-                raise UsageError(
-                    "WORLD_SNAPSHOT_CAPTURED needs payload['snapshot'] = WorldSnapshot.model_dump(mode='json')",
-                    detail=str(exc),
-                ) from exc
+        if isinstance(typed, WorldSnapshotCaptured):
+            snapshot = typed.snapshot
             if draft.snapshot_id and draft.snapshot_id != snapshot.snapshot_id:
                 raise UsageError(
                     "event snapshot_id disagrees with the snapshot it carries",
                     event_snapshot_id=draft.snapshot_id,
                     snapshot_id=snapshot.snapshot_id,
                 )
-            snapshot_json = _dumps(payload["snapshot"])
-        return _Prepared(draft, payload, payload_json, snapshot, snapshot_json)
+            snapshot_json = snapshot.model_dump_json()
+        return _Prepared(draft, payload, payload_json, snapshot, snapshot_json, typed)
 
     def _materialize(
         self, prepared: Sequence[_Prepared], last_seq: int, expected_last_seq: int | None,
@@ -586,6 +607,7 @@ class Journal(abc.ABC):
                 snapshot_id=d.snapshot_id or (p.snapshot.snapshot_id if p.snapshot else ""),
                 payload=p.payload,
             )
+            prime(ev, p.typed)
             events.append(ev)
             if p.snapshot is not None:
                 snaps.append(

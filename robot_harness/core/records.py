@@ -8,7 +8,7 @@ import enum
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter
 
 __all__ = [
     "FORMAT_VERSION",
@@ -373,7 +373,10 @@ class EventDraft(_Frozen):
     tool_call_id: str = ""
     robot_action_id: str = ""
     snapshot_id: str = ""
-    payload: dict[str, Any] = Field(default_factory=dict)
+    payload: dict[str, Any] | BaseModel = Field(default_factory=dict)
+    """The type's payload model (``core/payloads.py``; the journal stores ``payload_dict`` of it), or,
+    for writers not yet converted, a plain dict that must validate as that model. Either is checked
+    when the journal prepares the draft; read it back with ``payloads.payload_of``."""
 
 
 class JournalEvent(_Frozen):
@@ -389,6 +392,17 @@ class JournalEvent(_Frozen):
     robot_action_id: str = ""
     snapshot_id: str = ""
     payload: dict[str, Any] = Field(default_factory=dict)
+    """The payload as stored (JSON); read it typed with ``payloads.payload_of(event, Model)``, never by key."""
+    _typed_payload: Any = PrivateAttr(default=None)
+    """``payloads.payload_of``'s cache: (type, payload object, model) of the last parse."""
+
+    def __eq__(self, other: object) -> bool:
+        """Equal records are equal whatever their caches hold (pydantic would compare the cache too)."""
+        if not isinstance(other, JournalEvent):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    __hash__ = _Frozen.__hash__
 
 
 Record = Annotated[

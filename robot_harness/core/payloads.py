@@ -1,0 +1,786 @@
+"""Typed journal payloads: one pydantic model per ``records.EventType`` member.
+
+A ``JournalEvent`` has a typed envelope (seq, ids, stamp) and a payload stored
+as JSON. This module is the one place that knows each payload's shape: every
+reader asks ``payload_of(event, Model)`` for the model of the event's type
+instead of re-learning the writer's dict keys, and a writer builds the model
+and hands it to ``EventDraft(payload=model)``; the journal stores
+``payload_dict(model)``.
+
+What is guaranteed:
+
+* **One adapter.** The models form a union tagged by event type, validated
+  and serialized through one ``TypeAdapter`` (``PAYLOAD_ADAPTER``).
+* **Old journals stay readable.** A field added after journals were written
+  has a default, so a payload that lacks it reads with the default; keys a
+  model does not know (older or other writers) are kept on the model
+  (``model_extra``) and written back unchanged, never a reason to fail.
+* **A wrong shape is refused on write.** ``Journal._prepare`` validates every
+  draft's payload against its type's model (``validate_draft_payload``); a
+  wrong type or a missing required field is ``PayloadShapeError``, a caller
+  mistake (``UsageError``), and nothing is stored.
+* **A stored payload that no longer validates** (a hand-edited file, a record
+  from another program) is ``PayloadReadError`` when read through
+  ``payload_of``; tolerant readers (the timeline, the mission view) catch it.
+* **Version.** A payload written from a model carries ``payload_version``
+  (``PAYLOAD_FORMAT_VERSION``); one written as a plain dict (journals from
+  before typed payloads, writers not yet converted) reads as version 0. No
+  reader branches on it yet: it is there so a later change that reinterprets
+  a field can tell the shapes apart.
+
+Completion records (``Receipt``, ``Verdict``, ``Commit``, ``Fact``,
+``CompletionContract``), snapshots, tool results and recovery records are
+carried inside payloads as their own models, validated here on both paths.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union, overload
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from .completion import Commit, CompletionContract, EvidenceRef, Fact, Receipt, Verdict
+from .errors import RefusalError, UsageError
+from .preconditions import Check
+from .recovery import Failure, RecoveryDecision
+from .records import (
+    ActionStatus,
+    ActionView,
+    EventType,
+    ModelResponse,
+    Pose2D,
+    RuntimeEvent,
+    ToolResult,
+    ToolResultStatus,
+    WorldSnapshot,
+)
+
+__all__ = [
+    "PAYLOAD_FORMAT_VERSION",
+    "PAYLOAD_ADAPTER",
+    "PAYLOAD_MODELS",
+    "EventPayload",
+    "PayloadShapeError",
+    "PayloadReadError",
+    "payload_of",
+    "parse_payload",
+    "payload_dict",
+    "validate_draft_payload",
+    "prime",
+    # parts
+    "PosePart",
+    "ActionPart",
+    "DispatchIntent",
+    "DispatchPart",
+    "DispatchPolicy",
+    "FreshSnapshotPart",
+    "BagPart",
+    # one model per event type
+    "MissionStarted",
+    "ModelTurnStarted",
+    "WorldSnapshotCaptured",
+    "ModelResponseRecorded",
+    "ToolCallRecorded",
+    "ActionPreconditionChecked",
+    "ToolResultRecorded",
+    "RobotActionStarted",
+    "RobotActionStateChanged",
+    "RobotActionProgress",
+    "RobotActionOutcome",
+    "BackendEventUncorrelated",
+    "RuntimeEventDelivered",
+    "ContractFrozen",
+    "ReceiptRecorded",
+    "DoneProposed",
+    "VerdictRecorded",
+    "CommitRecorded",
+    "GateRejected",
+    "RecoveryDecided",
+    "FactRecorded",
+    "RobotActionReconciled",
+    "LeaseAcquired",
+    "LeaseReleased",
+    "LeaseBlocked",
+    "StopRequested",
+    "InteractionRequested",
+    "InteractionResolved",
+    "MissionFinished",
+    "MissionRefused",
+]
+
+PAYLOAD_FORMAT_VERSION = 1
+"""The payload schema version written by ``payload_dict``; 0 (absent) means written as a plain dict."""
+
+_TAG = "event_type"
+"""The discriminator key: added to a stored payload on the way in, never stored."""
+
+
+class PayloadShapeError(UsageError):
+    """A writer's payload does not have its event type's shape (or names another type's model)."""
+
+    code = "invalid_payload"
+
+
+class PayloadReadError(RefusalError):
+    """A stored payload does not validate as its event type's model: that record cannot be read typed."""
+
+    code = "payload_unreadable"
+
+
+class EventPayload(BaseModel):
+    """Base of every payload model: frozen, unknown keys kept (``model_extra``), a version."""
+
+    model_config = ConfigDict(frozen=True, extra="allow", populate_by_name=True)
+
+    EVENT_TYPE: ClassVar[EventType]
+
+    payload_version: int = 0
+    """``PAYLOAD_FORMAT_VERSION`` when written from a model; 0 for a payload written as a plain dict."""
+
+
+class _Part(BaseModel):
+    """A lenient nested shape: every field has a default, unknown keys are kept."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+
+# ============================================================================ nested parts
+
+
+class PosePart(_Part):
+    """A pose as a backend reported it; a coordinate the backend sent as NaN reads as None."""
+
+    x: float | None = None
+    y: float | None = None
+    yaw: float | None = None
+
+    def pose(self) -> Pose2D | None:
+        """The pose, or None when x or y is missing."""
+        if self.x is None or self.y is None:
+            return None
+        return Pose2D(x=self.x, y=self.y, yaw=self.yaw or 0.0)
+
+
+class ActionPart(_Part):
+    """A managed action as journaled with its start or outcome (``ActionView``'s fields, each optional:
+    records written by older code or tests may carry only some)."""
+
+    action_id: str = ""
+    tool_call_id: str = ""
+    skill: str = ""
+    state: ActionStatus | None = None
+    revision: int = 0
+    backend_goal_id: str = ""
+    backend_status: str = ""
+    reason: str = ""
+    target: Pose2D | None = None
+    decision_snapshot_id: str = ""
+    outcome_snapshot_id: str = ""
+    requested_at: float = 0.0
+    updated_at: float = 0.0
+
+    def view(self, **base: Any) -> ActionView:
+        """An ``ActionView`` of what was written over ``base`` (the fields the caller knows otherwise);
+        raises ``ValueError`` when the two still do not make a valid view."""
+        written = self.model_dump(mode="json", exclude_unset=True)
+        return ActionView.model_validate({**base, **{k: v for k, v in written.items() if k in ActionView.model_fields}})
+
+
+class DispatchIntent(_Part):
+    """What a physical dispatch asked the backend for, recorded before the backend was asked."""
+
+    backend: str = ""
+    target: Pose2D | None = None
+    """The resolved goal pose (None only in records that did not resolve one)."""
+    frame_id: str = ""
+    timeout_s: float | None = None
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    """The tool call's arguments as the planner gave them."""
+
+
+class DispatchPart(_Part):
+    """The dispatch key a physical action was sent under (absent in journals before dispatch keys)."""
+
+    key: str = ""
+    """``durable.DispatchKey.text``; "" only in records written before dispatch keys."""
+    goal_id: str = ""
+    """The backend goal id derived from the key (``durable.goal_uuid_for``)."""
+    resources: tuple[str, ...] = ()
+    node: str = ""
+    attempt: int = 0
+    state_version: int = 0
+
+
+class DispatchPolicy(_Part):
+    """Under which policy decision an action was dispatched."""
+
+    preconditions: str = ""
+    approval: str = ""
+    """The interaction id of the operator's approval, or ""."""
+    authorized_attempt: int = 0
+
+
+class FreshSnapshotPart(_Part):
+    """The snapshot the verifier captured for itself, by id (and its bag message, when recorded)."""
+
+    snapshot_id: str = ""
+    bag_ref: EvidenceRef | None = None
+
+
+class BagPart(_Part):
+    """The mission bag as the recorder described it at the mission's end."""
+
+    path: str = ""
+    """The bag directory; "" when no bag was recorded."""
+
+
+# ============================================================================ one model per event type
+
+
+class MissionStarted(EventPayload):
+    """``MISSION_STARTED``: the admitted goal, the configuration it runs under and who owns it."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.MISSION_STARTED
+    event_type: Literal[EventType.MISSION_STARTED] = Field(EventType.MISSION_STARTED, exclude=True, repr=False)
+    goal: str = ""
+    """The user's goal text, verbatim (after redaction)."""
+    config: dict[str, Any] = Field(default_factory=dict)
+    """``HarnessConfig.model_dump(mode="json")`` as the mission ran with it (a replay re-loads it)."""
+    tools: list[str] = Field(default_factory=list)
+    """The skill names offered to the planner."""
+    owner: str = ""
+    owner_sha256: str = ""
+    """Only in records written before keyed digests: the owner token's plain sha256."""
+    owner_hmac: str = ""
+    """The owner credential's keyed digest ("" in records from before keyed digests)."""
+    sender_hmac: str = ""
+    """The sender credential's keyed digest ("" in records from before keyed digests)."""
+
+
+class ModelTurnStarted(EventPayload):
+    """``MODEL_TURN_STARTED``: a turn's index and the context the planner was given."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.MODEL_TURN_STARTED
+    event_type: Literal[EventType.MODEL_TURN_STARTED] = Field(EventType.MODEL_TURN_STARTED, exclude=True, repr=False)
+    turn_index: int | None = None
+    """0-based turn index within the mission; None only in records that did not write one."""
+    context_bytes: int | None = None
+    context: dict[str, Any] = Field(default_factory=dict)
+    """The compiled planner context (``core/context.py``), as sent."""
+
+
+class WorldSnapshotCaptured(EventPayload):
+    """``WORLD_SNAPSHOT_CAPTURED``: the snapshot itself, persisted (the journal also indexes it by id)."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.WORLD_SNAPSHOT_CAPTURED
+    event_type: Literal[EventType.WORLD_SNAPSHOT_CAPTURED] = Field(
+        EventType.WORLD_SNAPSHOT_CAPTURED, exclude=True, repr=False)
+    snapshot: WorldSnapshot
+    """Always present and valid: the journal refuses the event otherwise."""
+    reason: str = ""
+    """Why it was captured (``before_model_turn``, ``pre_dispatch``, ``verification``, ...)."""
+    bag_ref: EvidenceRef | None = None
+    """The snapshot's message in the mission bag, when one was recorded."""
+
+
+class ModelResponseRecorded(EventPayload):
+    """``MODEL_RESPONSE_RECORDED``: the planner's response, verbatim (redacted), or its error."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.MODEL_RESPONSE_RECORDED
+    event_type: Literal[EventType.MODEL_RESPONSE_RECORDED] = Field(
+        EventType.MODEL_RESPONSE_RECORDED, exclude=True, repr=False)
+    response: ModelResponse | None = None
+    error: dict[str, Any] | str | None = None
+    """Why the planner gave no usable answer (a structured error), or None."""
+
+
+class ToolCallRecorded(EventPayload):
+    """``TOOL_CALL_RECORDED``: one tool call with its (redacted) arguments and the skill's view."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.TOOL_CALL_RECORDED
+    event_type: Literal[EventType.TOOL_CALL_RECORDED] = Field(EventType.TOOL_CALL_RECORDED, exclude=True, repr=False)
+    name: str = ""
+    """The tool the planner called (it may be unknown to the harness)."""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    index: int | None = None
+    """Position of the call within its response."""
+    skill_view: dict[str, Any] | None = None
+    """The C2 view the call was judged in (``{role, scope, items, ...}``); absent for non-skill calls."""
+
+
+class ActionPreconditionChecked(EventPayload):
+    """``ACTION_PRECONDITION_CHECKED``: ``preconditions.PreconditionReport``, at the top level."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.ACTION_PRECONDITION_CHECKED
+    event_type: Literal[EventType.ACTION_PRECONDITION_CHECKED] = Field(
+        EventType.ACTION_PRECONDITION_CHECKED, exclude=True, repr=False)
+    ok: bool
+    """Every check passed; only then was the action dispatched."""
+    checks: tuple[Check, ...] = ()
+    decision_snapshot_id: str = ""
+    fresh_snapshot_id: str = ""
+    kind: str = "precondition_report"
+
+
+class ToolResultRecorded(EventPayload):
+    """``TOOL_RESULT_RECORDED``: the one ``ToolResult`` of a call, at the top level."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.TOOL_RESULT_RECORDED
+    event_type: Literal[EventType.TOOL_RESULT_RECORDED] = Field(
+        EventType.TOOL_RESULT_RECORDED, exclude=True, repr=False)
+    status: ToolResultStatus | None = None
+    """What the call established immediately, never the physical outcome (None only in hand-written
+    records that give none; every harness writer writes it)."""
+    tool_call_id: str = ""
+    name: str = ""
+    content: dict[str, Any] = Field(default_factory=dict)
+    error: dict[str, Any] | None = None
+    action_id: str | None = None
+    kind: str = "tool_result"
+    format_version: int = 1
+    """``ToolResult.format_version`` (the record's own version, not the payload's)."""
+
+    @classmethod
+    def of(cls, result: ToolResult) -> ToolResultRecorded:
+        """The payload of ``result``, every field of it written."""
+        return cls.model_validate(result.model_dump(mode="json"))
+
+    def result(self) -> ToolResult:
+        """The ``ToolResult`` this payload holds."""
+        if self.status is None:
+            raise PayloadReadError(f"tool result {self.tool_call_id} has no status", tool_call_id=self.tool_call_id)
+        return ToolResult(tool_call_id=self.tool_call_id, name=self.name, status=self.status, content=self.content,
+                          error=self.error, action_id=self.action_id)
+
+
+class RobotActionStarted(EventPayload):
+    """``ROBOT_ACTION_STARTED``: the dispatch intent, committed before the backend is asked."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.ROBOT_ACTION_STARTED
+    event_type: Literal[EventType.ROBOT_ACTION_STARTED] = Field(
+        EventType.ROBOT_ACTION_STARTED, exclude=True, repr=False)
+    intent: DispatchIntent | None = None
+    dispatch: DispatchPart | None = None
+    """None only in journals written before dispatch keys."""
+    policy: DispatchPolicy | None = None
+    action: ActionPart = Field(default_factory=ActionPart)
+    """The action as created (REQUESTED)."""
+
+    @property
+    def target(self) -> Pose2D | None:
+        """The goal pose: the intent's, else the action's."""
+        if self.intent is not None and self.intent.target is not None:
+            return self.intent.target
+        return self.action.target
+
+
+class RobotActionStateChanged(EventPayload):
+    """``ROBOT_ACTION_STATE_CHANGED``: one revision-checked lifecycle transition (``ManagedAction.transition``)."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.ROBOT_ACTION_STATE_CHANGED
+    event_type: Literal[EventType.ROBOT_ACTION_STATE_CHANGED] = Field(
+        EventType.ROBOT_ACTION_STATE_CHANGED, exclude=True, repr=False)
+    to: ActionStatus
+    from_: ActionStatus | None = Field(default=None, alias="from")
+    """The state moved from (stored as ``from``); None only in records that did not write it."""
+    reason: str = ""
+    revision: int = 0
+    """The action's revision after this transition (the first transition makes it 1)."""
+    backend_goal_id: str = ""
+
+
+class RobotActionProgress(EventPayload):
+    """``ROBOT_ACTION_PROGRESS``: correlated backend feedback (rate-limited)."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.ROBOT_ACTION_PROGRESS
+    event_type: Literal[EventType.ROBOT_ACTION_PROGRESS] = Field(
+        EventType.ROBOT_ACTION_PROGRESS, exclude=True, repr=False)
+    distance_remaining: float | None = None
+    current_pose: PosePart | None = None
+
+
+class RobotActionOutcome(EventPayload):
+    """``ROBOT_ACTION_OUTCOME``: the verified outcome of an action, with its evidence."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.ROBOT_ACTION_OUTCOME
+    event_type: Literal[EventType.ROBOT_ACTION_OUTCOME] = Field(
+        EventType.ROBOT_ACTION_OUTCOME, exclude=True, repr=False)
+    state: ActionStatus
+    """SUCCEEDED, FAILED or UNKNOWN: the outcome check's verdict, never the backend's word alone."""
+    reason: str = ""
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    """The outcome check's evidence (``reconciled: true`` when judged after a restart)."""
+    action: ActionPart = Field(default_factory=ActionPart)
+
+
+class BackendEventUncorrelated(EventPayload):
+    """``BACKEND_EVENT_UNCORRELATED``: a backend event for a goal this mission did not start."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.BACKEND_EVENT_UNCORRELATED
+    event_type: Literal[EventType.BACKEND_EVENT_UNCORRELATED] = Field(
+        EventType.BACKEND_EVENT_UNCORRELATED, exclude=True, repr=False)
+    goal_id: str = ""
+    type: str = ""
+    status: str = ""
+    note: str = ""
+
+
+class RuntimeEventDelivered(EventPayload):
+    """``RUNTIME_EVENT_DELIVERED``: ``records.RuntimeEvent``, at the top level."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.RUNTIME_EVENT_DELIVERED
+    event_type: Literal[EventType.RUNTIME_EVENT_DELIVERED] = Field(
+        EventType.RUNTIME_EVENT_DELIVERED, exclude=True, repr=False)
+    type: str = "runtime_event"
+    tool_call_id: str = ""
+    action_id: str = ""
+    state: str = ""
+    detail: dict[str, Any] = Field(default_factory=dict)
+    kind: str = "runtime_event"
+
+    @classmethod
+    def of(cls, event: RuntimeEvent) -> RuntimeEventDelivered:
+        """The payload of ``event``, every field of it written."""
+        return cls.model_validate(event.model_dump(mode="json"))
+
+
+class ContractFrozen(EventPayload):
+    """``CONTRACT_FROZEN``: a new contract revision, or (``error``, no ``contract``) a failed compilation."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.CONTRACT_FROZEN
+    event_type: Literal[EventType.CONTRACT_FROZEN] = Field(EventType.CONTRACT_FROZEN, exclude=True, repr=False)
+    contract: CompletionContract | None = None
+    """None exactly when the compilation failed (then ``error`` says why)."""
+    error: dict[str, Any] | None = None
+    state_version: int | None = None
+    llm_calls: list[dict[str, Any]] = Field(default_factory=list)
+    """Model calls made by the contract compiler and the coverage review."""
+
+
+class ReceiptRecorded(EventPayload):
+    """``RECEIPT_RECORDED``: one immutable execution receipt."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.RECEIPT_RECORDED
+    event_type: Literal[EventType.RECEIPT_RECORDED] = Field(EventType.RECEIPT_RECORDED, exclude=True, repr=False)
+    receipt: Receipt
+
+
+class DoneProposed(EventPayload):
+    """``DONE_PROPOSED``: the planner's words; a request for verification, never a verdict."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.DONE_PROPOSED
+    event_type: Literal[EventType.DONE_PROPOSED] = Field(EventType.DONE_PROPOSED, exclude=True, repr=False)
+    text: str = ""
+
+
+class VerdictRecorded(EventPayload):
+    """``VERDICT_RECORDED``: the verifier's verdict, the request it judged and its own fresh snapshot."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.VERDICT_RECORDED
+    event_type: Literal[EventType.VERDICT_RECORDED] = Field(EventType.VERDICT_RECORDED, exclude=True, repr=False)
+    verdict: Verdict
+    request: dict[str, Any] | None = None
+    """``verifier.VerifyRequest.model_dump(mode="json")``; None in a verdict written by the gate's
+    ``commit_drafts`` alone (then nothing can be replayed)."""
+    fresh_snapshot: FreshSnapshotPart | None = None
+
+
+class CommitRecorded(EventPayload):
+    """``COMMIT_RECORDED``: the commit gate accepted a verdict."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.COMMIT_RECORDED
+    event_type: Literal[EventType.COMMIT_RECORDED] = Field(EventType.COMMIT_RECORDED, exclude=True, repr=False)
+    commit: Commit
+
+
+class GateRejected(EventPayload):
+    """``GATE_REJECTED``: the gate refused a verdict; the rejection's details ride as extra keys."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.GATE_REJECTED
+    event_type: Literal[EventType.GATE_REJECTED] = Field(EventType.GATE_REJECTED, exclude=True, repr=False)
+    verdict_id: str = ""
+    code: str = ""
+    message: str = ""
+
+
+class RecoveryDecided(EventPayload):
+    """``RECOVERY_DECIDED``: a structured failure and the rung chosen for it."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.RECOVERY_DECIDED
+    event_type: Literal[EventType.RECOVERY_DECIDED] = Field(EventType.RECOVERY_DECIDED, exclude=True, repr=False)
+    failure: Failure
+    decision: RecoveryDecision
+    llm_calls: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class FactRecorded(EventPayload):
+    """``FACT_RECORDED``: a versioned task fact."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.FACT_RECORDED
+    event_type: Literal[EventType.FACT_RECORDED] = Field(EventType.FACT_RECORDED, exclude=True, repr=False)
+    fact: Fact
+
+
+class RobotActionReconciled(EventPayload):
+    """``ROBOT_ACTION_RECONCILED``: what the backend said about an action whose supervision was cut short."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.ROBOT_ACTION_RECONCILED
+    event_type: Literal[EventType.ROBOT_ACTION_RECONCILED] = Field(
+        EventType.ROBOT_ACTION_RECONCILED, exclude=True, repr=False)
+    finding: str = ""
+    """A ``reconcile.Finding`` value, ``acknowledgment_lost`` or ``operator_cleared``."""
+    backend_status: str = ""
+    detail: str = ""
+    goal_id: str = ""
+    action_state: str = ""
+    """The state the reconciliation moved the action to, or ""."""
+
+
+class LeaseAcquired(EventPayload):
+    """``LEASE_ACQUIRED``: an exclusive resource lease taken (or renewed) before its owner ran."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.LEASE_ACQUIRED
+    event_type: Literal[EventType.LEASE_ACQUIRED] = Field(EventType.LEASE_ACQUIRED, exclude=True, repr=False)
+    resource: str
+    owner: str
+    """The action id (physical skills) or tool call id (capabilities) holding it."""
+    expires_at: float = 0.0
+    skill: str = ""
+    intent: dict[str, Any] | None = None
+    """A keyed capability's dispatch intent (``key``, ``tool_call_id``, ...); absent for physical actions."""
+
+
+class LeaseReleased(EventPayload):
+    """``LEASE_RELEASED``: a lease ended on a confirmed end, or an operator cleared it."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.LEASE_RELEASED
+    event_type: Literal[EventType.LEASE_RELEASED] = Field(EventType.LEASE_RELEASED, exclude=True, repr=False)
+    resource: str
+    owner: str
+    why: str = ""
+    """A ``durable.ReleaseReason`` value."""
+    detail: str = ""
+    operator: str = ""
+    """Who cleared it (``operator_cleared`` only)."""
+
+
+class LeaseBlocked(EventPayload):
+    """``LEASE_BLOCKED``: the owner ended with an unknown outcome; the resource is blocked."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.LEASE_BLOCKED
+    event_type: Literal[EventType.LEASE_BLOCKED] = Field(EventType.LEASE_BLOCKED, exclude=True, repr=False)
+    resource: str
+    owner: str
+    reason: str = ""
+
+
+class StopRequested(EventPayload):
+    """``STOP_REQUESTED``: an operator Stop reached the harness."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.STOP_REQUESTED
+    event_type: Literal[EventType.STOP_REQUESTED] = Field(EventType.STOP_REQUESTED, exclude=True, repr=False)
+    reason: str = ""
+    source: str = ""
+    """Which surface sent it (``stop_service``, ``mission_cancel``, ...)."""
+
+
+class InteractionRequested(EventPayload):
+    """``INTERACTION_REQUESTED``: an approval or question, with who may answer (salted digests only)."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.INTERACTION_REQUESTED
+    event_type: Literal[EventType.INTERACTION_REQUESTED] = Field(
+        EventType.INTERACTION_REQUESTED, exclude=True, repr=False)
+    interaction_id: str
+    kind: str = ""
+    """An ``interactions.InteractionKind`` value."""
+    prompt: str = ""
+    call: dict[str, Any] | None = None
+    """For an approval: ``{tool_call_id, name, arguments, arguments_sha256}``."""
+    choices: tuple[str, ...] = ()
+    owner: str = ""
+    policy: str = ""
+    """An ``interactions.ApprovalPolicy`` value; "" (older records) means the owner rule."""
+    key_id: str = ""
+    owner_hmac: str = ""
+    sender_hmac: str = ""
+    approvers: tuple[dict[str, Any], ...] = ()
+    owner_sha256: str = ""
+    waiting_on: str = ""
+    requested_at: float = 0.0
+    expires_at: float = 0.0
+
+
+class InteractionResolved(EventPayload):
+    """``INTERACTION_RESOLVED``: an answer to an interaction (the first resolution wins)."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.INTERACTION_RESOLVED
+    event_type: Literal[EventType.INTERACTION_RESOLVED] = Field(
+        EventType.INTERACTION_RESOLVED, exclude=True, repr=False)
+    interaction_id: str
+    resolution: str = ""
+    """An ``interactions.Resolution`` value."""
+    answer: str = ""
+    choice: str = ""
+    operator: str = ""
+    answered_as: str = ""
+    """The credential kind (``owner``, ``operator``, ``approver:<name>``, ``harness``; "" in older records)."""
+    resolved_at: float | str = ""
+    """Epoch seconds; "" in records that did not write it."""
+
+
+class MissionFinished(EventPayload):
+    """``MISSION_FINISHED``: the mission's one end, with its status, summary and evidence."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.MISSION_FINISHED
+    event_type: Literal[EventType.MISSION_FINISHED] = Field(EventType.MISSION_FINISHED, exclude=True, repr=False)
+    status: str = ""
+    """A ``records.MissionStatus`` value."""
+    summary: str = ""
+    evidence_seqs: list[int] = Field(default_factory=list)
+    evidence_ids: list[str] = Field(default_factory=list)
+    bag: BagPart | None = None
+    verdict_id: str = ""
+    """The last verdict's id, or ""."""
+    model_usage: dict[str, Any] = Field(default_factory=dict)
+    internal_error: Any = None
+    """Only when the mission ended on an internal error: what was raised."""
+    reconciled: list[dict[str, Any]] = Field(default_factory=list)
+    """Only in an end written by the reconciler: the settlements it made."""
+
+
+class MissionRefused(EventPayload):
+    """``MISSION_REFUSED``: a request refused before anything ran (written by the supervisor alone)."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.MISSION_REFUSED
+    event_type: Literal[EventType.MISSION_REFUSED] = Field(EventType.MISSION_REFUSED, exclude=True, repr=False)
+    code: str = ""
+    reason: str = ""
+    source: str = ""
+    goal: str = ""
+    owner: str = ""
+
+
+# ============================================================================ the adapter
+
+PAYLOAD_MODELS: Mapping[EventType, type[EventPayload]] = {
+    m.EVENT_TYPE: m for m in (
+        MissionStarted, ModelTurnStarted, WorldSnapshotCaptured, ModelResponseRecorded, ToolCallRecorded,
+        ActionPreconditionChecked, ToolResultRecorded, RobotActionStarted, RobotActionStateChanged,
+        RobotActionProgress, RobotActionOutcome, BackendEventUncorrelated, RuntimeEventDelivered, ContractFrozen,
+        ReceiptRecorded, DoneProposed, VerdictRecorded, CommitRecorded, GateRejected, RecoveryDecided, FactRecorded,
+        RobotActionReconciled, LeaseAcquired, LeaseReleased, LeaseBlocked, StopRequested, InteractionRequested,
+        InteractionResolved, MissionFinished, MissionRefused,
+    )
+}
+"""The payload model of each event type (every ``EventType`` member has one; a test checks it)."""
+
+AnyPayload = Annotated[Union[tuple(PAYLOAD_MODELS.values())], Field(discriminator=_TAG)]  # type: ignore[valid-type]
+PAYLOAD_ADAPTER: TypeAdapter[EventPayload] = TypeAdapter(AnyPayload)
+"""The one adapter every payload is validated and serialized through."""
+
+P = TypeVar("P", bound=EventPayload)
+
+
+def _validate(type_: EventType, data: Mapping[str, Any]) -> EventPayload:
+    return PAYLOAD_ADAPTER.validate_python({**data, _TAG: type_})
+
+
+def parse_payload(type_: EventType | str, data: Mapping[str, Any]) -> EventPayload:
+    """The model of ``data`` as a payload of ``type_``; raises ``PayloadReadError`` when it does not validate."""
+    try:
+        et = EventType(type_)
+    except ValueError:
+        raise PayloadReadError(f"no payload model for event type {type_!r}", type=str(type_)) from None
+    if not isinstance(data, Mapping):
+        raise PayloadReadError(f"{et.value} payload is a {type(data).__name__}, not an object", type=et.value)
+    try:
+        return _validate(et, data)
+    except ValidationError as exc:
+        raise PayloadReadError(f"{et.value} payload does not validate: {_brief(exc)}", type=et.value) from None
+
+
+@overload
+def payload_of(event: Any, model: type[P]) -> P: ...
+@overload
+def payload_of(event: Any, model: None = None) -> EventPayload: ...
+def payload_of(event: Any, model: type[P] | None = None) -> EventPayload:
+    """The typed payload of ``event`` (a ``JournalEvent``, an ``EventDraft``, or a ``(type, payload)`` pair).
+
+    With ``model``, the event must be of that model's type (else ``PayloadShapeError``: a reader asked
+    for the wrong model). A draft that carries a model returns it as is. Parsed once per event object:
+    the result is cached on the (frozen) event, keyed by its type and payload object, so asking again is a
+    dictionary lookup. Raises ``PayloadReadError`` when the stored payload does not validate.
+    """
+    if isinstance(event, tuple):
+        type_, data = event
+        typed = data if isinstance(data, EventPayload) else parse_payload(type_, data)
+    else:
+        type_, data = event.type, event.payload
+        if isinstance(data, EventPayload):
+            typed = data
+        else:
+            cache = getattr(event, "__pydantic_private__", None)
+            hit = cache.get("_typed_payload") if cache is not None else None
+            if hit is not None and hit[0] is type_ and hit[1] is data:
+                typed = hit[2]
+            else:
+                typed = parse_payload(type_, data)
+                if cache is not None and "_typed_payload" in cache:
+                    cache["_typed_payload"] = (type_, data, typed)
+    if model is not None and not isinstance(typed, model):
+        raise PayloadShapeError(f"a {getattr(type_, 'value', type_)} payload is a {type(typed).__name__}, "
+                                f"not a {model.__name__}", expected=model.__name__, type=str(getattr(type_, "value", type_)))
+    return typed
+
+
+def payload_dict(model: EventPayload) -> dict[str, Any]:
+    """What the journal stores for ``model``: its JSON form, through the one adapter.
+
+    Only the fields the writer set (and any extra keys) are written, each nested record in full, and
+    ``payload_version``; a reader gets every other field's default.
+    """
+    data = PAYLOAD_ADAPTER.dump_python(model, mode="json", by_alias=True)
+    fields = type(model).model_fields
+    written = {fields[k].alias or k for k in model.model_fields_set if k in fields} | set(model.model_extra or {})
+    out = {k: v for k, v in data.items() if k in written}
+    out["payload_version"] = PAYLOAD_FORMAT_VERSION
+    return out
+
+
+def validate_draft_payload(type_: EventType, payload: Any) -> EventPayload:
+    """Check a draft's payload before it is stored; the model readers will read from it.
+
+    A model must be the one for ``type_``; a dict (the stored JSON form) must validate as it. Raises
+    ``PayloadShapeError`` naming the event type and the first problems; nothing is stored then.
+    """
+    if isinstance(payload, EventPayload):
+        if payload.EVENT_TYPE is not type_:
+            raise PayloadShapeError(f"a {type_.value} event carries a {type(payload).__name__} payload "
+                                    f"(that is {payload.EVENT_TYPE.value}'s model)", type=type_.value,
+                                    model=type(payload).__name__)
+        return payload
+    if not isinstance(payload, Mapping):
+        raise PayloadShapeError(f"a {type_.value} payload must be a dict or its payload model, "
+                                f"not {type(payload).__name__}", type=type_.value)
+    try:
+        return _validate(type_, payload)
+    except ValidationError as exc:
+        raise PayloadShapeError(f"{type_.value} payload has the wrong shape: {_brief(exc)}",
+                                type=type_.value, errors=_errors(exc)) from None
+
+
+def prime(event: Any, typed: EventPayload) -> None:
+    """Give ``payload_of``'s cache on ``event`` the model its payload was just validated as (the journal,
+    on append), so reading a fresh event costs nothing."""
+    cache = getattr(event, "__pydantic_private__", None)
+    if cache is not None and "_typed_payload" in cache and typed.EVENT_TYPE is event.type:
+        cache["_typed_payload"] = (event.type, event.payload, typed)
+
+
+def _errors(exc: ValidationError) -> list[dict[str, str]]:
+    return [{"at": ".".join(str(p) for p in e["loc"][1:]) or "(payload)", "problem": e["msg"]}
+            for e in exc.errors(include_url=False)[:5]]
+
+
+def _brief(exc: ValidationError) -> str:
+    return "; ".join(f"{e['at']}: {e['problem']}" for e in _errors(exc))
