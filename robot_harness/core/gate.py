@@ -1,17 +1,17 @@
 """The commit gate: the only route from a verifier's verdict to committed task state.
 
 Task state is derived from the journal (the source of truth), never kept on
-the side. The engine appends these event types (string constants, because
-``records.EventType`` does not list them yet); each payload holds one record
-serialized with ``model_dump(mode="json")``:
+the side. It is folded from these event types; each payload is its
+``core/payloads.py`` model, carrying one record (read and written through the
+payloads' one adapter):
 
-* ``CONTRACT_FROZEN``   ``{"contract": CompletionContract}`` — a new revision; state-changing.
-  (``{"error": ...}`` without a contract records a failed compilation and changes nothing.)
-* ``RECEIPT_RECORDED``  ``{"receipt": Receipt}`` — state-changing.
-* ``VERDICT_RECORDED``  ``{"verdict": Verdict}`` — not state-changing.
-* ``COMMIT_RECORDED``   ``{"commit": Commit}`` — state-changing (``state_version_after = before + 1``).
-* ``FACT_RECORDED``     ``{"fact": Fact}`` — not state-changing (facts ride on a commit or an observation).
-* ``MISSION_STARTED``   ``{"goal": str}`` — the existing event; gives the original goal.
+* ``CONTRACT_FROZEN``   ``ContractFrozen(contract=CompletionContract)`` — a new revision; state-changing.
+  (``error`` without a contract records a failed compilation and changes nothing.)
+* ``RECEIPT_RECORDED``  ``ReceiptRecorded(receipt=Receipt)`` — state-changing.
+* ``VERDICT_RECORDED``  ``VerdictRecorded(verdict=Verdict)`` — not state-changing.
+* ``COMMIT_RECORDED``   ``CommitRecorded(commit=Commit)`` — state-changing (``state_version_after = before + 1``).
+* ``FACT_RECORDED``     ``FactRecorded(fact=Fact)`` — not state-changing (facts ride on a commit or an observation).
+* ``MISSION_STARTED``   ``MissionStarted(goal=...)`` — gives the original goal.
 
 ``state_version`` is the number of state-changing records so far. A verdict
 is bound to the state version it judged; the gate accepts it only while that
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from .clock import Clock, IdGenerator
 from .completion import (
@@ -40,7 +40,19 @@ from .completion import (
 )
 from .errors import RefusalError, UsageError
 from .journal import JournalReadError
-from .records import EventType
+from .payloads import (
+    CommitRecorded,
+    ContractFrozen,
+    EventPayload,
+    FactRecorded,
+    MissionStarted,
+    PayloadReadError,
+    ReceiptRecorded,
+    VerdictRecorded,
+    payload_dict,
+    payload_of,
+)
+from .records import EventType, JournalEvent
 
 __all__ = [
     "CONTRACT_FROZEN",
@@ -69,6 +81,9 @@ COMMIT_RECORDED = EventType.COMMIT_RECORDED.value
 FACT_RECORDED = EventType.FACT_RECORDED.value
 MISSION_STARTED = EventType.MISSION_STARTED.value
 STATE_CHANGING = frozenset({CONTRACT_FROZEN, RECEIPT_RECORDED, COMMIT_RECORDED})
+_FOLDED = frozenset({MISSION_STARTED, CONTRACT_FROZEN, RECEIPT_RECORDED, VERDICT_RECORDED, COMMIT_RECORDED,
+                     FACT_RECORDED})
+"""The event types the task state is folded from (others are skipped unread)."""
 OBLIGATION_FACT_PREFIX = "obligation:"
 """Fact keys under this prefix are written only by the gate (status COMMITTED)."""
 
@@ -164,15 +179,18 @@ class _Builder:
                 mission_id=self.mission_id, other=mission_id,
             )
 
-    def apply(self, type_: str, payload: Mapping[str, Any]) -> None:
-        if type_ == MISSION_STARTED:
-            self._own(str(payload.get("mission_id", "")), "MISSION_STARTED")
+    def apply(self, payload: EventPayload, *, owner: str = "") -> None:
+        """Fold one typed record; ``owner`` is the mission id of the event that carried it, when known."""
+        if isinstance(payload, MissionStarted):
+            self._own(owner, "MISSION_STARTED")
             if not self.goal:
-                self.goal = str(payload.get("goal", ""))
-        elif type_ == CONTRACT_FROZEN:
-            if "contract" not in payload and "error" in payload:
-                return  # a failed compilation: no contract, no state change
-            c = CompletionContract.model_validate(payload["contract"])
+                self.goal = payload.goal
+        elif isinstance(payload, ContractFrozen):
+            if payload.contract is None:
+                if payload.error is not None:
+                    return  # a failed compilation: no contract, no state change
+                raise JournalReadError("CONTRACT_FROZEN has neither a contract nor an error")
+            c = payload.contract
             self._own(c.mission_id, f"contract {c.contract_id}")
             expected = self.contract.revision + 1 if self.contract else 1
             if c.revision != expected:
@@ -184,20 +202,20 @@ class _Builder:
             self.contract = c
             self.committed = []
             self.state_version += 1
-        elif type_ == RECEIPT_RECORDED:
-            r = Receipt.model_validate(payload["receipt"])
+        elif isinstance(payload, ReceiptRecorded):
+            r = payload.receipt
             self._own(r.mission_id, f"receipt {r.receipt_id}")
             if r.receipt_id in self.receipt_ids:
                 raise JournalReadError(f"receipt {r.receipt_id} recorded twice", receipt_id=r.receipt_id)
             self.receipts.append(r)
             self.receipt_ids.add(r.receipt_id)
             self.state_version += 1
-        elif type_ == VERDICT_RECORDED:
-            v = Verdict.model_validate(payload["verdict"])
+        elif isinstance(payload, VerdictRecorded):
+            v = payload.verdict
             self._own(v.mission_id, f"verdict {v.verdict_id}")
             self.verdict_ids.add(v.verdict_id)
-        elif type_ == COMMIT_RECORDED:
-            cm = Commit.model_validate(payload["commit"])
+        elif isinstance(payload, CommitRecorded):
+            cm = payload.commit
             self._own(cm.mission_id, f"commit {cm.commit_id}")
             c = self.contract
             if c is None or (cm.contract_id, cm.contract_revision) != (c.contract_id, c.revision):
@@ -213,8 +231,8 @@ class _Builder:
                 )
             self.committed.extend(o for o in cm.obligations if o not in self.committed)
             self.state_version = cm.state_version_after
-        elif type_ == FACT_RECORDED:
-            f = Fact.model_validate(payload["fact"])
+        elif isinstance(payload, FactRecorded):
+            f = payload.fact
             self._own(f.mission_id, f"fact {f.fact_id}")
             if f.supersedes and f.supersedes not in self.fact_ids:
                 raise JournalReadError(f"fact {f.fact_id} supersedes unknown fact {f.supersedes}")
@@ -244,37 +262,37 @@ class TaskStateFold:
         self._applied = 0
         self._state: TaskState | None = None
 
-    def feed_records(self, records: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
-        """Apply ``(type, payload)`` pairs; raises ``JournalReadError`` as ``from_records`` does."""
+    def feed_records(self, records: Iterable[tuple[str, Mapping[str, Any] | EventPayload]]) -> None:
+        """Apply ``(type, payload)`` pairs (a payload dict or model); raises ``JournalReadError`` as
+        ``from_records`` does."""
         for type_, payload in records:
-            n = self._applied
-            try:
-                self._builder.apply(str(type_), payload)
-            except ValidationError as exc:
-                raise JournalReadError(f"record #{n} ({type_}) does not validate: {exc}", index=n, type=str(type_)) from None
-            except KeyError as exc:
-                raise JournalReadError(f"record #{n} ({type_}) lacks {exc}", index=n, type=str(type_)) from None
-            self._applied += 1
-            self._state = None
+            self._apply((type_, payload), getattr(type_, "value", type_), owner="")
 
     def feed(self, events: Iterable[Any], *, mission_id: str | None = None) -> None:
         """Apply ``JournalEvent``-like objects (or pairs); with ``mission_id``, other missions' events are skipped."""
+        for ev in events:
+            if isinstance(ev, tuple):
+                self._apply(ev, getattr(ev[0], "value", ev[0]), owner="")
+                continue
+            owner = getattr(ev, "mission_id", "")
+            if mission_id and owner and owner != mission_id:
+                continue
+            self._apply(ev, getattr(ev.type, "value", ev.type), owner=owner)
 
-        def pairs() -> Iterable[tuple[str, Mapping[str, Any]]]:
-            for ev in events:
-                if isinstance(ev, tuple):
-                    yield ev
-                    continue
-                owner = getattr(ev, "mission_id", "")
-                if mission_id and owner and owner != mission_id:
-                    continue
-                type_ = getattr(ev.type, "value", ev.type)
-                payload = dict(ev.payload)
-                if type_ == MISSION_STARTED and owner:
-                    payload.setdefault("mission_id", owner)
-                yield type_, payload
-
-        self.feed_records(pairs())
+    def _apply(self, record: Any, type_: str, *, owner: str) -> None:
+        n = self._applied
+        if type_ in _FOLDED:
+            try:
+                typed = payload_of(record if isinstance(record, JournalEvent) else (
+                    EventType(type_), record[1] if isinstance(record, tuple) else record.payload))
+            except PayloadReadError as exc:
+                raise JournalReadError(f"record #{n} ({type_}) does not validate: {exc.message}", index=n,
+                                       type=type_) from None
+            if not owner and isinstance(typed, MissionStarted):
+                owner = str((typed.model_extra or {}).get("mission_id", ""))  # a pair may name its mission
+            self._builder.apply(typed, owner=owner)
+        self._applied += 1
+        self._state = None
 
     @property
     def state(self) -> TaskState:
@@ -424,11 +442,18 @@ _DRAFT_TYPES: tuple[tuple[type[BaseModel], str, str], ...] = (
 
 
 def record_draft(record: BaseModel) -> tuple[str, dict[str, Any]]:
-    """The ``(type, payload)`` pair that journals one completion record."""
+    """The ``(type, payload)`` pair that journals one completion record: the payload is
+    ``payloads.payload_dict`` of the type's model (``ReceiptRecorded(receipt=...)``, ...)."""
     for cls, type_, key in _DRAFT_TYPES:
         if isinstance(record, cls):
-            return type_, {key: record.model_dump(mode="json")}
+            return type_, payload_dict(_PAYLOAD_OF[type_](**{key: record}))
     raise UsageError(f"no journal event type for {type(record).__name__}", record_type=type(record).__name__)
+
+
+_PAYLOAD_OF: dict[str, type[EventPayload]] = {
+    CONTRACT_FROZEN: ContractFrozen, RECEIPT_RECORDED: ReceiptRecorded, VERDICT_RECORDED: VerdictRecorded,
+    COMMIT_RECORDED: CommitRecorded, FACT_RECORDED: FactRecorded,
+}
 
 
 def commit_drafts(commit: Commit, verdict: Verdict) -> list[tuple[str, dict[str, Any]]]:
