@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 
 from robot_harness.core.clock import IdGenerator  # noqa: E402
 from robot_harness.core.config import load_harness_config  # noqa: E402
-from robot_harness.core.engine import MissionRunner  # noqa: E402
+from robot_harness.compose import mission_runner  # noqa: E402
 from robot_harness.operator.session import ExternalPlanner, SessionContractCompiler, SessionHost  # noqa: E402
 from robot_harness.core.journal import MemoryJournal  # noqa: E402
 from robot_harness.core.scenario import Scenario  # noqa: E402
@@ -62,7 +62,7 @@ def _host(workdir: Path) -> tuple[SessionHost, list[Any], Any]:
     runners: list[Any] = []
 
     def start(planner: ExternalPlanner, caller: str) -> str:
-        runner = MissionRunner(config=config, journal=journal, clock=ports.clock, ids=ids, skills=skills,
+        runner = mission_runner(config=config, journal=journal, clock=ports.clock, ids=ids, skills=skills,
                                snapshots=ports, planner=planner, navigation=ports, robot_io=ports, sleep=ports.sleep,
                                on_update=lambda s, a, e: e is not None and host.observe(e),
                                contract_compiler=SessionContractCompiler(), coverage_reviewer=SessionContractCompiler())

@@ -150,7 +150,7 @@ class PolicyServer:
 
 def _contract_kinds(scenario: Any) -> list[tuple[str, dict[str, Any]]]:
     """(kind, params) of each obligation the mission's contract will hold (compiled as at admission)."""
-    from robot_harness.core.authority import default_contract_compiler
+    from robot_harness.compose import default_contract_compiler
     from robot_harness.core.config import load_harness_config
     from robot_harness.core.contracts import RuleCoverageReviewer, compile_contract
     from robot_harness.core.records import Pose2D

@@ -1,38 +1,37 @@
-"""Wiring for completion authority: which contract compiler a mission gets, and
-the in-process verifier port (the same ``Verifier`` the verifier node runs).
+"""The composition root: the one place that wires concrete backends into the core.
 
-The engine uses ``InProcessVerifier`` when no verifier port is given (unit
-tests, ``bench/``); the supervisor node gives it the verifier node's service
-instead, so in deployment the judgement happens in another process that
-never sees the planner.
+The core takes its collaborators as required arguments and imports nothing
+from ``llm/``, ``evidence/``, ``nodes/`` or ``operator/``. This module picks,
+from a config, which contract compiler a mission gets (the goal grammar, a
+scenario's obligations, or a model checked against the grammar), the
+coverage review, the recovery policy and its advisor, the artifact checker
+(``evidence.bag.verify_artifact``, the same one replay and audit use) and
+the in-process verifier, and builds a ``MissionRunner`` from them. The
+supervisor node gives the runner the verifier node's service instead of the
+in-process verifier, so in deployment the judgement happens in another
+process that never sees the planner.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from .clock import Clock, IdGenerator
-from .completion import Verdict
-from .config import HarnessConfig, VerificationConfig, place_aliases
-from .contracts import ContractCompiler, CoverageReviewer, RuleCoverageReviewer, ScenarioContractCompiler
-from .goals import GoalCompiler, Lexicon, load_lexicon
-from .ports import SnapshotPort
-from .records import WorldSnapshot
-from .verifier import Verifier, VerifierConfig, VerifyRequest
+from .core.authority import InProcessVerifier, verifier_config
+from .core.config import HarnessConfig, packaged_config, place_aliases
+from .core.contracts import ContractCompiler, CoverageReviewer, RuleCoverageReviewer, ScenarioContractCompiler
+from .core.errors import UsageError
+from .core.goals import GoalCompiler, Lexicon, load_lexicon
+from .core.mission.runner import MissionRunner
+from .core.ports import SnapshotPort
+from .core.clock import Clock, IdGenerator
+from .core.recovery import RecoveryBudgets, RecoveryPolicy
+from .evidence.bag import verify_artifact
 
 __all__ = ["default_contract_compiler", "default_coverage_reviewer", "goal_lexicon", "recovery_advisor",
-           "verifier_config", "file_artifact_check", "InProcessVerifier", "packaged_config"]
+           "recovery_policy", "verifier_config", "file_artifact_check", "in_process_verifier", "mission_runner",
+           "packaged_config"]
 
-
-def packaged_config(name: str) -> Path | None:
-    """A shipped config file: the source checkout's config/, else share/robot_harness/config under an ament prefix."""
-    import os
-
-    candidates = [Path(__file__).resolve().parents[2] / "config" / name]
-    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
-        if prefix:
-            candidates.append(Path(prefix) / "share" / "robot_harness" / "config" / name)
-    return next((p for p in candidates if p.is_file()), None)
+file_artifact_check = verify_artifact
+"""Re-hash a file:// artifact; raises when it is missing or changed (the one checker: live, replay, audit)."""
 
 
 def goal_lexicon(config: HarnessConfig) -> Lexicon:
@@ -41,8 +40,6 @@ def goal_lexicon(config: HarnessConfig) -> Lexicon:
         return load_lexicon(config.contract.lexicon_file)
     path = packaged_config("goal_lexicon.yaml")
     if path is None:
-        from .errors import UsageError
-
         raise UsageError("no goal lexicon: set contract.lexicon_file (the package ships config/goal_lexicon.yaml)")
     return load_lexicon(path)
 
@@ -57,53 +54,53 @@ def default_contract_compiler(config: HarnessConfig) -> ContractCompiler:
     if config.contract.obligations or config.contract.compiler == "scenario":
         return ScenarioContractCompiler(config.contract.obligations)
     if config.contract.compiler not in ("grammar", "template", "llm"):
-        from .errors import UsageError
-
         raise UsageError(f"unknown contract compiler {config.contract.compiler!r} (grammar | scenario | llm)")
     rules = GoalCompiler(goal_lexicon(config), aliases=place_aliases(config))
     if config.contract.compiler == "llm":
-        # Imported here: the core stays free of the openai client unless asked for.
-        from ..llm.client import ChatClient, LLMConfig, chat_complete_fn
-        from .contracts import LLMContractCompiler
+        from .core.contracts import LLMContractCompiler
+        from .llm.client import ChatClient, LLMConfig, chat_complete_fn
 
         return LLMContractCompiler(complete=chat_complete_fn(ChatClient(LLMConfig(**config.contract.llm))),
                                    reference=rules, reviewer=default_coverage_reviewer(config))
     return rules
 
 
-def verifier_config(config: HarnessConfig | VerificationConfig) -> VerifierConfig:
-    v = config.verification if isinstance(config, HarnessConfig) else config
-    return VerifierConfig(**v.model_dump())
-
-
-def file_artifact_check(uri: str, sha256: str) -> None:
-    """Re-hash a file:// artifact; raises when it is missing or changed."""
-    from ..evidence.bag import verify_artifact
-
-    verify_artifact(uri, sha256)
-
-
-class InProcessVerifier:
-    """A ``VerifierPort`` running the core ``Verifier`` in this process on a fresh snapshot."""
-
-    name = "verifier(in-process)"
-
-    def __init__(self, *, config: HarnessConfig, snapshots: SnapshotPort, ids: IdGenerator, clock: Clock,
-                 semantic: Any = None) -> None:
-        self._snapshots = snapshots
-        self._verifier = Verifier(verifier_config(config), semantic=semantic, artifact_check=file_artifact_check,
-                                  ids=ids, clock=clock, name=self.name)
-
-    def verify(self, request: VerifyRequest) -> tuple[Verdict, WorldSnapshot]:
-        fresh = self._snapshots.capture(reason="verification", mission_id=request.mission_id)
-        return self._verifier.verify(request, fresh), fresh
-
-
 def recovery_advisor(config: HarnessConfig) -> Any:
     """The model that advises recovery (``recovery.advisor: llm``), or None."""
     if config.recovery.advisor != "llm":
         return None
-    from ..llm.advisor import LLMRecoveryAdvisor
-    from ..llm.client import ChatClient, LLMConfig
+    from .llm.advisor import LLMRecoveryAdvisor
+    from .llm.client import ChatClient, LLMConfig
 
     return LLMRecoveryAdvisor(ChatClient(LLMConfig(**config.recovery.llm)))
+
+
+def recovery_policy(config: HarnessConfig) -> RecoveryPolicy:
+    """The in-process recovery ladder with its budgets, alternatives and (optional) advisor."""
+    return RecoveryPolicy(RecoveryBudgets.from_config(config.recovery), alternatives=config.recovery.alternatives,
+                          advisor=recovery_advisor(config))
+
+
+def in_process_verifier(*, config: HarnessConfig, snapshots: SnapshotPort, ids: IdGenerator, clock: Clock,
+                        semantic: Any = None) -> InProcessVerifier:
+    return InProcessVerifier(config=config, snapshots=snapshots, ids=ids, clock=clock,
+                             artifact_check=file_artifact_check, semantic=semantic)
+
+
+def mission_runner(*, config: HarnessConfig, snapshots: SnapshotPort, ids: IdGenerator, clock: Clock,
+                   verifier: Any = None, contract_compiler: ContractCompiler | None = None,
+                   coverage_reviewer: CoverageReviewer | None = None, recovery: Any = None,
+                   **parts: Any) -> MissionRunner:
+    """A ``MissionRunner`` with the deployed collaborators for what ``parts`` does not give.
+
+    ``parts``: the runner's other arguments (journal, skills, planner,
+    navigation, robot_io, recorder, on_update, sleep).
+    """
+    return MissionRunner(
+        config=config, snapshots=snapshots, ids=ids, clock=clock,
+        verifier=verifier or in_process_verifier(config=config, snapshots=snapshots, ids=ids, clock=clock),
+        contract_compiler=contract_compiler or default_contract_compiler(config),
+        coverage_reviewer=coverage_reviewer or default_coverage_reviewer(config),
+        recovery=recovery or recovery_policy(config),
+        progress_verifier_config=verifier_config(config),
+        **parts)

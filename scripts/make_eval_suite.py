@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO))
     from robot_harness.core.config import HarnessConfig
     from robot_harness.core.contracts import RuleCoverageReviewer, compile_contract
-    from robot_harness.core.authority import default_contract_compiler
+    from robot_harness.compose import default_contract_compiler
     from robot_harness.core.records import Pose2D
     from robot_harness.core.scenario import Scenario
 

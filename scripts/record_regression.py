@@ -155,7 +155,7 @@ def record(name: str, out: Path) -> tuple[str, int]:
     """Run ``name`` gated, recorded; write its journal, artifacts and bag under ``out``. Returns (status, bag bytes)."""
     from robot_harness.core.clock import IdGenerator
     from robot_harness.core.config import load_harness_config
-    from robot_harness.core.engine import MissionRunner
+    from robot_harness.compose import mission_runner
     from robot_harness.core.journal import SqliteJournal
     from robot_harness.core.planner_script import ScriptedPlanner
     from robot_harness.core.scenario import load_scenario
@@ -185,7 +185,7 @@ def record(name: str, out: Path) -> tuple[str, int]:
         journal.setup()
         recorder = HarnessEvidenceRecorder(MissionRecorder(graph, McapEvidenceStore(work / "bags"), topics=topics),
                                            journal, logger=log)
-        runner = MissionRunner(config=config, journal=journal, clock=ports.clock, ids=ids,
+        runner = mission_runner(config=config, journal=journal, clock=ports.clock, ids=ids,
                                skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
                                snapshots=ports, planner=ScriptedPlanner(scenario.planner.turns), navigation=ports,
                                robot_io=ports, sleep=ports.sleep, recorder=recorder)

@@ -379,3 +379,15 @@ def deep_merge(a: dict, b: dict) -> dict:
     for k, v in b.items():
         out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
+
+
+def packaged_config(name: str) -> "Path | None":
+    """A shipped config file: the source checkout's config/, else share/robot_harness/config under an ament prefix."""
+    import os
+    from pathlib import Path
+
+    candidates = [Path(__file__).resolve().parents[2] / "config" / name]
+    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
+        if prefix:
+            candidates.append(Path(prefix) / "share" / "robot_harness" / "config" / name)
+    return next((p for p in candidates if p.is_file()), None)

@@ -1,15 +1,23 @@
-"""The managed-action state machine. Transitions happen here and nowhere else.
+"""The managed-action state machine. Transitions are checked here and nowhere else.
 
 REQUESTED -> ACCEPTED -> RUNNING -> VERIFYING -> SUCCEEDED / FAILED / UNKNOWN.
 A backend's own "succeeded" only moves an action to VERIFYING; only the
 outcome check (``outcome``) may produce SUCCEEDED.
+
+``check_change`` is the one check: a change must start from the state and
+revision the action is at, and go where ``ALLOWED_TRANSITIONS`` allows. The
+writer's in-memory action applies it (``ManagedAction.transition``), and the
+journal applies it again, against the state and revision it holds for the
+action, to every ``ROBOT_ACTION_STATE_CHANGED`` before the commit: a writer
+holding a stale view (another writer moved the action, or it moved a copy
+twice) is refused there with ``StaleRevision``, nothing written.
 """
 from __future__ import annotations
 
-from .errors import IllegalTransition
+from .errors import IllegalTransition, StaleRevision
 from .records import ActionStatus, ActionView, Pose2D, WorldSnapshot
 
-__all__ = ["ALLOWED_TRANSITIONS", "ManagedAction"]
+__all__ = ["ALLOWED_TRANSITIONS", "ManagedAction", "check_change"]
 
 S = ActionStatus
 ALLOWED_TRANSITIONS: dict[ActionStatus, frozenset[ActionStatus]] = {
@@ -23,12 +31,40 @@ ALLOWED_TRANSITIONS: dict[ActionStatus, frozenset[ActionStatus]] = {
 }
 
 
+def check_change(action_id: str, *, state: ActionStatus, revision: int, from_state: str, to_state: str,
+                 new_revision: int) -> None:
+    """Refuse a change that does not start where the action is, or goes where it may not.
+
+    ``state``/``revision``: where the action is (as its holder knows it);
+    ``from_state``/``new_revision``: where the writer says it moves it from, and
+    the revision the change creates. Raises ``StaleRevision`` (the writer's view
+    is stale) or ``IllegalTransition`` (the state machine forbids the move).
+    """
+    if from_state != state.value or new_revision != revision + 1:
+        raise StaleRevision(
+            f"action {action_id} is {state.value} at revision {revision};"
+            f" the writer moved it from {from_state} to revision {new_revision}",
+            action_id=action_id, state=state.value, revision=revision)
+    try:
+        to = ActionStatus(to_state)
+    except ValueError:
+        raise IllegalTransition(f"{action_id}: {to_state!r} is not an action state", action_id=action_id,
+                                from_state=state.value, to_state=to_state) from None
+    if to not in ALLOWED_TRANSITIONS[state]:
+        raise IllegalTransition(
+            f"{action_id}: {state.value} -> {to.value} is not allowed",
+            action_id=action_id,
+            from_state=state.value,
+            to_state=to.value,
+        )
+
+
 class ManagedAction:
     """One managed physical action and its revisioned state.
 
-    ``transition`` is the only way to change ``state``; it checks the expected
-    revision (a writer holding a stale view gets ``IllegalTransition``) and
-    returns the journal payload describing the change.
+    ``transition`` is the only way to change ``state``; it applies
+    ``check_change`` and returns the journal payload describing the change
+    (which the journal checks again against what it holds).
     """
 
     def __init__(
@@ -71,21 +107,10 @@ class ManagedAction:
     def terminal(self) -> bool:
         return self.state.terminal
 
-    def transition(self, to: ActionStatus, *, now: float, reason: str = "", expected_revision: int | None = None) -> dict:
-        if expected_revision is not None and expected_revision != self.revision:
-            raise IllegalTransition(
-                f"stale revision for {self.action_id}: expected {expected_revision}, have {self.revision}",
-                action_id=self.action_id,
-                expected_revision=expected_revision,
-                revision=self.revision,
-            )
-        if to not in ALLOWED_TRANSITIONS[self.state]:
-            raise IllegalTransition(
-                f"{self.action_id}: {self.state.value} -> {to.value} is not allowed",
-                action_id=self.action_id,
-                from_state=self.state.value,
-                to_state=to.value,
-            )
+    def transition(self, to: ActionStatus, *, now: float, reason: str = "") -> dict:
+        """Move to ``to`` (checked by ``check_change``) and return the journal payload of the change."""
+        check_change(self.action_id, state=self.state, revision=self.revision, from_state=self.state.value,
+                     to_state=to.value, new_revision=self.revision + 1)
         change = {
             "from": self.state.value,
             "to": to.value,

@@ -220,8 +220,8 @@ class MissionTemplates(_Frozen):
 
 def mission_templates_path(config: HarnessConfig) -> Path | None:
     """``contract.mission_templates_file``, else the packaged config/mission_templates.yaml (found the way
-    every shipped config file is: ``authority.packaged_config``); None when there is none."""
-    from .authority import packaged_config
+    every shipped config file is: ``config.packaged_config``); None when there is none."""
+    from .config import packaged_config
 
     if config.contract.mission_templates_file:
         return Path(config.contract.mission_templates_file).expanduser()

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..core.clock import IdGenerator
 from ..core.config import deep_merge, load_harness_config, place_poses
-from ..core.engine import MissionRunner
+from ..compose import in_process_verifier, mission_runner
 from ..core.errors import HarnessError, HarnessTimeout
 from ..core.journal import MemoryJournal, SqliteJournal
 from ..core.planner_script import ScriptedPlanner
@@ -173,11 +173,9 @@ def _gated(scenario: Scenario, mode: str, harness: dict[str, Any], ports: SimPor
     journal.setup()
     verifier = None
     if mode == "gated-no-role-isolation":
-        from ..core.authority import InProcessVerifier
-
-        verifier = InProcessVerifier(config=config, snapshots=ports, ids=ids, clock=ports.clock,
-                                     semantic=_ClaimReadingChecker(planner))
-    runner = MissionRunner(config=config, journal=journal, clock=ports.clock, ids=ids,
+        verifier = in_process_verifier(config=config, snapshots=ports, ids=ids, clock=ports.clock,
+                                       semantic=_ClaimReadingChecker(planner))
+    runner = mission_runner(config=config, journal=journal, clock=ports.clock, ids=ids,
                            skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
                            snapshots=ports, planner=planner, navigation=ports, robot_io=ports, sleep=ports.sleep,
                            verifier=verifier)

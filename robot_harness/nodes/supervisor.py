@@ -26,7 +26,7 @@ from rclpy.qos import QoSProfile, QoSReliabilityPolicy
 from ..core.clock import IdGenerator, SystemClock
 from ..core.config import (HarnessConfig, check_mission_overrides, deep_merge, dotted_overrides, load_harness_config,
                            navigation_workspace)
-from ..core.authority import default_contract_compiler
+from ..compose import default_contract_compiler, mission_runner
 from ..core.engine import MAX_GOAL_CHARS, MissionRunner
 from ..core.errors import HarnessError, HarnessTimeout, JournalWriteError, MissionRefused, RefusalError, UsageError
 from ..core.mission_spec import MissionSpec, StructuredCoverageReviewer, structured_compiler
@@ -625,7 +625,7 @@ class SupervisorNode(LifecycleNode):
     def _new_runner(self, config: HarnessConfig, planner: Any, on_update: Any, **kw: Any) -> MissionRunner:
         """Build the admitted mission's runner and publish it; a Stop that came first applies to it."""
         assert self._journal is not None
-        runner = MissionRunner(
+        runner = mission_runner(
             config=config, journal=self._journal, clock=self._wall, ids=self._ids,
             skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
             snapshots=self._snapshots, planner=planner, navigation=self._nav, robot_io=self._io,
@@ -778,7 +778,7 @@ class SupervisorNode(LifecycleNode):
     def validate_mission(self, spec: MissionSpec) -> dict[str, Any]:
         """The contract ``spec`` would be admitted with, compiled against this supervisor's places and
         templates; nothing is journaled and nothing moves. ``ContractError`` (with ``problems``) if none."""
-        from ..core.authority import default_contract_compiler, default_coverage_reviewer
+        from ..compose import default_contract_compiler, default_coverage_reviewer
         from ..core.contracts import compile_contract
 
         if self._config is None:

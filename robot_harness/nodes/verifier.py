@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
-from ..core.authority import file_artifact_check, verifier_config
+from ..compose import file_artifact_check, verifier_config
 from ..core.clock import IdGenerator, SystemClock
 from ..core.config import VerificationConfig
 from ..core.errors import HarnessError

@@ -433,7 +433,7 @@ def test_a_mission_configured_with_the_llm_contract_compiler_freezes_the_models_
     """contract.compiler: llm wires LLMContractCompiler to this client inside the real engine."""
     from robot_harness.core.clock import IdGenerator, ManualClock
     from robot_harness.core.config import HarnessConfig
-    from robot_harness.core.engine import MissionRunner
+    from robot_harness.compose import mission_runner
     from robot_harness.core.journal import MemoryJournal
     from robot_harness.core.records import EventType, MissionStatus
     from robot_harness.core.skills import default_skills
@@ -450,7 +450,7 @@ def test_a_mission_configured_with_the_llm_contract_compiler_freezes_the_models_
                                contract={"compiler": "llm", "llm": {"base_url": fake.base_url, "model": "fake-model"}})
         journal = MemoryJournal(clock=clock, ids=ids)
         journal.setup()
-        runner = MissionRunner(config=config, journal=journal, clock=clock, ids=ids,
+        runner = mission_runner(config=config, journal=journal, clock=clock, ids=ids,
                                skills=default_skills(config.navigation), snapshots=robot, navigation=robot,
                                robot_io=robot, planner=ScriptPlanner([
                                    {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "office"}}]},
@@ -468,7 +468,7 @@ def test_a_model_advises_recovery_only_among_authorized_rungs_and_sees_the_recov
     """recovery.advisor: llm inside the real engine; the contract carries the budgets."""
     from robot_harness.core.clock import IdGenerator, ManualClock
     from robot_harness.core.config import HarnessConfig
-    from robot_harness.core.engine import MissionRunner
+    from robot_harness.compose import mission_runner
     from robot_harness.core.journal import MemoryJournal
     from robot_harness.core.records import EventType, MissionStatus
     from robot_harness.core.skills import default_skills
@@ -486,7 +486,7 @@ def test_a_model_advises_recovery_only_among_authorized_rungs_and_sees_the_recov
                                          "llm": {"base_url": fake.base_url, "model": "advisor-model"}})
         journal = MemoryJournal(clock=clock, ids=ids)
         journal.setup()
-        runner = MissionRunner(config=config, journal=journal, clock=clock, ids=ids,
+        runner = mission_runner(config=config, journal=journal, clock=clock, ids=ids,
                                skills=default_skills(config.navigation), snapshots=robot, navigation=robot,
                                robot_io=robot, planner=ScriptPlanner([go, go, go]))
         out = runner.run("Go to the office.")

@@ -10,7 +10,7 @@ import pytest
 from robot_harness.core.clock import IdGenerator, ManualClock
 from robot_harness.core.config import HarnessConfig
 from robot_harness.core.durable import LeaseState
-from robot_harness.core.engine import MissionRunner
+from robot_harness.compose import mission_runner
 from robot_harness.core.errors import UsageError
 from robot_harness.core.journal import MemoryJournal, SqliteJournal
 from robot_harness.core.reconcile import Finding, Reconciler
@@ -31,7 +31,7 @@ def make(turns, *, robot=None, journal=None, clock=None, planner_before=None, se
     journal = journal or MemoryJournal(clock=clock, ids=ids)
     journal.setup()
     planner = ScriptPlanner(turns, before=planner_before)
-    runner = MissionRunner(config=config, journal=journal, clock=clock, ids=ids, skills=default_skills(config.navigation),
+    runner = mission_runner(config=config, journal=journal, clock=clock, ids=ids, skills=default_skills(config.navigation),
                            snapshots=robot, planner=planner, navigation=robot, robot_io=robot)
     return runner, robot, journal
 

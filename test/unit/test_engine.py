@@ -9,7 +9,7 @@ import pytest
 
 from robot_harness.core.clock import IdGenerator, ManualClock
 from robot_harness.core.config import HarnessConfig
-from robot_harness.core.engine import MissionRunner
+from robot_harness.compose import mission_runner
 from robot_harness.core.errors import UsageError
 from robot_harness.core.journal import MemoryJournal, SqliteJournal
 from robot_harness.core.records import ActionStatus, EventType, MissionStatus, Pose2D
@@ -29,7 +29,7 @@ def make(turns, *, robot_kw=None, journal=None, planner_before=None, **cfg):
     journal = journal or MemoryJournal(clock=clock, ids=ids)
     journal.setup()
     planner = ScriptPlanner(turns, before=planner_before)
-    runner = MissionRunner(config=config, journal=journal, clock=clock, ids=ids, skills=default_skills(config.navigation),
+    runner = mission_runner(config=config, journal=journal, clock=clock, ids=ids, skills=default_skills(config.navigation),
                            snapshots=robot, planner=planner, navigation=robot, robot_io=robot)
     return runner, robot, journal, planner
 
@@ -413,7 +413,7 @@ def test_an_observer_that_raises_never_leaves_the_mission_open():
     config = HarnessConfig(places=PLACES)
     journal = MemoryJournal(clock=clock, ids=ids)
     journal.setup()
-    runner = MissionRunner(config=config, journal=journal, clock=clock, ids=ids, skills=default_skills(config.navigation),
+    runner = mission_runner(config=config, journal=journal, clock=clock, ids=ids, skills=default_skills(config.navigation),
                            snapshots=robot, planner=ScriptPlanner([GO_OFFICE, {"done": "arrived"}]), navigation=robot,
                            robot_io=robot, on_update=broken)
     out = runner.run("go to the office")

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 
+from robot_harness.compose import in_process_verifier
 from robot_harness.core.authority import InProcessVerifier
 from robot_harness.core.clock import IdGenerator, ManualClock
 from robot_harness.core.completion import EvidenceRef
 from robot_harness.core.config import HarnessConfig
-from robot_harness.core.engine import MissionRunner
+from robot_harness.compose import mission_runner
 from robot_harness.core.errors import BackendUnavailable
 from robot_harness.core.journal import MemoryJournal
 from robot_harness.core.records import EventType, MissionStatus
@@ -80,9 +81,9 @@ def make(turns, *, verifier_factory=None, robot_kw=None, recorder=None):
     journal = MemoryJournal(clock=clock, ids=ids)
     journal.setup()
     planner = ScriptPlanner(turns)
-    inner = InProcessVerifier(config=config, snapshots=robot, ids=ids, clock=clock)
+    inner = in_process_verifier(config=config, snapshots=robot, ids=ids, clock=clock)
     verifier = verifier_factory(inner) if verifier_factory else inner
-    runner = MissionRunner(config=config, journal=journal, clock=clock, ids=ids, skills=default_skills(config.navigation),
+    runner = mission_runner(config=config, journal=journal, clock=clock, ids=ids, skills=default_skills(config.navigation),
                            snapshots=robot, planner=planner, navigation=robot, robot_io=robot, verifier=verifier,
                            recorder=recorder)
     return runner, robot, journal, planner, verifier

@@ -12,7 +12,7 @@ import pytest
 from robot_harness.core.clock import IdGenerator, ManualClock
 from robot_harness.core.config import HarnessConfig
 from robot_harness.core.contracts import LLMContractCompiler, LLMCoverageReviewer
-from robot_harness.core.engine import MissionRunner
+from robot_harness.compose import mission_runner
 from robot_harness.core.journal import MemoryJournal
 from robot_harness.core.records import ActionStatus, EventType, MissionStatus
 from robot_harness.core.recovery import RecoveryBudgets, RecoveryPolicy
@@ -80,7 +80,7 @@ def make(turns, *, config=None, recorder=None, **kw):
     journal = MemoryJournal(clock=clock, ids=ids)
     journal.setup()
     planner = ScriptPlanner(turns)
-    runner = MissionRunner(config=config, journal=journal, clock=clock, ids=ids, skills=default_skills(config.navigation),
+    runner = mission_runner(config=config, journal=journal, clock=clock, ids=ids, skills=default_skills(config.navigation),
                            snapshots=robot, planner=planner, navigation=robot, robot_io=robot,
                            recorder=recorder if recorder is not None else BagRecorder(), **kw)
     return runner, robot, journal, planner

@@ -8,7 +8,7 @@ import pytest
 from robot_harness.core.clock import IdGenerator, ManualClock
 from robot_harness.core.config import HarnessConfig
 from robot_harness.core.durable import LeaseState
-from robot_harness.core.engine import MissionRunner
+from robot_harness.compose import mission_runner
 from robot_harness.core.journal import MemoryJournal
 from robot_harness.core.ports import BackendEvent
 from robot_harness.core.records import ControllerState, EventDraft, EventType, MissionStatus
@@ -27,7 +27,7 @@ def make(turns, *, journal=None, clock=None, seed=7, **robot_kw):
     config = HarnessConfig(places=PLACES)
     journal = journal or MemoryJournal(clock=clock, ids=ids)
     journal.setup()
-    runner = MissionRunner(config=config, journal=journal, clock=clock, ids=ids, skills=default_skills(config.navigation),
+    runner = mission_runner(config=config, journal=journal, clock=clock, ids=ids, skills=default_skills(config.navigation),
                            snapshots=robot, planner=ScriptPlanner(turns), navigation=robot, robot_io=robot)
     return runner, robot, journal
 

@@ -13,7 +13,7 @@ import pytest
 
 from robot_harness.core.clock import IdGenerator
 from robot_harness.core.config import load_harness_config
-from robot_harness.core.engine import MissionRunner
+from robot_harness.compose import mission_runner
 from robot_harness.core.errors import HarnessTimeout, RefusalError, UsageError
 from robot_harness.operator.session import (
     CallTicket,
@@ -48,7 +48,7 @@ class Session:
         self.journal.setup()
         self.changes: list[str] = []
         self.planner = ExternalPlanner(new_id=lambda: ids.new("mcp"), on_change=lambda t: self.changes.append(t.call_id))
-        self.runner = MissionRunner(
+        self.runner = mission_runner(
             config=config, journal=self.journal, clock=self.ports.clock, ids=ids,
             skills=default_skills(config.navigation), snapshots=self.ports, planner=self.planner,
             navigation=self.ports, robot_io=self.ports, sleep=self.ports.sleep,
@@ -152,7 +152,7 @@ def test_a_stop_before_the_session_mission_starts_cancels_it_and_nothing_runs(tm
     journal.setup()
     planner = ExternalPlanner(new_id=lambda: ids.new("mcp"))
     planner.mission_id = "session-2"
-    runner = MissionRunner(config=config, journal=journal, clock=ports.clock, ids=ids,
+    runner = mission_runner(config=config, journal=journal, clock=ports.clock, ids=ids,
                            skills=default_skills(config.navigation), snapshots=ports, planner=planner,
                            navigation=ports, robot_io=ports, sleep=ports.sleep,
                            on_update=lambda st, a, e: e is not None and planner.observe(e),
@@ -163,7 +163,7 @@ def test_a_stop_before_the_session_mission_starts_cancels_it_and_nothing_runs(tm
     assert out.status is MissionStatus.CANCELLED and "while the session was starting" in out.summary
     assert not ports.world.events and ticket.finished and ticket.result is None
     # The Stop was for that mission only: the runner's next mission is not cancelled by it.
-    assert runner._stop_requested is None  # noqa: SLF001
+    assert runner.stop_requested is None
 
 
 def test_an_idle_session_closes_but_never_under_a_call_in_flight() -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from robot_harness.core.clock import IdGenerator, ManualClock
 from robot_harness.core.config import HarnessConfig
-from robot_harness.core.engine import MissionRunner
+from robot_harness.compose import mission_runner
 from robot_harness.core.journal import MemoryJournal
 from robot_harness.core.records import (
     ActionStatus,
@@ -46,7 +46,7 @@ def run_mission(turns, **robot_kw):
     config = HarnessConfig(places=PLACES)
     journal = MemoryJournal(clock=clock, ids=ids)
     journal.setup()
-    runner = MissionRunner(config=config, journal=journal, clock=clock, ids=ids, skills=default_skills(config.navigation),
+    runner = mission_runner(config=config, journal=journal, clock=clock, ids=ids, skills=default_skills(config.navigation),
                            snapshots=robot, planner=ScriptPlanner(turns), navigation=robot, robot_io=robot)
     outcome = runner.run("go to the office")
     return outcome, journal

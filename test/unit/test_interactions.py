@@ -9,7 +9,7 @@ import pytest
 
 from robot_harness.core.clock import IdGenerator, ManualClock
 from robot_harness.core.config import HarnessConfig
-from robot_harness.core.engine import MissionRunner
+from robot_harness.compose import mission_runner
 from robot_harness.core.errors import UsageError
 from robot_harness.core.interactions import (
     CommandConflict,
@@ -47,7 +47,7 @@ def make(turns, *, operator=None, journal=None, clock=None, **cfg):
         if operator is not None:
             operator(box["runner"], journal, clock)
 
-    runner = MissionRunner(config=config, journal=journal, clock=clock, ids=ids,
+    runner = mission_runner(config=config, journal=journal, clock=clock, ids=ids,
                            skills=default_skills(config.navigation, ask_operator=True), snapshots=robot,
                            planner=ScriptPlanner(turns), navigation=robot, robot_io=robot, sleep=sleep)
     box["runner"] = runner

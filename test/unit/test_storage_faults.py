@@ -33,7 +33,8 @@ import pytest
 
 from robot_harness.core.clock import IdGenerator, ManualClock
 from robot_harness.core.config import HarnessConfig
-from robot_harness.core.engine import MissionRunner
+from robot_harness.compose import mission_runner
+from robot_harness.core.mission.runner import MissionRunner
 from robot_harness.core.errors import JournalWriteError
 from robot_harness.core.journal import JournalReadError, SqliteJournal, open_journal
 from robot_harness.core.records import EventDraft, EventType, MissionStatus
@@ -138,7 +139,7 @@ def runner_for(journal: SqliteJournal, *, seed: int, turns=(GO_OFFICE, {"done": 
     clock = ManualClock()
     robot = FakeRobot(clock=clock, on_capture=on_capture)
     config = HarnessConfig(places=PLACES)
-    runner = MissionRunner(config=config, journal=journal, clock=clock, ids=IdGenerator(seed=seed),
+    runner = mission_runner(config=config, journal=journal, clock=clock, ids=IdGenerator(seed=seed),
                            skills=default_skills(config.navigation), snapshots=robot,
                            planner=ScriptPlanner(list(turns), before=planner_before), navigation=robot, robot_io=robot)
     return runner, robot

@@ -10,7 +10,6 @@ the deterministic compiler to it.
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,9 +92,9 @@ class Score:
         return xs[k]
 
 
-def score(compile_fn: Callable[[str], Any], cases: Sequence[GoldCase],
-          clock: Callable[[], float] = time.perf_counter) -> Score:
-    """Compile each case's goal with ``compile_fn`` (a contract, or ``ContractError``) and judge it."""
+def score(compile_fn: Callable[[str], Any], cases: Sequence[GoldCase], *, clock: Callable[[], float]) -> Score:
+    """Compile each case's goal with ``compile_fn`` (a contract, or ``ContractError``) and judge it;
+    ``clock`` (seconds, e.g. ``time.perf_counter``) times each compile."""
     from ..contracts import ContractError
 
     out = Score()

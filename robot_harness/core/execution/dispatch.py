@@ -1,0 +1,260 @@
+"""Dispatch: the only caller of ``NavigationPort.send_goal``, and the runner of capability calls.
+
+A physical call is dispatched only after a fresh-state check passes, with its
+keyed intent and leases durable in the same commit as that check; a lost
+acknowledgment is looked up by goal id, never re-sent. A capability call
+that holds resources is keyed and leased the same way.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from ..clock import Clock, IdGenerator
+from ..config import HarnessConfig, navigation_workspace
+from ..durable import DuplicateDispatch, LeaseConflict, ReleaseReason, goal_uuid_for
+from ..errors import HarnessError, HarnessTimeout, UsageError
+from ..lifecycle import ManagedAction
+from ..ports import NavigationPort, RobotIO
+from ..preconditions import check_preconditions
+from ..reconcile import ACTIVE_STATUSES, TERMINAL_STATUSES
+from ..records import ActionStatus, EventType, ToolCall, ToolResult, ToolResultStatus, WorldSnapshot
+from ..skills import NavigateToArgs, Skill, ToolEnv, resolve_target
+from ..mission.ledger import MissionLedger, StoppedBeforeDispatch
+from ..mission.observations import Observations
+from ..mission.state import MissionState
+from . import results
+from .leases import LEASE_MARGIN_S, Leases
+
+__all__ = ["Dispatcher", "Blocked"]
+
+
+class Blocked:
+    """Why new physical work is refused (a journal write failed), shared by the runner and the dispatcher."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+
+
+class Dispatcher:
+    def __init__(self, *, config: HarnessConfig, state: MissionState, ledger: MissionLedger,
+                 observations: Observations, leases: Leases, navigation: NavigationPort, robot_io: RobotIO | None,
+                 ids: IdGenerator, clock: Clock, blocked: Blocked) -> None:
+        self._config = config
+        self._state = state
+        self._ledger = ledger
+        self._observations = observations
+        self._leases = leases
+        self._navigation = navigation
+        self._robot_io = robot_io
+        self._ids = ids
+        self._clock = clock
+        self._blocked = blocked
+
+    # -- managed physical actions ---------------------------------------------------
+
+    def navigate(self, turn_id: str, decision: WorldSnapshot, call: ToolCall, skill: Skill,
+                 args: Any) -> tuple[ToolResult, ManagedAction | None]:
+        """Dispatch one physical call; the action when the backend accepted it (supervision follows)."""
+        assert skill.managed is not None and isinstance(args, NavigateToArgs)
+        s, nav = self._state, skill.managed.navigation
+        if self._blocked.reason:
+            return results.rejected(call, f"physical work blocked: {self._blocked.reason}"), None
+        try:
+            target_decision = resolve_target(args, s.places)
+        except UsageError as exc:
+            return results.error(call, exc.code, exc.message, exc.details), None
+        key = self._leases.key(skill, args)
+        s.node_of_call[call.id] = key.node
+        existing = self._leases.just_done(key)  # a repeated key is refused by the intent's commit
+        if existing is not None:
+            return _duplicate(call, DuplicateDispatch("already dispatched", existing)), None
+        self._ledger.stage("checking")
+        conflict = self._leases.free(skill)
+        if conflict is not None:
+            return _lease_conflict(call, conflict), None
+        # Last, right before dispatch: the fresh-state check (reconciling a lease may have taken a while).
+        fresh, snap_draft = self._observations.capture("pre_dispatch")
+        target_now = resolve_target(args, s.places)
+        report = check_preconditions(
+            nav.preconditions, decision=decision, fresh=fresh,
+            target_at_decision=target_decision, target_now=target_now,
+            active_actions=[a.view() for a in s.actions], workspace=navigation_workspace(nav, s.places),
+        )
+        check_draft = self._ledger.draft(EventType.ACTION_PRECONDITION_CHECKED, model_turn_id=turn_id,
+                                         tool_call_id=call.id, snapshot_id=fresh.snapshot_id,
+                                         payload=report.model_dump(mode="json"))
+        if not report.ok:
+            self._ledger.append_many([snap_draft, check_draft])
+            return results.result(call, ToolResultStatus.PRECONDITION_CHANGED, {
+                "failed": [c.model_dump() for c in report.failed],
+                "fresh_snapshot_id": fresh.snapshot_id,
+                "note": "nothing was sent to the robot; a new turn starts on the fresh snapshot",
+            }), None
+        now = self._clock.now()
+        action = ManagedAction(
+            action_id=self._ids.new("act"), mission_id=s.mission_id, tool_call_id=call.id, model_turn_id=turn_id,
+            skill=skill.name, target=target_now, decision_snapshot_id=decision.snapshot_id,
+            backend=self._navigation.name, now=now,
+        )
+        action.dispatch_snapshot = fresh
+        distance = fresh.pose.distance_to(target_now) if fresh.pose else 0.0
+        timeout_s = nav.timeout_s + nav.timeout_per_m_s * distance
+        goal_id = goal_uuid_for(key.text)
+        # The fresh snapshot, the passing check, the dispatch intent (keyed, so a
+        # repeat is refused) and the resource leases are durable (one
+        # revision-checked commit) before anything is sent to the robot.
+        try:
+            committed = self._ledger.append_many([snap_draft, check_draft, self._ledger.draft(
+                EventType.ROBOT_ACTION_STARTED, model_turn_id=turn_id, tool_call_id=call.id,
+                robot_action_id=action.action_id, snapshot_id=fresh.snapshot_id, payload={
+                    "intent": {"backend": self._navigation.name, "target": target_now.model_dump(),
+                               "frame_id": self._config.frame_id, "timeout_s": round(timeout_s, 2),
+                               "arguments": call.arguments},
+                    "dispatch": {"key": key.text, "goal_id": goal_id, "resources": list(skill.resources),
+                                 "node": key.node, "attempt": key.attempt, "state_version": key.state_version},
+                    # under which policy decision: the passing pre-dispatch check (same commit),
+                    # the operator's approval, and the recovery attempt that authorized it
+                    "policy": {"preconditions": "passed", "approval": s.approvals.get(call.id, ""),
+                               "authorized_attempt": key.attempt},
+                    "action": action.view().model_dump(mode="json"),
+                }), *self._leases.acquire_drafts(skill, action.action_id,
+                                                 now + timeout_s + nav.cancel_timeout_s + LEASE_MARGIN_S)])
+        except DuplicateDispatch as exc:
+            return _duplicate(call, exc), None
+        except LeaseConflict as exc:
+            return _lease_conflict(call, exc), None
+        except StoppedBeforeDispatch as stop:
+            return results.cancelled(call, f"stopped before dispatch: {stop}; nothing was sent"), None
+        s.evidence.append(committed[2].seq)
+        action.timeout_s = timeout_s
+        s.actions.append(action)
+        s.active = action
+        self._ledger.stage("dispatching", action)
+        try:
+            ack = self._navigation.send_goal(target=target_now, frame_id=self._config.frame_id,
+                                             timeout_s=nav.accept_timeout_s, goal_id=goal_id)
+        except HarnessTimeout as exc:
+            return self._lost_acknowledgment(call, action, skill, goal_id, exc.message)
+        except HarnessError as exc:
+            self._end_before_motion(action, skill, ActionStatus.FAILED, f"not sent: {exc.message}")
+            return results.rejected(call, exc.message, action_id=action.action_id), None
+        if not ack.accepted:
+            action.backend_goal_id = ack.goal_id
+            self._end_before_motion(action, skill, ActionStatus.FAILED,
+                                    f"rejected by the backend: {ack.reason or 'no reason given'}")
+            return results.rejected(call, ack.reason or "rejected by the navigation backend",
+                                    action_id=action.action_id), None
+        action.backend_goal_id = ack.goal_id
+        action.accepted_at = self._clock.monotonic()
+        self._ledger.append_many([self._ledger.transition(action, ActionStatus.ACCEPTED, "accepted by the backend",
+                                                          now=self._clock.now())])
+        return _accepted(call, action), action
+
+    def _lost_acknowledgment(self, call: ToolCall, action: ManagedAction, skill: Skill, goal_id: str,
+                             why: str) -> tuple[ToolResult, ManagedAction | None]:
+        """No accept/reject arrived in time. The goal may be running: look it up by its id, never re-send it."""
+        nav = skill.managed.navigation  # type: ignore[union-attr]
+        try:
+            status = self._navigation.lookup(goal_id, timeout_s=nav.lookup_timeout_s)
+            detail = f"backend reports the goal {status}" if status else "backend does not track the goal"
+        except HarnessError as exc:
+            status, detail = None, f"backend could not be asked: {exc.message}"
+        self._ledger.append(EventType.ROBOT_ACTION_RECONCILED, tool_call_id=call.id, robot_action_id=action.action_id,
+                            payload={"finding": "acknowledgment_lost", "backend_status": status or "",
+                                     "detail": f"{why}; {detail}", "goal_id": goal_id})
+        if status in ACTIVE_STATUSES or status in TERMINAL_STATUSES:
+            self._navigation.adopt(goal_id)
+            action.backend_goal_id = goal_id
+            action.accepted_at = self._clock.monotonic()
+            self._ledger.append_many([self._ledger.transition(
+                action, ActionStatus.ACCEPTED, f"acceptance lost; found on the backend by goal id ({status})",
+                now=self._clock.now())])
+            return _accepted(call, action, "the acceptance was lost, but the backend runs the goal (looked up "
+                                           "by its id; it was not sent again); the verified outcome arrives "
+                                           "as a runtime event"), action
+        action.backend_goal_id = goal_id
+        # Maybe moving, maybe not: UNKNOWN, and the resource stays blocked until reconciled.
+        self._ledger.append_many([
+            self._ledger.transition(action, ActionStatus.UNKNOWN, f"no accept/reject from the backend: {why}; {detail}",
+                                    now=self._clock.now()),
+            *self._leases.end_drafts(skill, action.action_id, None, detail)])
+        self._state.active = None
+        return results.error(call, "backend_timeout", f"{why}; {detail}; the {'/'.join(skill.resources)} "
+                             "stays reserved until the backend confirms the goal ended",
+                             action_id=action.action_id), None
+
+    def _end_before_motion(self, action: ManagedAction, skill: Skill, state: ActionStatus, reason: str) -> None:
+        """The backend refused the goal or it was never sent: nothing moves, the leases end."""
+        self._ledger.append_many([self._ledger.transition(action, state, reason, now=self._clock.now()),
+                                  *self._leases.end_drafts(skill, action.action_id, ReleaseReason.CONFIRMED_TERMINAL,
+                                                           reason)])
+        self._state.active = None
+
+    # -- capability calls -----------------------------------------------------------
+
+    def run_capability(self, decision: WorldSnapshot, call: ToolCall, skill: Skill, args: BaseModel) -> ToolResult:
+        """Run a non-physical skill's handler once; keyed and leased when it holds resources."""
+        s = self._state
+        env = ToolEnv(places=s.places, robot_io=self._robot_io, snapshot=decision)
+        assert skill.handler is not None
+        if skill.resources:
+            # Keyed like a navigation: the same request again returns the existing execution record.
+            key = self._leases.key(skill, args)
+            s.node_of_call[call.id] = key.node
+            existing = self._leases.capability_record(key)
+            if existing is not None:
+                return _duplicate_capability(call, existing)
+            conflict = self._leases.free(skill)
+            # The intent (keyed, under which policy decision) rides on the leases: durable before the call runs.
+            intent = {"key": key.text, "node": key.node, "attempt": key.attempt, "state_version": key.state_version,
+                      "tool_call_id": call.id, "skill": skill.name,
+                      "policy": {"approval": s.approvals.get(call.id, ""), "authorized_attempt": key.attempt}}
+            try:
+                if conflict is not None:
+                    raise conflict
+                self._ledger.append_many(self._leases.acquire_drafts(skill, call.id, self._clock.now() + LEASE_MARGIN_S,
+                                                                     intent=intent))
+            except LeaseConflict as exc:
+                return _lease_conflict(call, exc)
+            except StoppedBeforeDispatch as stop:
+                return results.cancelled(call, f"stopped before the call ran: {stop}; nothing was run")
+        try:
+            content = skill.handler(env, args)
+        except HarnessError as exc:
+            return results.error(call, exc.code, exc.message, exc.details)
+        except Exception as exc:  # a tool's own bug or I/O failure: one recorded error result
+            return results.error(call, "tool_exception", f"{type(exc).__name__}: {exc}")
+        finally:
+            if skill.resources:  # the call returned (or raised): it is over
+                self._ledger.append_many(self._leases.end_drafts(skill, call.id, ReleaseReason.CONFIRMED_TERMINAL,
+                                                                 "the call returned"))
+        return results.result(call, ToolResultStatus.OK, content)
+
+
+def _accepted(call: ToolCall, action: ManagedAction, note: str = "") -> ToolResult:
+    return results.result(call, ToolResultStatus.ACCEPTED, {
+        "backend_goal_id": action.backend_goal_id,
+        "target": action.target.model_dump() if action.target else None,
+        "note": note or "accepted is not completion; the verified outcome arrives as a runtime event",
+    }, action_id=action.action_id)
+
+
+def _duplicate(call: ToolCall, exc: DuplicateDispatch) -> ToolResult:
+    rec = exc.existing
+    return results.rejected(call, "duplicate request: this exact dispatch (task, node, attempt, state version) "
+                            "already exists; nothing new was sent", code="duplicate_dispatch", action_id=rec.action_id,
+                            existing=rec.model_dump(mode="json"))
+
+
+def _duplicate_capability(call: ToolCall, existing: dict[str, Any]) -> ToolResult:
+    why = ("this exact invocation (task, node, attempt, state version) already ran"
+           if existing["match"] == "same_key" else "the same invocation just ran and succeeded, and nothing ran since")
+    return results.rejected(call, f"duplicate request: {why}; nothing was run again", code="duplicate_dispatch",
+                            existing=existing)
+
+
+def _lease_conflict(call: ToolCall, exc: LeaseConflict) -> ToolResult:
+    return results.rejected(call, f"{exc.message}; nothing was sent", code="lease_conflict",
+                            lease=exc.lease.model_dump(mode="json"))

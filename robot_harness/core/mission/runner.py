@@ -1,0 +1,487 @@
+"""The closed loop, ROS-free: admit -> freeze the contract -> model turns -> the mission's end.
+
+Each turn: observe -> model turn -> tool calls -> fresh-state check ->
+dispatch -> correlated supervision -> fresh snapshot -> verified outcome ->
+next turn. ``MissionRunner.run`` is synchronous; it talks to the world only
+through the ports and to storage only through the ``Journal``. It creates no
+threads and reads time only from the injected clock. Every loop has a
+budget: turns, silent turns, tool calls per turn, mission time, action time.
+
+A mission ends in one place (``_finish``), from a ``MissionEnd`` value that
+the part which decided returns; only a world fault (no snapshot), a storage
+fault or a bug arrives as an exception, and each maps to its own end.
+"""
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from ..clock import Clock, IdGenerator
+from ..config import HarnessConfig, place_poses
+from ..context import compile_planner_context, context_size
+from ..contracts import START_PLACE, ContractCompiler, CoverageReviewer
+from ..errors import HarnessError, JournalWriteError, StaleRevision, UsageError
+from ..gate import CommitGate
+from ..interactions import MissionCredentials
+from ..journal import Journal, JournalReadError
+from ..ports import (EvidenceRecorder, InteractivePlanner, NavigationPort, PlannerPort, PlannerRequest, RobotIO,
+                     SnapshotPort, VerifierPort)
+from ..reconcile import Reconciler
+from ..records import ActionView, Availability, EventType, MissionStatus, ModelResponse, RuntimeEvent, ToolResult
+from ..skills import SkillRegistry
+from ..verifier import Verifier, VerifierConfig
+from ..authority.done import DoneAuthority
+from ..authority.receipts import Receipts
+from ..execution.dispatch import Blocked, Dispatcher
+from ..execution.leases import Leases
+from ..execution.supervise import ActionSupervisor
+from .ledger import MissionLedger, Observer
+from .observations import NoWorldSnapshot, Observations
+from .operator import OperatorDesk
+from .progress import ProgressViews
+from .recovery import Recovery, worst_failure
+from .state import MissionEnd, MissionState, StopFlag, new_usage
+from .turn import TurnExecutor
+from .usage import ModelUsage, error_record
+
+__all__ = ["MissionOutcome", "MissionRunner", "MAX_GOAL_CHARS"]
+
+_log = logging.getLogger(__name__)
+
+MAX_GOAL_CHARS = 2000
+
+
+class MissionOutcome(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    kind: str = "mission_outcome"
+    mission_id: str
+    status: MissionStatus
+    summary: str
+    evidence_seqs: tuple[int, ...] = ()
+    evidence_ids: tuple[str, ...] = ()
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    actions: tuple[ActionView, ...] = ()
+    contract: dict[str, Any] | None = None
+    """The frozen completion contract (None when the goal could not be compiled)."""
+    verdict: dict[str, Any] | None = None
+    """The verifier's last verdict on a done proposal (None when none was proposed)."""
+    bag: dict[str, Any] = {}
+    """The evidence bag's summary (path, messages, dropped); empty when not recorded."""
+    model_usage: dict[str, Any] = {}
+    """Planner turns; LLM calls (planner, contract compiler/reviewer, recovery advisor: ``llm_calls_by_role``),
+    tokens and LLM latency of the mission."""
+
+
+@dataclass
+class _Mission:
+    """One run's parts, wired to its state and its ledger."""
+
+    state: MissionState
+    ledger: MissionLedger
+    observations: Observations
+    views: ProgressViews
+    done: DoneAuthority
+    supervisor: ActionSupervisor
+    turns: TurnExecutor
+    recovery: Recovery
+
+
+class MissionRunner:
+    """Runs one mission at a time through the closed loop.
+
+    Every collaborator is required: ``robot_harness.compose.mission_runner``
+    builds the deployed ones from a config (the contract compiler and the
+    coverage review over the goal lexicon, the in-process verifier, the
+    recovery policy with its advisor).
+    """
+
+    def __init__(
+        self,
+        *,
+        config: HarnessConfig,
+        journal: Journal,
+        clock: Clock,
+        ids: IdGenerator,
+        skills: SkillRegistry,
+        snapshots: SnapshotPort,
+        planner: PlannerPort,
+        navigation: NavigationPort,
+        verifier: VerifierPort,
+        contract_compiler: ContractCompiler,
+        coverage_reviewer: CoverageReviewer,
+        recovery: Any,
+        progress_verifier_config: VerifierConfig,
+        robot_io: RobotIO | None = None,
+        recorder: EvidenceRecorder | None = None,
+        on_update: Observer | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.journal = journal
+        self.clock = clock
+        self.ids = ids
+        self.skills = skills
+        self.snapshots = snapshots
+        self.planner = planner
+        self.navigation = navigation
+        self.robot_io = robot_io
+        self.verifier = verifier
+        self.contract_compiler = contract_compiler
+        self.coverage_reviewer = coverage_reviewer
+        self.recovery = recovery
+        """The recovery policy: the recovery node (via a port with the same ``decide``) or the same policy in-process."""
+        self.recorder = recorder
+        self._on_update = on_update
+        self._sleep = sleep or (lambda s: self.navigation.poll(s))
+        """A bounded wait (for an operator's answer); by default the backend poll, which also advances a test clock."""
+        self.gate = CommitGate(ids=ids, clock=clock)
+        self._tool_specs = tuple(skills.tool_specs())
+        self._physical_skills = frozenset(sk.name for sk in skills if sk.physical)
+        self._stop = StopFlag()
+        self._blocked = Blocked()
+        self._usage = ModelUsage(new_usage())
+        """Across missions: the components' call lists are read on from where the last mission left them."""
+        self._progress_verifier = Verifier(progress_verifier_config, semantic=None, artifact_check=_no_artifact_check,
+                                           ids=IdGenerator(0), clock=clock, name="progress")
+        self._m: _Mission | None = None
+        self.reconciler = Reconciler(journal=journal, navigation=navigation, snapshots=snapshots, clock=clock,
+                                     lookup_timeout_s=config.navigation.lookup_timeout_s,
+                                     outcome=config.navigation.outcome, on_events=self._notify)
+
+    # -- public ---------------------------------------------------------------
+
+    @property
+    def mission_id(self) -> str:
+        """The mission this runner is running (or last ran); empty before the first."""
+        return self._m.state.mission_id if self._m is not None else ""
+
+    @property
+    def physical_blocked(self) -> str | None:
+        """Why new physical work is refused (a journal write failed), or None."""
+        return self._blocked.reason
+
+    @property
+    def stop_requested(self) -> str | None:
+        """The pending Stop's reason (for the running mission, or the next one), or None."""
+        return self._stop.reason
+
+    def request_stop(self, reason: str = "stop requested") -> None:
+        """Ask the running mission to stop at its next check (thread-safe flag)."""
+        self._stop.request(reason)
+
+    def active_actions(self) -> list[ActionView]:
+        """Views of this mission's managed actions (for an on-demand precondition check)."""
+        return [a.view() for a in self._m.state.actions] if self._m is not None else []
+
+    def run(self, goal: str, *, mission_id: str = "", owner: str = "", owner_token_sha256: str = "",
+            credentials: MissionCredentials | None = None) -> MissionOutcome:
+        """Run one mission. ``owner`` names its owner; ``credentials`` (keyed digests, never a token:
+        ``interactions.CredentialSet.for_mission``) say who may answer its interactions under each
+        approval policy. ``owner_token_sha256`` is the older, unkeyed form (an owner and nothing else;
+        the operator policy then has no credential and waits). A Stop requested before ``run`` starts
+        (between a mission's admission and its first step) applies to it: the mission ends CANCELLED,
+        nothing runs."""
+        try:
+            return self._run(goal, mission_id=mission_id, owner=owner, owner_token_sha256=owner_token_sha256,
+                             credentials=credentials or MissionCredentials())
+        finally:
+            self._stop.clear()  # a Stop is for one mission
+
+    # -- one mission ---------------------------------------------------------------
+
+    def _build(self, state: MissionState) -> _Mission:
+        ledger = MissionLedger(journal=self.journal, mission_id=state.mission_id, stop=self._stop,
+                               observer=self._on_update)
+        observations = Observations(state=state, ledger=ledger, snapshots=self.snapshots, recorder=self.recorder,
+                                    navigation=self.navigation, clock=self.clock)
+        receipts = Receipts(state=state, ledger=ledger, observations=observations, ids=self.ids, clock=self.clock,
+                            physical_skills=self._physical_skills)
+        leases = Leases(state=state, ledger=ledger, reconciler=self.reconciler)
+        done = DoneAuthority(config=self.config, state=state, ledger=ledger, observations=observations, views=None,
+                             usage=self._usage, compiler=self.contract_compiler, reviewer=self.coverage_reviewer,
+                             verifier=self.verifier, progress_verifier=self._progress_verifier, gate=self.gate,
+                             ids=self.ids, clock=self.clock)
+        views = ProgressViews(state=state, ledger=ledger, skills=self.skills, clock=self.clock, evidenced=done.evidenced)
+        done.views = views
+        supervisor = ActionSupervisor(config=self.config, state=state, ledger=ledger, observations=observations,
+                                      leases=leases, receipts=receipts, navigation=self.navigation, skills=self.skills,
+                                      clock=self.clock, stop=self._stop)
+        dispatcher = Dispatcher(config=self.config, state=state, ledger=ledger, observations=observations,
+                                leases=leases, navigation=self.navigation, robot_io=self.robot_io, ids=self.ids,
+                                clock=self.clock, blocked=self._blocked)
+        operator = OperatorDesk(config=self.config, state=state, ledger=ledger, skills=self.skills, clock=self.clock,
+                                stop=self._stop, sleep=self._sleep)
+        turns = TurnExecutor(config=self.config, state=state, ledger=ledger, skills=self.skills, dispatcher=dispatcher,
+                             operator=operator, receipts=receipts, clock=self.clock, stop=self._stop)
+        recovery = Recovery(config=self.config, state=state, ledger=ledger, views=views, usage=self._usage,
+                            policy=self.recovery, abandon=supervisor.abandon)
+        return _Mission(state=state, ledger=ledger, observations=observations, views=views, done=done,
+                        supervisor=supervisor, turns=turns, recovery=recovery)
+
+    def _run(self, goal: str, *, mission_id: str, owner: str, owner_token_sha256: str,
+             credentials: MissionCredentials) -> MissionOutcome:
+        if not isinstance(goal, str) or not goal.strip():
+            raise UsageError("a mission needs a non-empty natural-language goal")
+        if len(goal) > MAX_GOAL_CHARS:
+            raise UsageError(f"goal is {len(goal)} characters; the limit is {MAX_GOAL_CHARS}")
+        state = MissionState(
+            mission_id=mission_id or self.ids.new("mission"), goal=goal,
+            places=place_poses(self.config),  # per mission: ``start`` is this mission's own
+            deadline=self.clock.monotonic() + self.config.limits.mission_timeout_s,
+            owner=owner, owner_sha=owner_token_sha256, credentials=credentials)
+        m = self._m = self._build(state)
+        self._usage.usage = state.usage
+        m.observations.start_recorder()  # first, so the bag holds the whole journal of the mission
+        admitted = self._admit(m)
+        if admitted is not None:
+            return admitted
+        internal_error: dict[str, Any] | None = None
+        try:
+            end = self._mission(m)
+        except NoWorldSnapshot as exc:
+            end = MissionEnd(MissionStatus.BLOCKED, exc.message)
+        except (JournalWriteError, JournalReadError) as exc:
+            # The source of truth cannot be written (or read back): no new physical work until it can.
+            self._blocked.reason = str(exc)
+            m.supervisor.abandon()
+            m.observations.stop_recorder(MissionStatus.BLOCKED, f"journal failed: {exc}")
+            what = "write" if isinstance(exc, JournalWriteError) else "read"
+            return self._outcome(m, MissionStatus.BLOCKED, f"journal {what} failed; no new physical work: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a bug or a port's unexpected error must not leave the mission open
+            # Fail closed: the outcome is unknown, the robot is asked to stop, the bag is
+            # closed and the mission is finished in the journal with the error.
+            internal_error = error_record(exc)
+            end = MissionEnd(MissionStatus.UNKNOWN, f"harness internal error, outcome unknown: {type(exc).__name__}: {exc}")
+        return self._finish(m, end, internal_error)
+
+    def _admit(self, m: _Mission) -> MissionOutcome | None:
+        """Journal the mission's start (revision 0 expected: a mission id is admitted once, ever)."""
+        s = m.state
+        try:
+            m.ledger.append_many([m.ledger.draft(EventType.MISSION_STARTED, payload={
+                "goal": s.goal,
+                "config": self.config.model_dump(mode="json"),
+                "tools": [sk.name for sk in self.skills],
+                "owner": s.owner,
+                **({"owner_sha256": s.owner_sha} if s.owner_sha else {}),
+                "owner_hmac": s.credentials.owner_hmac,
+                "sender_hmac": s.credentials.sender_hmac,
+            })], retry_stale=False)
+            self._blocked.reason = None  # a successful write clears an earlier storage failure
+        except StaleRevision:
+            m.observations.stop_recorder()
+            raise UsageError(f"mission {s.mission_id} already exists in the journal; a mission id is run once",
+                             mission_id=s.mission_id) from None
+        except JournalWriteError as exc:
+            self._blocked.reason = str(exc)
+            m.observations.stop_recorder(MissionStatus.BLOCKED, f"journal unavailable: {exc}")
+            return self._outcome(m, MissionStatus.BLOCKED, f"journal unavailable, mission not started: {exc}")
+        except Exception as exc:  # noqa: BLE001 - not admitted: nothing to finish, but the bag is closed
+            m.observations.stop_recorder(MissionStatus.BLOCKED, f"mission not started: {type(exc).__name__}: {exc}")
+            raise
+        return None
+
+    def _mission(self, m: _Mission) -> MissionEnd:
+        end = m.done.freeze_contract()
+        if end is not None:
+            return end
+        self._bind_start(m)
+        return self._turns(m)
+
+    def _finish(self, m: _Mission, end: MissionEnd, internal_error: dict[str, Any] | None) -> MissionOutcome:
+        """The one place a mission ends: stop what still moves, close the bag, journal the end."""
+        s, summary = m.state, end.summary
+        if s.active is not None and not s.active.terminal:
+            # e.g. the snapshot source died mid-action: do not leave the robot driving unsupervised
+            stopped = m.supervisor.abandon()
+            if stopped:
+                summary += f"; in-flight action {stopped} was asked to stop"
+        bag = m.observations.stop_recorder(end.status, summary)
+        try:
+            ev = m.ledger.append(EventType.MISSION_FINISHED, payload={
+                "status": end.status.value, "summary": summary, "evidence_seqs": list(s.evidence),
+                "evidence_ids": m.observations.evidence_ids(), "bag": bag,
+                "verdict_id": s.last_verdict.verdict_id if s.last_verdict else "",
+                "model_usage": copy.deepcopy(s.usage),
+                **({"internal_error": internal_error} if internal_error else {}),
+            })
+            s.evidence.append(ev.seq)
+        except JournalWriteError as exc:
+            self._blocked.reason = str(exc)
+            return self._outcome(m, MissionStatus.BLOCKED, f"{summary} (final record not persisted: {exc})")
+        return self._outcome(m, end.status, summary)
+
+    def _bind_start(self, m: _Mission) -> None:
+        """Give the reserved place ``start`` its pose: where the robot is now, at admission.
+
+        Only when the contract names it and the map has no place of that name. The pose comes from a
+        journaled snapshot (reason ``admission``); without a fresh localized pose, ``start`` stays
+        unknown, so nothing can navigate to it and no obligation at it can be satisfied (fail closed).
+        """
+        s, contract = m.state, m.ledger.task_state().contract
+        assert contract is not None
+        if START_PLACE in s.places:
+            return
+        named = any(START_PLACE == o.params.get(k) or START_PLACE in (o.params.get("waypoints") or ())
+                    for o in contract.obligations for k in ("place", "start"))
+        if not named:
+            return
+        snap = m.observations.capture_now("admission")
+        if snap.pose is not None and snap.pose_meta.availability is Availability.AVAILABLE:
+            s.places[START_PLACE] = snap.pose
+
+    # -- the turns -------------------------------------------------------------
+
+    def _turns(self, m: _Mission) -> MissionEnd:
+        s, ledger, limits = m.state, m.ledger, self.config.limits
+        pending: list[RuntimeEvent] = []
+        last_results: list[ToolResult] = []
+        silent = text_only = 0
+        for turn_index in range(limits.max_turns):
+            if isinstance(self.planner, InteractivePlanner):
+                # An operator session idles here until its next call, a Stop or the deadline.
+                self.planner.wait_for_call(lambda: bool(self._stop) or self.clock.monotonic() >= s.deadline)
+            end = self._budget_end(s)
+            if end is not None:
+                return end
+            ledger.stage("planning")
+            snap, snap_draft = m.observations.capture("before_model_turn")
+            turn_id = self.ids.new("turn")
+            s.turn_state_version = ledger.task_state().state_version  # what this turn's decisions are keyed on
+            ctx = compile_planner_context(
+                progress=m.views.planner_progress(snap),
+                goal=s.goal,
+                turn_index=turn_index,
+                snapshot=snap,
+                places=sorted(s.places),
+                runtime_events=pending,
+                last_results=last_results,
+                byte_cap=self.config.context_byte_cap,
+                snapshot_byte_cap=self.config.snapshot_byte_cap,
+            )
+            # The snapshot, the turn and what it delivers to the model: one commit.
+            ledger.append_many([
+                snap_draft,
+                ledger.draft(EventType.MODEL_TURN_STARTED, model_turn_id=turn_id, snapshot_id=snap.snapshot_id, payload={
+                    "turn_index": turn_index, "context_bytes": context_size(ctx), "context": ctx,
+                }),
+                *(ledger.draft(EventType.RUNTIME_EVENT_DELIVERED, model_turn_id=turn_id, tool_call_id=ev.tool_call_id,
+                               robot_action_id=ev.action_id, payload=ev.model_dump(mode="json")) for ev in pending),
+            ])
+            pending = []
+            response, planner_error = self._ask_planner(s, turn_id, turn_index, ctx)
+            self._usage.count_turn(response)
+            # The response and every tool call in it are recorded in one commit, before any call runs.
+            ledger.append_many([
+                ledger.draft(EventType.MODEL_RESPONSE_RECORDED, model_turn_id=turn_id, snapshot_id=snap.snapshot_id,
+                             payload={"response": response.model_dump(mode="json"), "error": planner_error}),
+                *(ledger.draft(EventType.TOOL_CALL_RECORDED, model_turn_id=turn_id, tool_call_id=call.id,
+                               snapshot_id=snap.snapshot_id,
+                               payload={"name": call.name, "arguments": call.arguments, "index": index,
+                                        **m.views.skill_view(call, snap)})
+                  for index, call in enumerate(response.tool_calls)),
+            ])
+            if response.text_only and planner_error is None:
+                # Prose is not action: one recorded error, a new turn, within budget.
+                text_only += 1
+                if text_only > limits.max_text_only_turns:
+                    return m.done.give_up(f"{text_only} text-only model answers (budget {limits.max_text_only_turns})")
+                pending.append(RuntimeEvent(type="text_only_response", state="error", detail={
+                    "code": "no_tool_call",
+                    "reason": "the last answer was text only; act through the tools, or call propose_done",
+                }))
+                continue
+            if response.silent:
+                silent += 1
+                if silent >= limits.max_silent_turns:
+                    why = f"planner error: {planner_error}" if planner_error else "the planner stopped proposing actions"
+                    return m.done.give_up(why)
+                continue
+            silent = 0
+            turn = m.turns.run(turn_id, snap, response.tool_calls)
+            last_results = list(turn.results)
+            outcome_event = m.supervisor.supervise(turn.action) if turn.action is not None else None
+            if outcome_event is not None:
+                pending.append(outcome_event)
+            failure = worst_failure(last_results, outcome_event, physical=self._physical_skills, ids=self.ids)
+            if failure is not None:
+                step = m.recovery.recover(turn_id, failure)
+                if step.end is not None:
+                    return step.end
+                pending.append(step.event)  # type: ignore[arg-type]
+            end = self._budget_end(s)  # a Stop (or the deadline) during this turn ends it before any verification
+            if end is not None:
+                return end
+            proposal: tuple[str, str] | None = None
+            if turn.done_call is not None:
+                proposal = (turn.done_call.id, str(turn.done_call.arguments.get("summary", "")))
+            elif response.done is not None:
+                proposal = (f"{turn_id}/done", response.done)
+            if proposal is None:
+                continue
+            done = m.done.verify(turn_id, *proposal)
+            if done.end is not None:
+                return done.end
+            if done.event is not None:
+                pending.append(done.event)
+            if done.failure is not None:
+                # A rejected done is a setback like any other: recovery answers it, and its advice is heard.
+                step = m.recovery.recover(turn_id, done.failure)
+                if step.end is not None:
+                    return step.end
+                pending.append(step.event)  # type: ignore[arg-type]
+        return m.done.give_up(f"turn budget of {limits.max_turns} exhausted without a verified done")
+
+    def _ask_planner(self, s: MissionState, turn_id: str, turn_index: int,
+                     ctx: dict[str, Any]) -> tuple[ModelResponse, str | None]:
+        request = PlannerRequest(mission_id=s.mission_id, model_turn_id=turn_id, turn_index=turn_index,
+                                 context=ctx, tools=self._tool_specs)
+        try:
+            return self.planner.next_turn(request), None
+        except HarnessError as exc:
+            # A failed model call is still journaled with whatever I/O it had.
+            meta = exc.details.get("meta") if isinstance(exc.details.get("meta"), dict) else {}
+            return ModelResponse(meta=meta), f"{exc.code}: {exc.message}"
+
+    def _budget_end(self, s: MissionState) -> MissionEnd | None:
+        if self._stop:
+            return MissionEnd(MissionStatus.CANCELLED, f"mission cancelled: {self._stop.reason}")
+        if self.clock.monotonic() >= s.deadline:
+            return MissionEnd(MissionStatus.UNKNOWN,
+                              f"mission timeout ({self.config.limits.mission_timeout_s} s) before a verified done")
+        return None
+
+    # -- observers and the outcome ------------------------------------------------
+
+    def _notify(self, events: Any) -> None:
+        """The reconciler's writes, to the same observer as the mission's own."""
+        if self._on_update is None:
+            return
+        for event in events:
+            try:
+                self._on_update("", None, event)
+            except Exception:  # noqa: BLE001 - an observer only watches
+                _log.exception("the update observer raised on a reconciler event; ignored")
+
+    def _outcome(self, m: _Mission, status: MissionStatus, summary: str) -> MissionOutcome:
+        s = m.state
+        task = m.ledger.last_task_state()
+        contract = task.contract if task is not None else None
+        return MissionOutcome(
+            mission_id=s.mission_id, status=status, summary=summary,
+            evidence_seqs=tuple(s.evidence), evidence_ids=tuple(m.observations.evidence_ids()),
+            contract=contract.model_dump(mode="json") if contract else None,
+            verdict=s.last_verdict.model_dump(mode="json") if s.last_verdict else None,
+            bag=dict(s.bag),
+            model_usage=copy.deepcopy(s.usage),
+            tool_calls=tuple(s.calls), actions=tuple(a.view() for a in s.actions),
+        )
+
+
+def _no_artifact_check(uri: str, sha256: str) -> None:
+    """The progress verifier only shapes planning: it does not re-hash artifacts (the real verifier does)."""
