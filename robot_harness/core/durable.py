@@ -36,6 +36,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from .errors import RefusalError, StaleRevision, UsageError
+from .payloads import (
+    DispatchPart,
+    LeaseAcquired,
+    LeaseBlocked,
+    LeaseReleased,
+    RobotActionReconciled,
+    RobotActionStarted,
+    RobotActionStateChanged,
+    payload_of,
+)
 from .records import ActionStatus, EventDraft, EventType, JournalEvent
 
 __all__ = [
@@ -250,9 +260,9 @@ class DurableIndex:
         for d in drafts:
             if d.type not in INDEXED_TYPES:
                 continue
-            p = d.payload
-            if d.type is EventType.ROBOT_ACTION_STARTED:
-                key = (p.get("dispatch") or {}).get("key", "")
+            p = payload_of(d)
+            if isinstance(p, RobotActionStarted):
+                key = p.dispatch.key if p.dispatch is not None else ""
                 if key:
                     existing = self.dispatches.get(key)
                     if existing is not None:
@@ -262,7 +272,7 @@ class DurableIndex:
                         raise UsageError(f"dispatch key {key} appears twice in one batch")
                     keys.add(key)
                 actions[d.robot_action_id] = (ActionStatus.REQUESTED, 0)
-            elif d.type is EventType.ROBOT_ACTION_STATE_CHANGED:
+            elif isinstance(p, RobotActionStateChanged):
                 current = actions.get(d.robot_action_id)
                 if current is None:
                     rec = self.dispatch_for_action(d.robot_action_id)
@@ -270,20 +280,21 @@ class DurableIndex:
                 if current is None:
                     continue  # an action journaled before dispatch keys existed
                 state, revision = current
-                if p.get("from") != state.value or p.get("revision") != revision + 1:
+                if p.from_ is not state or p.revision != revision + 1:
+                    moved_from = p.from_.value if p.from_ is not None else None
                     raise StaleRevision(
                         f"action {d.robot_action_id} is {state.value} at revision {revision};"
-                        f" the writer moved it from {p.get('from')} to revision {p.get('revision')}",
+                        f" the writer moved it from {moved_from} to revision {p.revision}",
                         action_id=d.robot_action_id, state=state.value, revision=revision)
-                actions[d.robot_action_id] = (ActionStatus(p["to"]), revision + 1)
-            elif d.type is EventType.LEASE_ACQUIRED:
-                resource, owner = p["resource"], p["owner"]
+                actions[d.robot_action_id] = (p.to, revision + 1)
+            elif isinstance(p, LeaseAcquired):
+                resource, owner = p.resource, p.owner
                 held = leases[resource] if resource in leases else self.leases.get(resource)
                 if held is not None and held.owner != owner:
                     raise LeaseConflict.of(held)
-                leases[resource] = self._lease(d, 0)
-            elif d.type in (EventType.LEASE_RELEASED, EventType.LEASE_BLOCKED):
-                resource, owner = p["resource"], p["owner"]
+                leases[resource] = self._lease(d, p, 0)
+            elif isinstance(p, (LeaseReleased, LeaseBlocked)):
+                resource, owner = p.resource, p.owner
                 held = leases[resource] if resource in leases else self.leases.get(resource)
                 if held is None or held.owner != owner:
                     raise StaleRevision(f"{d.type.value}: resource {resource!r} is not leased to {owner}",
@@ -304,43 +315,42 @@ class DurableIndex:
                 self._fold(ev)
 
     def _fold(self, ev: JournalEvent) -> None:
-        p = ev.payload
         if ev.type is EventType.MISSION_STARTED:
             self.open_missions[ev.mission_id] = ev.seq
-        elif ev.type is EventType.MISSION_FINISHED:
+            return
+        if ev.type is EventType.MISSION_FINISHED:
             self.open_missions.pop(ev.mission_id, None)
-        elif ev.type is EventType.ROBOT_ACTION_STARTED:
-            dispatch = p.get("dispatch") or {}
-            key = dispatch.get("key") or f"legacy:{ev.robot_action_id}"
+            return
+        p = payload_of(ev)
+        if isinstance(p, RobotActionStarted):
+            dispatch = p.dispatch or DispatchPart()
+            key = dispatch.key or f"legacy:{ev.robot_action_id}"
             self.dispatches[key] = DispatchRecord(
                 key=key, mission_id=ev.mission_id, action_id=ev.robot_action_id, tool_call_id=ev.tool_call_id,
-                skill=(p.get("action") or {}).get("skill", ""), goal_id=dispatch.get("goal_id", ""),
-                resources=tuple(dispatch.get("resources", ())), seq=ev.seq)
+                skill=p.action.skill, goal_id=dispatch.goal_id, resources=dispatch.resources, seq=ev.seq)
             self._by_action[ev.robot_action_id] = key
-        elif ev.type is EventType.ROBOT_ACTION_STATE_CHANGED:
+        elif isinstance(p, RobotActionStateChanged):
             rec = self.dispatch_for_action(ev.robot_action_id)
             if rec is not None:
-                update: dict[str, Any] = {"state": ActionStatus(p["to"]), "revision": int(p.get("revision", 0))}
-                if p.get("backend_goal_id"):
-                    update["goal_id"] = p["backend_goal_id"]
+                update: dict[str, Any] = {"state": p.to, "revision": p.revision}
+                if p.backend_goal_id:
+                    update["goal_id"] = p.backend_goal_id
                 self.dispatches[rec.key] = rec.model_copy(update=update)
-        elif ev.type is EventType.ROBOT_ACTION_RECONCILED:
+        elif isinstance(p, RobotActionReconciled):
             rec = self.dispatch_for_action(ev.robot_action_id)
             if rec is not None:
-                self.dispatches[rec.key] = rec.model_copy(update={"reconciled": str(p.get("finding", ""))})
-        elif ev.type is EventType.LEASE_ACQUIRED:
-            self.leases[p["resource"]] = self._lease(ev, ev.seq)
-        elif ev.type is EventType.LEASE_BLOCKED:
-            held = self.leases.get(p["resource"])
+                self.dispatches[rec.key] = rec.model_copy(update={"reconciled": p.finding})
+        elif isinstance(p, LeaseAcquired):
+            self.leases[p.resource] = self._lease(ev, p, ev.seq)
+        elif isinstance(p, LeaseBlocked):
+            held = self.leases.get(p.resource)
             if held is not None:
-                self.leases[p["resource"]] = held.model_copy(update={
-                    "state": LeaseState.BLOCKED, "reason": str(p.get("reason", "")), "since_seq": ev.seq})
-        elif ev.type is EventType.LEASE_RELEASED:
-            self.leases.pop(p["resource"], None)
+                self.leases[p.resource] = held.model_copy(update={
+                    "state": LeaseState.BLOCKED, "reason": p.reason, "since_seq": ev.seq})
+        elif isinstance(p, LeaseReleased):
+            self.leases.pop(p.resource, None)
 
     @staticmethod
-    def _lease(d: EventDraft | JournalEvent, seq: int) -> Lease:
-        p = d.payload
-        return Lease(resource=p["resource"], owner=p["owner"], mission_id=d.mission_id,
-                     expires_at=float(p.get("expires_at", 0.0)), skill=str(p.get("skill", "")), since_seq=seq,
-                     reason=str(p.get("reason", "")))
+    def _lease(d: EventDraft | JournalEvent, p: LeaseAcquired, seq: int) -> Lease:
+        return Lease(resource=p.resource, owner=p.owner, mission_id=d.mission_id, expires_at=p.expires_at,
+                     skill=p.skill, since_seq=seq)
