@@ -56,6 +56,7 @@ from .clock import Clock
 from .config import InteractionsConfig
 from .errors import RefusalError, UsageError
 from .journal import Journal
+from .payloads import InteractionRequested, InteractionResolved, payload_dict, payload_of
 from .records import EventDraft, EventType, JournalEvent
 
 __all__ = [
@@ -421,13 +422,16 @@ def interactions(events: Iterable[JournalEvent]) -> dict[str, Interaction]:
     out: dict[str, Interaction] = {}
     for ev in events:
         if ev.type is EventType.INTERACTION_REQUESTED:
-            out[ev.payload["interaction_id"]] = Interaction(mission_id=ev.mission_id, **{
-                k: v for k, v in ev.payload.items() if k in Interaction.model_fields and k != "mission_id"})
+            asked = payload_of(ev, InteractionRequested)
+            written = payload_dict(asked)
+            out[asked.interaction_id] = Interaction(mission_id=ev.mission_id, **{
+                k: v for k, v in written.items() if k in Interaction.model_fields and k != "mission_id"})
         elif ev.type is EventType.INTERACTION_RESOLVED:
-            known = out.get(ev.payload["interaction_id"])
+            answered = payload_of(ev, InteractionResolved)
+            known = out.get(answered.interaction_id)
             if known is not None and known.resolution is None:
                 out[known.interaction_id] = known.model_copy(update={"resolution": {
-                    k: ev.payload.get(k, "") for k in _RESOLUTION_FIELDS}})
+                    k: getattr(answered, k) for k in _RESOLUTION_FIELDS}})
     return out
 
 
@@ -484,10 +488,9 @@ def resolution_draft(interaction: Interaction, resolution: Resolution, *, answer
     if answered_as is None:
         answered_as = HARNESS_CREDENTIAL if operator == HARNESS_CREDENTIAL else ""
     return EventDraft(type=EventType.INTERACTION_RESOLVED, mission_id=interaction.mission_id,
-                      tool_call_id=(interaction.call or {}).get("tool_call_id", ""), payload={
-                          "interaction_id": interaction.interaction_id, "resolution": resolution.value,
-                          "answer": answer, "choice": choice, "operator": operator, "answered_as": answered_as,
-                          "resolved_at": now})
+                      tool_call_id=(interaction.call or {}).get("tool_call_id", ""), payload=payload_dict(InteractionResolved(
+                          interaction_id=interaction.interaction_id, resolution=resolution.value, answer=answer,
+                          choice=choice, operator=operator, answered_as=answered_as, resolved_at=now)))
 
 
 class _AlreadyResolved(Exception):
