@@ -49,6 +49,22 @@ from .errors import HarnessError, IllegalTransition, StaleRevision
 from .journal import Journal, UnknownSnapshot
 from .lifecycle import ALLOWED_TRANSITIONS
 from .outcome import BackendTerminal, OutcomeVerdict, check_navigation_outcome
+from .payloads import (
+    ActionPart,
+    LeaseBlocked,
+    LeaseReleased,
+    MissionFinished,
+    PayloadReadError,
+    RobotActionOutcome,
+    RobotActionReconciled,
+    RobotActionStarted,
+    RobotActionStateChanged,
+    ToolCallRecorded,
+    ToolResultRecorded,
+    WorldSnapshotCaptured,
+    payload_dict,
+    payload_of,
+)
 from .ports import NavigationPort, SnapshotPort
 from .records import (
     ActionStatus,
@@ -257,9 +273,9 @@ class Reconciler:
                        "verified; nothing was resumed or re-sent" + (f"; {'; '.join(notes)}" if notes else ""))
             try:
                 self._append(mission_id, [*closing, EventDraft(type=EventType.MISSION_FINISHED, mission_id=mission_id,
-                                                               payload={
-                    "status": MissionStatus.UNKNOWN.value, "summary": summary, "evidence_seqs": [],
-                    "evidence_ids": [], "reconciled": [s.model_dump(mode="json") for s in settled]})],
+                                                               payload=payload_dict(MissionFinished(
+                    status=MissionStatus.UNKNOWN.value, summary=summary, evidence_seqs=[], evidence_ids=[],
+                    reconciled=[s.model_dump(mode="json") for s in settled])))],
                     revision=revision)
                 return settled
             except StaleRevision:
@@ -283,11 +299,11 @@ class Reconciler:
                   for i in interactions(events).values() if i.pending]
         for e in events:
             if e.type is EventType.TOOL_CALL_RECORDED and e.tool_call_id not in answered:
-                result = ToolResult(tool_call_id=e.tool_call_id, name=str(e.payload.get("name", "")),
+                result = ToolResult(tool_call_id=e.tool_call_id, name=_call_name(e),
                                     status=ToolResultStatus.CANCELLED, content={"reason": why})
                 drafts.append(EventDraft(type=EventType.TOOL_RESULT_RECORDED, mission_id=mission_id,
                                          model_turn_id=e.model_turn_id, tool_call_id=e.tool_call_id,
-                                         payload=result.model_dump(mode="json")))
+                                         payload=payload_dict(ToolResultRecorded.of(result))))
         return drafts
 
     # -- judging --------------------------------------------------------------
@@ -326,15 +342,16 @@ class Reconciler:
         reason = f"reconciled after a restart: {verdict.reason}"
         if post is not None:
             drafts.append(EventDraft(type=EventType.WORLD_SNAPSHOT_CAPTURED, mission_id=mission_id,
-                                     snapshot_id=post.snapshot_id, payload={
-                                         "reason": post.reason, "snapshot": post.model_dump(mode="json")}))
+                                     snapshot_id=post.snapshot_id, payload=payload_dict(WorldSnapshotCaptured(
+                                         reason=post.reason, snapshot=post))))
         drafts.append(self._move(mission_id, record, state, revision, verdict.state, reason))
         view = self._view(started, record, status, verdict.state, revision + 1, reason, post)
         drafts.append(EventDraft(
             type=EventType.ROBOT_ACTION_OUTCOME, mission_id=mission_id, tool_call_id=record.tool_call_id,
-            robot_action_id=record.action_id, snapshot_id=post.snapshot_id if post is not None else "", payload={
-                "state": verdict.state.value, "reason": reason, "evidence": {**verdict.evidence, "reconciled": True},
-                "action": view.model_dump(mode="json")}))
+            robot_action_id=record.action_id, snapshot_id=post.snapshot_id if post is not None else "",
+            payload=payload_dict(RobotActionOutcome(
+                state=verdict.state, reason=reason, evidence={**verdict.evidence, "reconciled": True},
+                action=ActionPart.model_validate(view.model_dump(mode="json"))))))
         return drafts, verdict.state, reason
 
     def _check(self, mission_id: str, started: JournalEvent | None, terminal: BackendTerminal,
@@ -344,11 +361,9 @@ class Reconciler:
         target: Pose2D | None = None
         dispatch: WorldSnapshot | None = None
         if started is not None:
-            raw = ((started.payload.get("intent") or {}).get("target")
-                   or (started.payload.get("action") or {}).get("target"))
             try:
-                target = Pose2D.model_validate(raw) if raw else None
-            except ValueError:
+                target = payload_of(started, RobotActionStarted).target
+            except PayloadReadError:
                 target = None
             try:
                 dispatch = self.journal.get_snapshot(started.snapshot_id) if started.snapshot_id else None
@@ -387,12 +402,12 @@ class Reconciler:
     @staticmethod
     def _view(started: JournalEvent | None, record: DispatchRecord, backend_status: str, state: ActionStatus, revision: int,
               reason: str, post: WorldSnapshot | None) -> ActionView:
-        action = dict((started.payload.get("action") or {}) if started is not None else {})
         base = {"action_id": record.action_id, "tool_call_id": record.tool_call_id, "skill": record.skill,
                 "state": ActionStatus.REQUESTED.value}
         try:
-            view = ActionView.model_validate({**base, **action})
-        except ValueError:
+            view = payload_of(started, RobotActionStarted).action.view(**base) if started is not None \
+                else ActionView.model_validate(base)
+        except (PayloadReadError, ValueError):
             view = ActionView.model_validate(base)
         return view.model_copy(update={
             "state": state, "revision": revision, "backend_goal_id": record.goal_id, "backend_status": backend_status,
@@ -405,9 +420,10 @@ class Reconciler:
             raise IllegalTransition(f"{record.action_id}: {state.value} -> {to.value} is not allowed",
                                     action_id=record.action_id, from_state=state.value, to_state=to.value)
         return EventDraft(type=EventType.ROBOT_ACTION_STATE_CHANGED, mission_id=mission_id,
-                          robot_action_id=record.action_id, tool_call_id=record.tool_call_id, payload={
-                              "from": state.value, "to": to.value, "revision": revision + 1, "reason": reason,
-                              "backend_goal_id": record.goal_id})
+                          robot_action_id=record.action_id, tool_call_id=record.tool_call_id,
+                          payload=payload_dict(RobotActionStateChanged(
+                              from_=state, to=to, revision=revision + 1, reason=reason,
+                              backend_goal_id=record.goal_id)))
 
     # -- writing --------------------------------------------------------------
 
@@ -420,23 +436,24 @@ class Reconciler:
         if record is not None and not record.state.terminal:
             judged, state, reason = self._judge(mission_id, record, finding, status, detail, asked_at)
         drafts = [EventDraft(type=EventType.ROBOT_ACTION_RECONCILED, mission_id=mission_id, robot_action_id=action_id,
-                             payload={"finding": finding.value, "backend_status": status, "detail": detail,
-                                      "goal_id": record.goal_id if record else "",
-                                      "action_state": state.value if state is not None else ""}), *judged]
+                             payload=payload_dict(RobotActionReconciled(
+                                 finding=finding.value, backend_status=status, detail=detail,
+                                 goal_id=record.goal_id if record else "",
+                                 action_state=state.value if state is not None else ""))), *judged]
         release = finding in (Finding.BACKEND_TERMINAL, Finding.BACKEND_REJECTED, Finding.NOT_TRACKED_STOPPED)
         why = (ReleaseReason.CONFIRMED_STOPPED if finding is Finding.NOT_TRACKED_STOPPED
                else ReleaseReason.CONFIRMED_TERMINAL)
         released, blocked = [], []
         for lease in leases:
             if release:
-                drafts.append(EventDraft(type=EventType.LEASE_RELEASED, mission_id=mission_id, payload={
-                    "resource": lease.resource, "owner": lease.owner, "why": why.value, "detail": detail}))
+                drafts.append(EventDraft(type=EventType.LEASE_RELEASED, mission_id=mission_id, payload=payload_dict(
+                    LeaseReleased(resource=lease.resource, owner=lease.owner, why=why.value, detail=detail))))
                 released.append(lease.resource)
             else:
                 blocked.append(lease.resource)
                 if lease.state is not LeaseState.BLOCKED:
-                    drafts.append(EventDraft(type=EventType.LEASE_BLOCKED, mission_id=mission_id, payload={
-                        "resource": lease.resource, "owner": lease.owner, "reason": detail}))
+                    drafts.append(EventDraft(type=EventType.LEASE_BLOCKED, mission_id=mission_id, payload=payload_dict(
+                        LeaseBlocked(resource=lease.resource, owner=lease.owner, reason=detail))))
         try:
             self._append(mission_id, drafts, revision=revision)
         except StaleRevision:
@@ -454,6 +471,14 @@ class Reconciler:
             revision[0] = expected + sum(e.type in TRANSITION_TYPES for e in events)
         if self._on_events is not None:
             self._on_events(events)
+
+
+def _call_name(event: JournalEvent) -> str:
+    """The tool a recorded call named ("" when its record cannot be read: it is cancelled all the same)."""
+    try:
+        return payload_of(event, ToolCallRecorded).name
+    except PayloadReadError:
+        return ""
 
 
 def clear_resource(journal: Journal, *, resource: str, reason: str, operator: str, clock: Clock) -> Lease:
@@ -480,12 +505,12 @@ def clear_resource(journal: Journal, *, resource: str, reason: str, operator: st
                              f"{lease.mission_id}); stop that mission instead", resource=resource)
         cleared[:] = [lease]
         return [EventDraft(type=EventType.ROBOT_ACTION_RECONCILED, mission_id=lease.mission_id,
-                           robot_action_id=lease.owner, payload={
-                               "finding": "operator_cleared", "backend_status": "", "goal_id": "",
-                               "detail": f"{operator}: {reason}"}),
-                EventDraft(type=EventType.LEASE_RELEASED, mission_id=lease.mission_id, payload={
-                    "resource": resource, "owner": lease.owner, "why": ReleaseReason.OPERATOR_CLEARED.value,
-                    "detail": reason, "operator": operator})]
+                           robot_action_id=lease.owner, payload=payload_dict(RobotActionReconciled(
+                               finding="operator_cleared", backend_status="", goal_id="",
+                               detail=f"{operator}: {reason}"))),
+                EventDraft(type=EventType.LEASE_RELEASED, mission_id=lease.mission_id, payload=payload_dict(
+                    LeaseReleased(resource=resource, owner=lease.owner, why=ReleaseReason.OPERATOR_CLEARED.value,
+                                  detail=reason, operator=operator)))]
 
     journal.transition(first.mission_id, build)
     return cleared[0]

@@ -140,7 +140,6 @@ NOT_YET_CONVERTED = {
     # being converted now, one commit each:
     "robot_harness/core/mission_view.py",
     "robot_harness/core/planner_script.py",
-    "robot_harness/core/reconcile.py",
     "robot_harness/eval/modes.py",
     "robot_harness/evidence/audit.py",
     "robot_harness/evidence/replay.py",
