@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import NondeterminismError
+from .payloads import ModelResponseRecorded, ModelTurnStarted, PayloadReadError, payload_of
 from .ports import PlannerRequest
 from .records import EventType, JournalEvent, ModelResponse, ToolCall
 
@@ -50,14 +51,19 @@ class ScriptedPlanner:
 
     @classmethod
     def from_journal(cls, events: Sequence[JournalEvent]) -> "ScriptedPlanner":
-        """Replay the model responses a journal recorded, checking turn order."""
+        """Replay the model responses a journal recorded, checking turn order; raises ``PayloadReadError``
+        when a recorded turn cannot be read."""
         turns: list[ScriptTurn] = []
         index = 0
         for ev in events:
             if ev.type is EventType.MODEL_TURN_STARTED:
-                index = int(ev.payload.get("turn_index", index))
+                started = payload_of(ev, ModelTurnStarted).turn_index
+                index = started if started is not None else index
             if ev.type is EventType.MODEL_RESPONSE_RECORDED:
-                r = ModelResponse.model_validate(ev.payload["response"])
+                r = payload_of(ev, ModelResponseRecorded).response
+                if r is None:
+                    raise PayloadReadError(f"{ev.event_id}: a recorded model turn without its response cannot be "
+                                           "replayed", event_id=ev.event_id)
                 turns.append(ScriptTurn(
                     tool_calls=[ScriptCall(name=c.name, arguments=c.arguments, id=c.id) for c in r.tool_calls],
                     done=r.done, text=r.text, expect_turn_index=index,
