@@ -25,14 +25,14 @@ from typing import Any
 
 import yaml
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from pydantic import TypeAdapter, ValidationError
 
 from ..core.errors import HarnessError
 from ..core.planner_script import ScriptedPlanner, ScriptTurn
 from ..core.ports import PlannerRequest
 from ..core.records import ModelResponse
-from ._util import autostart, declare_params, run_node, transition_failed
+from ._lifecycle import ConfigureError, HarnessLifecycleNode
+from ._util import run_node
 
 __all__ = ["PlannerNode", "main", "load_turns", "make_backend"]
 
@@ -51,52 +51,35 @@ def load_turns(*, turns_json: str, script_file: str) -> list[ScriptTurn]:
     return []
 
 
-class PlannerNode(LifecycleNode):
+class PlannerNode(HarnessLifecycleNode):
     def __init__(self, **kwargs) -> None:
-        super().__init__("planner", **kwargs)
-        self._params = declare_params(self, {
+        super().__init__("planner", params={
             "backend": "scripted", "turns_json": "", "script_file": "",
             "model": "", "base_url": "", "api_key_env": "OPENAI_API_KEY", "api_key_file": "",
             "timeout_s": 60.0, "max_retries": 2, "backoff_initial_s": 0.5, "backoff_max_s": 8.0,
             "max_tokens": 1024, "temperature": 0.0, "seed": 0, "max_output_chars": 20000,
             "record_file": "", "replay_file": "",
             "autostart": False,
-        })
+        }, **kwargs)
         self._backend: Any = None
         self._srv = None
-        self._active = False
-        if self._params["autostart"]:
-            autostart(self)
+        self.autostart_if_asked()
 
-    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+    def build(self, params: dict[str, Any]) -> None:
         from ..srv import PlanTurn
 
-        p = {k: self.get_parameter(k).value for k in self._params}
         try:
-            self._backend, description = make_backend(p)
+            self._backend, description = make_backend(params)
         except (OSError, ValidationError, yaml.YAMLError, ValueError, HarnessError) as exc:
-            return transition_failed(self, f"planner backend {p['backend']!r}", exc)
+            raise ConfigureError(f"planner backend {params['backend']!r}", exc) from exc
         self._srv = self.create_service(PlanTurn, "~/plan_turn", self._on_plan_turn, callback_group=ReentrantCallbackGroup())
         self.get_logger().info(description)
-        return TransitionCallbackReturn.SUCCESS
 
-    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._active = True
-        return super().on_activate(state)
-
-    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._active = False
-        return super().on_deactivate(state)
-
-    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+    def release(self) -> None:
         if self._srv is not None:
             self.destroy_service(self._srv)
             self._srv = None
         self._backend = None
-        return TransitionCallbackReturn.SUCCESS
-
-    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        return self.on_cleanup(state)
 
     def _on_plan_turn(self, request, response):
         if not self._active or self._backend is None:

@@ -14,31 +14,28 @@ import json
 from typing import Any
 
 from pydantic import ValidationError
-from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
 from ..core.recovery import Failure, RecoveryBudgets, RecoveryPolicy, Rung
-from ._util import autostart, declare_params, run_node, transition_failed
+from ._lifecycle import ConfigureError, HarnessLifecycleNode
+from ._util import run_node
 
 __all__ = ["RecoveryNode", "main"]
 
 
-class RecoveryNode(LifecycleNode):
+class RecoveryNode(HarnessLifecycleNode):
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__("recovery", **kwargs)
-        self._p = declare_params(self, {
+        super().__init__("recovery", params={
             "re_perceive": 2, "adjust_view": 1, "local_replan": 3, "switch_provider_or_skill": 1,
             "alternatives_json": "", "advisor": "none", "advisor_llm_json": "", "autostart": False,
-        })
+        }, **kwargs)
         self._policy: RecoveryPolicy | None = None
         self._srv: Any = None
-        self._active = False
-        if self._p["autostart"]:
-            autostart(self)
+        self.autostart_if_asked()
 
-    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+    def build(self, params: dict[str, Any]) -> None:
         from ..srv import Recover
 
-        p = {k: self.get_parameter(k).value for k in self._p}
+        p = params
         try:
             budgets = RecoveryBudgets(re_perceive=int(p["re_perceive"]), adjust_view=int(p["adjust_view"]),
                                       local_replan=int(p["local_replan"]),
@@ -47,7 +44,7 @@ class RecoveryNode(LifecycleNode):
             if not isinstance(alternatives, dict):
                 raise ValueError("alternatives_json must be a JSON object")
         except (ValueError, ValidationError) as exc:
-            return transition_failed(self, "recovery parameters", exc)
+            raise ConfigureError("recovery parameters", exc) from exc
         advisor = None
         if p["advisor"] == "llm":
             try:
@@ -56,30 +53,17 @@ class RecoveryNode(LifecycleNode):
 
                 advisor = LLMRecoveryAdvisor(ChatClient(LLMConfig(**json.loads(p["advisor_llm_json"] or "{}"))))
             except Exception as exc:  # noqa: BLE001 - a misconfigured advisor must not start silently
-                return transition_failed(self, "recovery advisor", exc)
+                raise ConfigureError("recovery advisor", exc) from exc
         elif p["advisor"] != "none":
-            return transition_failed(self, "advisor", ValueError(f"unknown advisor {p['advisor']!r} (none | llm)"))
+            raise ConfigureError("advisor", ValueError(f"unknown advisor {p['advisor']!r} (none | llm)"))
         self._policy = RecoveryPolicy(budgets, alternatives=alternatives, advisor=advisor)
         self._srv = self.create_service(Recover, "~/decide", self._on_decide)
-        return TransitionCallbackReturn.SUCCESS
 
-    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._active = True
-        return super().on_activate(state)
-
-    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._active = False
-        return super().on_deactivate(state)
-
-    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+    def release(self) -> None:
         if self._srv is not None:
             self.destroy_service(self._srv)
             self._srv = None
         self._policy = None
-        return TransitionCallbackReturn.SUCCESS
-
-    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        return self.on_cleanup(state)
 
     def _on_decide(self, request: Any, response: Any) -> Any:
         if not self._active or self._policy is None:

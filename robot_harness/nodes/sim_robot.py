@@ -74,7 +74,6 @@ from rclpy.context import Context
 from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
 from rclpy.executors import Executor, ExternalShutdownException
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
-from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.publisher import Publisher
@@ -85,6 +84,8 @@ from std_msgs.msg import String
 
 from robot_harness.core.errors import HarnessError, UsageError
 from robot_harness.core.records import Pose2D
+from robot_harness.nodes._lifecycle import HarnessLifecycleNode
+from robot_harness.nodes._util import autostart as autostart_node
 from robot_harness.nodes.executors import MultiThreadedExecutor
 from robot_harness.sim.world import (
     ExternalGoalFault,
@@ -401,8 +402,7 @@ class SimRobot:
         self.navigator = _Navigator(self, context=self._context)
         self._context.on_shutdown(self._on_context_shutdown)
         if settings.autostart:
-            self.navigator.trigger_configure()
-            self.navigator.trigger_activate()
+            autostart_node(self.navigator)
 
     # ----------------------------------------------------------------- public
 
@@ -867,7 +867,7 @@ class _Stream:
 # --------------------------------------------------------------------------- the navigator
 
 
-class _Navigator(LifecycleNode):
+class _Navigator(HarnessLifecycleNode):
     """``bt_navigator``: serves navigate_to_pose once configured, accepts goals only while active.
 
     Each accepted goal is bound to its world goal index; its execute callback
@@ -883,12 +883,11 @@ class _Navigator(LifecycleNode):
         self._group = ReentrantCallbackGroup()
         self._server: ActionServer | None = None
         self._server_lock = threading.Lock()
-        self._active = False
         self._pending: dict[int, int] = {}
 
     # ----------------------------------------------------------------- lifecycle
 
-    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+    def build(self, params: dict[str, Any]) -> None:
         with self._server_lock:
             if self._server is None:
                 self._server = ActionServer(
@@ -900,27 +899,17 @@ class _Navigator(LifecycleNode):
                     cancel_callback=self._on_cancel,
                     callback_group=self._group,
                 )
-        return TransitionCallbackReturn.SUCCESS
 
-    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._active = True
-        return super().on_activate(state)
-
-    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._active = False
+    def deactivated(self) -> None:
         self._robot.abort_goal("bt_navigator deactivated")
-        return super().on_deactivate(state)
 
-    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
-        # The server is kept (and reused by the next on_configure) instead of
-        # destroyed: destroying it under a spinning executor can crash the
-        # executor (ros2/rclpy#1385). Goals are refused unless active anyway.
-        return TransitionCallbackReturn.SUCCESS
+    def release(self) -> None:
+        """Nothing: the server is kept (and reused by the next configure) instead of destroyed, since
+        destroying it under a spinning executor can crash the executor (ros2/rclpy#1385). Goals are
+        refused unless active anyway; ``SimRobot.destroy`` drops it (``release_action_server``)."""
 
-    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._active = False
+    def shutting_down(self) -> None:
         self._robot.abort_goal("bt_navigator shutting down")
-        return TransitionCallbackReturn.SUCCESS
 
     def release_action_server(self, *, destroy: bool) -> None:
         """Drop navigate_to_pose; destroy it only when no executor can be using it. Safe to repeat."""

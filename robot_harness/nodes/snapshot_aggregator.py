@@ -28,7 +28,6 @@ from nav2_msgs.action import NavigateToPose
 from nav_msgs.msg import Odometry
 from pydantic import ValidationError
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.qos import (
     QoSProfile,
     ReliabilityPolicy,
@@ -42,7 +41,8 @@ from robot_harness.core.errors import RefusalError
 from robot_harness.core.records import WorldSnapshot
 from robot_harness.core.snapshot import FreshnessConfig, SalientEvent, SnapshotBuilder
 from robot_harness.msg import WorldSnapshot as WorldSnapshotMsg
-from robot_harness.nodes._util import LatchedSource, autostart, run_node, transition_failed
+from robot_harness.nodes._lifecycle import ConfigureError, HarnessLifecycleNode
+from robot_harness.nodes._util import LatchedSource, run_node
 from robot_harness.nodes.conversions import (
     parse_odometry_twist,
     parse_pose_with_covariance_stamped,
@@ -72,7 +72,7 @@ _FRESHNESS_PARAMS = (
 _RELIABLE_10 = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 
 
-class SnapshotAggregator(LifecycleNode):
+class SnapshotAggregator(HarnessLifecycleNode):
     """Lifecycle node ``snapshot_aggregator``; see the module docstring.
 
     Unconfigured: parameters only. Configured (inactive): subscriptions,
@@ -83,21 +83,21 @@ class SnapshotAggregator(LifecycleNode):
     """
 
     def __init__(self, node_name: str = "snapshot_aggregator", **kwargs: Any) -> None:
-        super().__init__(node_name, **kwargs)
         defaults = FreshnessConfig()
-        self.declare_parameter("pose_topic", "/amcl_pose")
-        self.declare_parameter("use_tf", False)
-        self.declare_parameter("map_frame", "map")
-        self.declare_parameter("base_frame", "base_link")
-        self.declare_parameter("tf_rate_hz", 20.0)
-        self.declare_parameter("odom_topic", "/odom")
-        self.declare_parameter("battery_topic", "/battery_state")
-        self.declare_parameter("nav_action", "navigate_to_pose")
-        for name in _FRESHNESS_PARAMS:
-            self.declare_parameter(name, float(getattr(defaults, name)))
-        self.declare_parameter("snapshot_rate_hz", 1.0)
-        self.declare_parameter("salient_min_interval_s", 0.5)
-        self.declare_parameter("autostart", False)
+        super().__init__(node_name, params={
+            "pose_topic": "/amcl_pose",
+            "use_tf": False,
+            "map_frame": "map",
+            "base_frame": "base_link",
+            "tf_rate_hz": 20.0,
+            "odom_topic": "/odom",
+            "battery_topic": "/battery_state",
+            "nav_action": "navigate_to_pose",
+            **{name: float(getattr(defaults, name)) for name in _FRESHNESS_PARAMS},
+            "snapshot_rate_hz": 1.0,
+            "salient_min_interval_s": 0.5,
+            "autostart": False,
+        }, **kwargs)
 
         self._ids = IdGenerator()
         self._builder: SnapshotBuilder | None = None
@@ -108,7 +108,6 @@ class SnapshotAggregator(LifecycleNode):
         a multi-threaded executor starves it: every wait finds a fresh pose or odometry message
         ready first, which takes the group, so the ready request is skipped pass after pass
         (seen: no capture answered for 25 s in the one-process bring-up on a loaded host)."""
-        self._active = False
         self._subscriptions_made: list[Any] = []
         self._timers_made: list[Any] = []
         self._periodic_timers: list[Any] = []
@@ -127,54 +126,35 @@ class SnapshotAggregator(LifecycleNode):
         self._salient_min_interval = 0.5
         self._last_salient: dict[str, float] = {}
 
-        if self.get_parameter("autostart").value:
-            autostart(self)
+        self.autostart_if_asked()
 
     # -- lifecycle ------------------------------------------------------------------
 
-    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+    def build(self, params: dict[str, Any]) -> None:
         try:
-            config = FreshnessConfig(
-                **{name: self.get_parameter(name).value for name in _FRESHNESS_PARAMS}
-            )
+            config = FreshnessConfig(**{name: params[name] for name in _FRESHNESS_PARAMS})
         except ValidationError as exc:
-            return transition_failed(self, "invalid freshness parameters", exc)
-        rate = float(self.get_parameter("snapshot_rate_hz").value)
-        tf_rate = float(self.get_parameter("tf_rate_hz").value)
+            raise ConfigureError("invalid freshness parameters", exc) from exc
+        rate = float(params["snapshot_rate_hz"])
+        tf_rate = float(params["tf_rate_hz"])
         if rate < 0.0 or tf_rate <= 0.0:
-            return transition_failed(self, "rates", ValueError("snapshot_rate_hz must be >= 0 and tf_rate_hz > 0"))
+            raise ConfigureError("rates", ValueError("snapshot_rate_hz must be >= 0 and tf_rate_hz > 0"))
         try:
             self._create_resources(config, rate, tf_rate)
-        except Exception as exc:  # a half-built node must not stay half-built
-            self.get_logger().error(f"configure failed: {exc!r}")
-            self._destroy_resources()
-            return TransitionCallbackReturn.FAILURE
-        return TransitionCallbackReturn.SUCCESS
+        except Exception as exc:  # a half-built node must not stay half-built (the template releases it)
+            raise ConfigureError("configure failed", exc) from exc
 
-    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._active = True
+    def activated(self) -> None:
         self._last_salient.clear()
         for timer in self._periodic_timers:
             timer.reset()
-        return super().on_activate(state)
 
-    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._active = False
+    def deactivated(self) -> None:
         for timer in self._periodic_timers:
             timer.cancel()
-        return super().on_deactivate(state)
 
-    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+    def release(self) -> None:
         self._destroy_resources()
-        return super().on_cleanup(state)
-
-    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._destroy_resources()
-        return super().on_shutdown(state)
-
-    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._destroy_resources()
-        return super().on_error(state)
 
     @property
     def is_active(self) -> bool:

@@ -20,7 +20,6 @@ import yaml
 from lifecycle_msgs.srv import GetState
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 from rclpy.qos import QoSProfile, QoSReliabilityPolicy
 
 from ..core.clock import IdGenerator, SystemClock
@@ -40,7 +39,8 @@ from ..core.skills import default_skills, resolve_target
 from .. import __version__
 from ..client import NO_RECORDED_END  # the client tells a repeat without a journaled end from a final answer
 from . import conversions as cv
-from ._util import autostart, declare_params, run_node, transition_failed, wait_future
+from ._lifecycle import ConfigureError, HarnessLifecycleNode
+from ._util import run_node, wait_future
 from .executors import BackgroundSpinner
 from .ros_ports import (Nav2NavigationPort, RosPlannerPort, RosRecoveryPort, RosRobotIO, RosSnapshotPort, RosVerifierPort,
                         recovery_call_budget)
@@ -54,10 +54,9 @@ _SESSION_START_WAIT_S = 5.0
 
 
 
-class SupervisorNode(LifecycleNode):
+class SupervisorNode(HarnessLifecycleNode):
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__("supervisor", **kwargs)
-        self._p = declare_params(self, {
+        super().__init__("supervisor", params={
             "journal_path": "",
             "harness_config_file": "",
             "harness_config_json": "",
@@ -84,13 +83,12 @@ class SupervisorNode(LifecycleNode):
             "record_evidence": True,
             "id_seed": -1,
             "autostart": False,
-        })
+        }, **kwargs)
         self._group = ReentrantCallbackGroup()
         self._wall = SystemClock()
         self._ids = IdGenerator(None)
         self._journal: Journal | None = None
         self._config: HarnessConfig | None = None
-        self._active = False
         self._busy = threading.Lock()
         self._admit = threading.Lock()
         self._reconciling = threading.Lock()
@@ -110,8 +108,7 @@ class SupervisorNode(LifecycleNode):
         self._entities: list[Any] = []
         self._ports: list[Any] = []
         self.journal_path = ""
-        if self._p["autostart"]:
-            autostart(self)
+        self.autostart_if_asked()
 
     @property
     def journal(self) -> Journal | None:
@@ -120,12 +117,12 @@ class SupervisorNode(LifecycleNode):
 
     # -- lifecycle --------------------------------------------------------------
 
-    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+    def build(self, params: dict[str, Any]) -> None:
         from ..action import Mission
         from ..msg import ActionState, JournalEvent as JournalEventMsg
         from ..srv import CheckPreconditions, ClearResource, ListInteractions, ResolveInteraction, Stop
 
-        p = {k: self.get_parameter(k).value for k in self._p}
+        p = params
         try:
             text = Path(p["harness_config_file"]).read_text() if p["harness_config_file"] else None
             import json
@@ -133,7 +130,7 @@ class SupervisorNode(LifecycleNode):
             overrides = json.loads(p["harness_config_json"]) if p["harness_config_json"] else {}
             self._config = load_harness_config(file_text=text, overrides=overrides)
         except (OSError, ValueError, UsageError, yaml.YAMLError) as exc:
-            return transition_failed(self, "harness configuration", exc)
+            raise ConfigureError("harness configuration", exc) from exc
         seed = int(p["id_seed"])
         self._ids = IdGenerator(None if seed < 0 else seed)
         path = Path(p["journal_path"]).expanduser() if p["journal_path"] else default_journal_path()
@@ -141,9 +138,9 @@ class SupervisorNode(LifecycleNode):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            return transition_failed(self, f"journal {path}", JournalWriteError(
+            raise ConfigureError(f"journal {path}", JournalWriteError(
                 f"cannot create the journal's directory: {exc.strerror} ({exc.filename})", path=str(path),
-                errno=exc.errno))
+                errno=exc.errno)) from exc
         try:
             journal = SqliteJournal(path, clock=self._wall, ids=self._ids, busy_timeout_ms=int(p["journal_busy_timeout_ms"]))
             try:
@@ -152,10 +149,10 @@ class SupervisorNode(LifecycleNode):
                 journal.close()
                 raise
         except HarnessError as exc:  # the journal's message names the file, the SQLite error and what to do
-            return transition_failed(self, "", exc)
+            raise ConfigureError("", exc) from exc
         except OSError as exc:
-            return transition_failed(self, f"journal {path}", JournalWriteError(
-                f"cannot open the journal: {exc.strerror or exc}", path=str(path), errno=exc.errno))
+            raise ConfigureError(f"journal {path}", JournalWriteError(
+                f"cannot open the journal: {exc.strerror or exc}", path=str(path), errno=exc.errno)) from exc
         self._journal = journal
         artifacts = Path(p["artifacts_dir"] or self._config.artifacts_dir or (path.parent / "artifacts")).expanduser()
         reliable = QoSProfile(depth=200, reliability=QoSReliabilityPolicy.RELIABLE)
@@ -235,7 +232,7 @@ class SupervisorNode(LifecycleNode):
         try:  # tokens are kept only as keyed digests; the key lives beside the journal (mode 0600, made once)
             hasher = TokenHasher(load_token_key(token_key_path(path), create=True))
         except HarnessError as exc:
-            return transition_failed(self, "token key", exc)
+            raise ConfigureError("token key", exc) from exc
         self._credentials = CredentialSet.from_environment(self._config.interactions, os.environ, hasher)
         icfg = self._config.interactions
         gated = [s.name for s in default_skills(self._config.navigation, ask_operator=icfg.ask_operator)
@@ -244,14 +241,13 @@ class SupervisorNode(LifecycleNode):
             self.get_logger().warning(f"calls of {', '.join(gated)} need an operator's approval and will wait "
                                       f"until they expire: {self._credentials.missing}")
         self.get_logger().info(f"journal at {path}; artifacts in {artifacts}")
-        return TransitionCallbackReturn.SUCCESS
 
-    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+    def activating(self) -> None:
         self._warm_up()
         self._reconcile_interrupted()
-        self._active = True
+
+    def activated(self) -> None:
         self._start_mcp()
-        return super().on_activate(state)
 
     def _warm_up(self) -> None:
         """Snapshots through the mission loop's own client until one is answered (bounded by
@@ -316,25 +312,21 @@ class SupervisorNode(LifecycleNode):
             self.get_logger().warning(f"reconciled {s.mission_id}/{s.action_id}: {s.finding.value} ({s.detail})"
                                       + (f"; {', '.join(s.blocked)} stays blocked" if s.blocked else ""))
 
-    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._active = False
+    def deactivated(self) -> None:
         self._stop_mcp("supervisor deactivated")
         self._stop_current("supervisor deactivated", source="lifecycle")
-        return super().on_deactivate(state)
 
-    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+    def release(self) -> None:
         self._teardown()
-        return TransitionCallbackReturn.SUCCESS
 
-    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+    def shutting_down(self) -> None:
         self._stop_current("supervisor shutting down", source="lifecycle")
         self._teardown()
-        return TransitionCallbackReturn.SUCCESS
 
     def destroy_node(self) -> None:
-        """Tear down what on_configure made (spinner threads included) even without a cleanup transition."""
+        """Stop the mission in progress first; the base class then tears down what configure made
+        (spinner threads included) even without a cleanup transition."""
         self._stop_current("supervisor destroyed", source="lifecycle")
-        self._teardown()
         super().destroy_node()
 
     def _teardown(self) -> None:

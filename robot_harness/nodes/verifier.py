@@ -14,46 +14,43 @@ import json
 from typing import Any
 
 from pydantic import ValidationError
-from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
 from ..compose import file_artifact_check, verifier_config
 from ..core.clock import IdGenerator, SystemClock
 from ..core.config import VerificationConfig
 from ..core.errors import HarnessError
 from ..core.verifier import Verifier, VerifyRequest
-from ._util import autostart, declare_params, run_node, transition_failed
+from ._lifecycle import ConfigureError, HarnessLifecycleNode
+from ._util import run_node
 from .executors import BackgroundSpinner
 from .ros_ports import RosSnapshotPort
 
 __all__ = ["VerifierNode", "main"]
 
 
-class VerifierNode(LifecycleNode):
+class VerifierNode(HarnessLifecycleNode):
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__("verifier", **kwargs)
-        self._p = declare_params(self, {
+        super().__init__("verifier", params={
             "capture_service": "/snapshot_aggregator/capture",
             "capture_timeout_s": 2.0,
             "verification_json": "",
             "id_seed": -1,
             "autostart": False,
-        })
+        }, **kwargs)
         self._verifier: Verifier | None = None
         self._snapshots: RosSnapshotPort | None = None
         self._spinner: BackgroundSpinner | None = None
         self._srv: Any = None
-        self._active = False
-        if self._p["autostart"]:
-            autostart(self)
+        self.autostart_if_asked()
 
-    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+    def build(self, params: dict[str, Any]) -> None:
         from ..srv import Verify
 
-        p = {k: self.get_parameter(k).value for k in self._p}
+        p = params
         try:
             v = VerificationConfig.model_validate(json.loads(p["verification_json"]) if p["verification_json"] else {})
         except (ValueError, ValidationError) as exc:
-            return transition_failed(self, "verification_json", exc)
+            raise ConfigureError("verification_json", exc) from exc
         seed = int(p["id_seed"])
         self._verifier = Verifier(
             verifier_config(v),
@@ -66,17 +63,9 @@ class VerifierNode(LifecycleNode):
                                           namespace=self.get_namespace()).start()
         self._snapshots = RosSnapshotPort(self._spinner.node, p["capture_service"], timeout_s=float(p["capture_timeout_s"]))
         self._srv = self.create_service(Verify, "~/verify", self._on_verify)
-        return TransitionCallbackReturn.SUCCESS
 
-    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._active = True
-        return super().on_activate(state)
-
-    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self._active = False
-        return super().on_deactivate(state)
-
-    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+    def release(self) -> None:
+        """Also the observation spinner's thread (``destroy_node`` calls this without a cleanup transition)."""
         if self._srv is not None:
             self.destroy_service(self._srv)
             self._srv = None
@@ -88,15 +77,6 @@ class VerifierNode(LifecycleNode):
             self._spinner = None
         self._snapshots = None
         self._verifier = None
-        return TransitionCallbackReturn.SUCCESS
-
-    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
-        return self.on_cleanup(state)
-
-    def destroy_node(self) -> None:
-        """Stop the observation spinner's thread even without a cleanup transition."""
-        self.on_cleanup(None)  # type: ignore[arg-type]
-        super().destroy_node()
 
     def _on_verify(self, request: Any, response: Any) -> Any:
         if not self._active or self._verifier is None or self._snapshots is None:

@@ -1,0 +1,148 @@
+"""The harness's lifecycle node: the transitions are a template, the nodes fill in small hooks.
+
+Every harness node follows the lifecycle that launch_ros and nav2's lifecycle
+manager drive: resources are built in ``on_configure`` and destroyed in
+``on_cleanup``, requests are served only while active, and ``on_activate`` /
+``on_deactivate`` call ``super()`` so lifecycle publishers (and any other
+managed entity) turn on and off with the node. :class:`HarnessLifecycleNode`
+writes those transitions once; a node overrides the hooks, never ``on_*``:
+
+========================  ===================================================
+hook                      called
+========================  ===================================================
+``build(params)``         configuring; raise :class:`ConfigureError` to fail
+``activating()``          activating, before the node serves requests
+``activated()``           activating, once it serves them (``active`` is True)
+``deactivated()``         deactivating, once it has stopped serving them
+``release()``             cleaning up; also after a failed configure, on error
+                          processing and in ``destroy_node`` (idempotent)
+``shutting_down()``       shutting down (default: ``release()``)
+========================  ===================================================
+
+A configure that fails names the reason once (``_util.transition_failed``:
+``transition_error`` for a bring-up in this process, one log line) and leaves
+nothing half-built behind. With ``autostart`` among the node's parameters,
+:meth:`autostart_if_asked` (the end of the subclass's ``__init__``) configures
+and activates only if configuring succeeded (``_util.autostart``).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+
+from ._util import autostart, declare_params, transition_failed
+
+__all__ = ["ConfigureError", "HarnessLifecycleNode"]
+
+
+class ConfigureError(Exception):
+    """Raised by :meth:`HarnessLifecycleNode.build`: configuring fails with ``what`` and its ``cause``.
+
+    Not a ``HarnessError``: it never leaves the node; ``transition_failed``
+    turns the cause into the node's ``transition_error``.
+    """
+
+    def __init__(self, what: str, cause: BaseException) -> None:
+        super().__init__(f"{what}: {cause}" if what else str(cause))
+        self.what = what
+        self.cause = cause
+
+
+class HarnessLifecycleNode(LifecycleNode):
+    """A ``LifecycleNode`` whose transition callbacks are a template over small hooks (module docstring).
+
+    ``params`` are declared with their defaults at construction; ``build``
+    receives their current values (a lifecycle manager may have set them
+    since). ``active`` is True exactly while the node is active.
+    """
+
+    def __init__(self, node_name: str, *, params: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        super().__init__(node_name, **kwargs)
+        self._p = declare_params(self, dict(params or {}))
+        self._active = False
+        self.transition_error: Exception | None = None
+        """Why the last configure failed (``_util.transition_failed``); None after one that succeeded."""
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    def parameters(self) -> dict[str, Any]:
+        """The current values of the parameters declared at construction."""
+        return {k: self.get_parameter(k).value for k in self._p}
+
+    def autostart_if_asked(self) -> bool:
+        """Configure and activate now when the ``autostart`` parameter is true; True when active."""
+        return bool(self._p.get("autostart")) and autostart(self)
+
+    # -- hooks ---------------------------------------------------------------------
+
+    def build(self, params: dict[str, Any]) -> None:
+        """Create the node's resources from ``params``; raise :class:`ConfigureError` to refuse."""
+
+    def activating(self) -> None:
+        """Work before the node serves requests (warm-ups, reconciliation)."""
+
+    def activated(self) -> None:
+        """Work once the node serves requests (timers, servers that call back into it)."""
+
+    def deactivated(self) -> None:
+        """Work once the node no longer serves requests (stop what runs, cancel timers)."""
+
+    def release(self) -> None:
+        """Destroy what ``build`` created. Idempotent, and safe after a ``build`` that failed half-way."""
+
+    def shutting_down(self) -> None:
+        """The node is being finalised; by default the same as cleaning up."""
+        self.release()
+
+    # -- the template ------------------------------------------------------------------
+
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.transition_error = None
+        try:
+            self.build(self.parameters())
+        except ConfigureError as exc:
+            self._release_quietly()
+            return transition_failed(self, exc.what, exc.cause)
+        return super().on_configure(state)
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.activating()
+        self._active = True
+        self.activated()
+        return super().on_activate(state)
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = False
+        self.deactivated()
+        return super().on_deactivate(state)
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.release()
+        return super().on_cleanup(state)
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._active = False
+        self.shutting_down()
+        return super().on_shutdown(state)
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        """A transition raised: back to unconfigured (rclpy's default) with nothing half-built kept."""
+        self._active = False
+        self._release_quietly()
+        return super().on_error(state)
+
+    def destroy_node(self) -> None:
+        """Release what configure made (helper threads included) even without a cleanup transition."""
+        self._active = False
+        self._release_quietly()
+        super().destroy_node()
+
+    def _release_quietly(self) -> None:
+        try:
+            self.release()
+        except Exception as exc:  # noqa: BLE001 - the transition's own outcome is what gets reported
+            self.get_logger().warning(f"releasing resources: {type(exc).__name__}: {exc}")
