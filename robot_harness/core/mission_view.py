@@ -30,14 +30,45 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from .durable import DurableIndex
 from .errors import UsageError
 from .interactions import InteractionKind, allowed_resolutions, interactions
-from .records import ActionStatus, Availability, EventType, JournalEvent, MissionStatus, WorldSnapshot
+from .payloads import (
+    ActionPreconditionChecked,
+    CommitRecorded,
+    ContractFrozen,
+    DoneProposed,
+    EventPayload,
+    GateRejected,
+    InteractionRequested,
+    LeaseAcquired,
+    LeaseBlocked,
+    LeaseReleased,
+    MissionFinished,
+    MissionStarted,
+    ModelResponseRecorded,
+    ModelTurnStarted,
+    PayloadReadError,
+    ReceiptRecorded,
+    RecoveryDecided,
+    RobotActionOutcome,
+    RobotActionProgress,
+    RobotActionReconciled,
+    RobotActionStarted,
+    RobotActionStateChanged,
+    RuntimeEventDelivered,
+    StopRequested,
+    ToolCallRecorded,
+    ToolResultRecorded,
+    VerdictRecorded,
+    WorldSnapshotCaptured,
+    payload_of,
+)
+from .records import ActionStatus, Availability, EventType, JournalEvent, MissionStatus
 from .timeline import render_timeline
 
 __all__ = ["VIEW_FORMAT_VERSION", "RUNNING", "WAITING_USER", "UnknownMission", "live_status", "mission_view",
@@ -83,7 +114,9 @@ class UnknownMission(UsageError):
 _TRAJECTORY_MAX_POINTS = 2000
 _TAIL_EVENTS = 40
 _E = EventType
-_PARSE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, ValidationError)
+_M = TypeVar("_M", bound=EventPayload)
+
+_PARSE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, ValidationError, PayloadReadError)
 
 
 def _num(value: Any) -> float | None:
@@ -127,7 +160,7 @@ def _field(name: str, value: Any, display: str, meta: Any, *, now: float, limit_
 
 
 def _snapshot_view(ev: JournalEvent, *, now: float, pose_limit_s: float | None) -> dict[str, Any]:
-    s = WorldSnapshot.model_validate(ev.payload["snapshot"])
+    s = payload_of(ev, WorldSnapshotCaptured).snapshot
 
     def limit(meta: Any, extra: float | None = None) -> float | None:
         bounds = [b for b in (meta.max_age_s or None, extra) if b]
@@ -207,77 +240,76 @@ class _Fold:
         self.finished = ev
 
     def _on_stop_requested(self, ev: JournalEvent) -> None:
-        self.stops.append({"seq": ev.seq, "at": ev.stamp, "reason": str(ev.payload.get("reason", "")),
-                           "source": str(ev.payload.get("source", ""))})
+        p = payload_of(ev, StopRequested)
+        self.stops.append({"seq": ev.seq, "at": ev.stamp, "reason": p.reason, "source": p.source})
 
     # -- contract and its judgement ---------------------------------------------
 
     def _on_contract_frozen(self, ev: JournalEvent) -> None:
-        if "contract" in ev.payload:
-            c = ev.payload["contract"]
-            self.contract = {"contract_id": str(c["contract_id"]), "revision": int(c["revision"]),
-                             "compiler": str(c.get("compiler", "")), "goal": str(c.get("goal", "")),
-                             "coverage": c.get("coverage"), "frozen_at": ev.stamp, "seq": ev.seq,
-                             "obligations": [dict(o) for o in c["obligations"]]}
+        p = payload_of(ev, ContractFrozen)
+        c = p.contract
+        if c is not None:
+            self.contract = {"contract_id": c.contract_id, "revision": c.revision, "compiler": c.compiler,
+                             "goal": c.goal, "coverage": c.coverage.model_dump(mode="json") if c.coverage else None,
+                             "frozen_at": ev.stamp, "seq": ev.seq,
+                             "obligations": [o.model_dump(mode="json") for o in c.obligations]}
         else:
-            self.contract_error = dict(ev.payload.get("error") or {"message": "contract compilation failed"})
+            self.contract_error = dict(p.error or {"message": "contract compilation failed"})
 
     def _on_verdict_recorded(self, ev: JournalEvent) -> None:
-        v = ev.payload["verdict"]
+        v = payload_of(ev, VerdictRecorded).verdict
         self.verdicts.append({
-            "verdict_id": str(v["verdict_id"]), "seq": ev.seq, "at": ev.stamp, "goal_verdict": str(v["goal_verdict"]),
-            "contract_id": str(v.get("contract_id", "")), "contract_revision": v.get("contract_revision"),
-            "state_version": v.get("state_version"), "verifier": str(v.get("verifier", "")),
-            "missing": list(v.get("missing", [])), "evidence_ids": list(v.get("evidence_ids", [])),
-            "fresh_snapshot_id": str(v.get("fresh_snapshot_id", "")), "tool_call_id": ev.tool_call_id,
-            "steps": [{"obligation_id": str(s["obligation_id"]), "verdict": str(s["verdict"]),
-                       "layer": str(s.get("layer", "")), "reason": str(s.get("reason", "")),
-                       "evidence_ids": list(s.get("evidence_ids", []))} for s in v["steps"]],
+            "verdict_id": v.verdict_id, "seq": ev.seq, "at": ev.stamp, "goal_verdict": v.goal_verdict.value,
+            "contract_id": v.contract_id, "contract_revision": v.contract_revision,
+            "state_version": v.state_version, "verifier": v.verifier,
+            "missing": list(v.missing), "evidence_ids": list(v.evidence_ids),
+            "fresh_snapshot_id": v.fresh_snapshot_id, "tool_call_id": ev.tool_call_id,
+            "steps": [{"obligation_id": s.obligation_id, "verdict": s.verdict.value, "layer": s.layer,
+                       "reason": s.reason, "evidence_ids": list(s.evidence_ids)} for s in v.steps],
             "commit_id": None, "rejected": None,
         })
 
     def _on_commit_recorded(self, ev: JournalEvent) -> None:
-        c = ev.payload["commit"]
-        self.commits.append({"commit_id": str(c["commit_id"]), "verdict_id": str(c["verdict_id"]), "seq": ev.seq,
-                             "at": ev.stamp, "contract_id": str(c.get("contract_id", "")),
-                             "contract_revision": c.get("contract_revision"),
-                             "state_version_before": c.get("state_version_before"),
-                             "state_version_after": c.get("state_version_after"),
-                             "obligations": [str(o) for o in c["obligations"]]})
+        c = payload_of(ev, CommitRecorded).commit
+        self.commits.append({"commit_id": c.commit_id, "verdict_id": c.verdict_id, "seq": ev.seq,
+                             "at": ev.stamp, "contract_id": c.contract_id, "contract_revision": c.contract_revision,
+                             "state_version_before": c.state_version_before,
+                             "state_version_after": c.state_version_after,
+                             "obligations": list(c.obligations)})
 
     def _on_gate_rejected(self, ev: JournalEvent) -> None:
-        p = ev.payload
-        self.gate_rejections.append({"verdict_id": str(p.get("verdict_id", "")), "seq": ev.seq, "at": ev.stamp,
-                                     "code": str(p.get("code", "")), "message": str(p.get("message", ""))})
+        p = payload_of(ev, GateRejected)
+        self.gate_rejections.append({"verdict_id": p.verdict_id, "seq": ev.seq, "at": ev.stamp,
+                                     "code": p.code, "message": p.message})
 
     def _on_done_proposed(self, ev: JournalEvent) -> None:
-        self.done_proposals.append({"seq": ev.seq, "at": ev.stamp, "text": str(ev.payload.get("text", "")),
+        self.done_proposals.append({"seq": ev.seq, "at": ev.stamp, "text": payload_of(ev, DoneProposed).text,
                                     "model_turn_id": ev.model_turn_id, "tool_call_id": ev.tool_call_id})
 
     def _on_receipt_recorded(self, ev: JournalEvent) -> None:
-        r = ev.payload["receipt"]
-        self.receipts.append({"receipt_id": str(r["receipt_id"]), "seq": ev.seq, "skill": str(r["skill"]),
-                              "status": str(r["status"]), "at": r.get("ended_at", ev.stamp),
-                              "tool_call_id": str(r.get("invocation_id", "")), "action_id": str(r.get("action_id", "")),
-                              "state_version": r.get("state_version"),
-                              "evidence_ids": [str(e["id"]) for e in r.get("evidence", [])]})
+        r = payload_of(ev, ReceiptRecorded).receipt
+        self.receipts.append({"receipt_id": r.receipt_id, "seq": ev.seq, "skill": r.skill,
+                              "status": r.status.value, "at": r.ended_at,
+                              "tool_call_id": r.invocation_id, "action_id": r.action_id,
+                              "state_version": r.state_version,
+                              "evidence_ids": [e.id for e in r.evidence]})
 
     def _on_recovery_decided(self, ev: JournalEvent) -> None:
-        f, d = ev.payload["failure"], ev.payload["decision"]
-        self.recoveries.append({"seq": ev.seq, "at": ev.stamp, "failure": str(f.get("failure_kind", "")),
-                                "reason": str(f.get("reason", "")), "rung": str(d.get("rung", "")),
-                                "why": str(d.get("reason", "")), "tool_call_id": ev.tool_call_id})
+        p = payload_of(ev, RecoveryDecided)
+        f, d = p.failure, p.decision
+        self.recoveries.append({"seq": ev.seq, "at": ev.stamp, "failure": f.failure_kind.value,
+                                "reason": f.reason, "rung": d.rung.value,
+                                "why": d.reason, "tool_call_id": ev.tool_call_id})
 
     # -- world ------------------------------------------------------------------
 
     def _on_world_snapshot_captured(self, ev: JournalEvent) -> None:
-        snap = ev.payload["snapshot"]
+        snap = payload_of(ev, WorldSnapshotCaptured).snapshot
         self.snapshot_event = ev
-        pose, meta = snap.get("pose"), snap.get("pose_meta") or {}
-        if pose and meta.get("availability") == Availability.AVAILABLE.value:
-            t = _num(meta.get("source_stamp")) or _num(snap.get("captured_at")) or ev.stamp
-            self.points.append({"x": float(pose["x"]), "y": float(pose["y"]), "t": t, "source": "snapshot",
-                                "id": str(snap.get("snapshot_id", ev.snapshot_id))})
+        if snap.pose is not None and snap.pose_meta.availability is Availability.AVAILABLE:
+            t = _num(snap.pose_meta.source_stamp) or _num(snap.captured_at) or ev.stamp
+            self.points.append({"x": float(snap.pose.x), "y": float(snap.pose.y), "t": t, "source": "snapshot",
+                                "id": snap.snapshot_id})
 
     # -- actions ----------------------------------------------------------------
 
@@ -291,48 +323,51 @@ class _Fold:
         return self.actions[action_id]
 
     def _on_robot_action_started(self, ev: JournalEvent) -> None:
-        p = ev.payload
-        intent, action = p.get("intent") or {}, p.get("action") or {}
+        p = payload_of(ev, RobotActionStarted)
         a = self._action(ev.robot_action_id)
-        a.update(skill=str(action.get("skill", "")), tool_call_id=ev.tool_call_id, model_turn_id=ev.model_turn_id,
-                 arguments=dict(intent.get("arguments") or {}), target=intent.get("target") or action.get("target"),
-                 approval=str((p.get("policy") or {}).get("approval", "")),
-                 goal_id=str((p.get("dispatch") or {}).get("goal_id", "")), started_at=ev.stamp)
+        a.update(skill=p.action.skill, tool_call_id=ev.tool_call_id, model_turn_id=ev.model_turn_id,
+                 arguments=dict(p.intent.arguments) if p.intent is not None else {},
+                 target=p.target.model_dump() if p.target is not None else None,
+                 approval=p.policy.approval if p.policy is not None else "",
+                 goal_id=p.dispatch.goal_id if p.dispatch is not None else "", started_at=ev.stamp)
         a["states"].append({"state": ActionStatus.REQUESTED.value, "at": ev.stamp, "reason": "dispatch intent recorded",
                             "seq": ev.seq})
 
     def _on_robot_action_state_changed(self, ev: JournalEvent) -> None:
+        p = payload_of(ev, RobotActionStateChanged)
         a = self._action(ev.robot_action_id)
-        to = ActionStatus(ev.payload["to"]).value
-        a["states"].append({"state": to, "at": ev.stamp, "reason": str(ev.payload.get("reason", "")), "seq": ev.seq})
-        a["state"] = to
+        a["states"].append({"state": p.to.value, "at": ev.stamp, "reason": p.reason, "seq": ev.seq})
+        a["state"] = p.to.value
 
     def _on_robot_action_progress(self, ev: JournalEvent) -> None:
+        p = payload_of(ev, RobotActionProgress)
         a = self._action(ev.robot_action_id)
-        d = _num(ev.payload.get("distance_remaining"))
+        d = _num(p.distance_remaining)
         a["progress"] = {"count": a["progress"]["count"] + 1, "distance_remaining": d, "at": ev.stamp}
-        pose = ev.payload.get("current_pose")
-        if isinstance(pose, Mapping) and _num(pose.get("x")) is not None and _num(pose.get("y")) is not None:
-            self.points.append({"x": float(pose["x"]), "y": float(pose["y"]), "t": ev.stamp, "source": "progress",
+        pose = p.current_pose
+        if pose is not None and _num(pose.x) is not None and _num(pose.y) is not None:
+            self.points.append({"x": float(pose.x), "y": float(pose.y), "t": ev.stamp, "source": "progress",
                                 "id": ev.robot_action_id})
 
     def _on_robot_action_outcome(self, ev: JournalEvent) -> None:
+        p = payload_of(ev, RobotActionOutcome)
         a = self._action(ev.robot_action_id)
-        a["outcome"] = {"state": ActionStatus(ev.payload["state"]).value, "reason": str(ev.payload.get("reason", "")),
-                        "at": ev.stamp, "seq": ev.seq, "snapshot_id": ev.snapshot_id,
-                        "evidence": ev.payload.get("evidence") or {}}
+        a["outcome"] = {"state": p.state.value, "reason": p.reason, "at": ev.stamp, "seq": ev.seq,
+                        "snapshot_id": ev.snapshot_id, "evidence": p.evidence or {}}
 
     def _on_robot_action_reconciled(self, ev: JournalEvent) -> None:
+        p = payload_of(ev, RobotActionReconciled)
         a = self._action(ev.robot_action_id)
-        a["reconciled"] = {"finding": str(ev.payload.get("finding", "")), "detail": str(ev.payload.get("detail", "")),
-                           "backend_status": str(ev.payload.get("backend_status", "")), "at": ev.stamp}
+        a["reconciled"] = {"finding": p.finding, "detail": p.detail, "backend_status": p.backend_status,
+                           "at": ev.stamp}
 
     # -- model turns --------------------------------------------------------------
 
     def _on_model_turn_started(self, ev: JournalEvent) -> None:
-        turn = {"turn_id": ev.model_turn_id, "index": int(ev.payload.get("turn_index", len(self.turns))),
+        p = payload_of(ev, ModelTurnStarted)
+        turn = {"turn_id": ev.model_turn_id, "index": p.turn_index if p.turn_index is not None else len(self.turns),
                 "started_at": ev.stamp, "snapshot_id": ev.snapshot_id,
-                "context_bytes": ev.payload.get("context_bytes"), "runtime_events": [], "response": None,
+                "context_bytes": p.context_bytes, "runtime_events": [], "response": None,
                 "tool_calls": []}
         self.turns.append(turn)
         self.turn_by_id[ev.model_turn_id] = turn
@@ -343,25 +378,25 @@ class _Fold:
     def _on_runtime_event_delivered(self, ev: JournalEvent) -> None:
         turn = self._turn(ev)
         if turn is not None:
-            p = ev.payload
-            turn["runtime_events"].append({"type": str(p.get("type", "")), "state": str(p.get("state", "")),
-                                           "tool_call_id": str(p.get("tool_call_id", "")),
-                                           "reason": str((p.get("detail") or {}).get("reason", ""))})
+            p = payload_of(ev, RuntimeEventDelivered)
+            turn["runtime_events"].append({"type": p.type, "state": p.state, "tool_call_id": p.tool_call_id,
+                                           "reason": str(p.detail.get("reason", ""))})
 
     def _on_model_response_recorded(self, ev: JournalEvent) -> None:
         turn = self._turn(ev)
-        r = ev.payload.get("response") or {}
-        usage = ((r.get("meta") or {}).get("llm_call") or {}).get("usage")
-        response = {"at": ev.stamp, "text": str(r.get("text") or ""), "done": r.get("done"),
-                    "error": ev.payload.get("error"), "tool_call_count": len(r.get("tool_calls") or []),
+        p = payload_of(ev, ModelResponseRecorded)
+        r = p.response
+        usage = ((r.meta.get("llm_call") or {}).get("usage")) if r is not None else None
+        response = {"at": ev.stamp, "text": r.text if r is not None else "", "done": r.done if r is not None else None,
+                    "error": p.error, "tool_call_count": len(r.tool_calls) if r is not None else 0,
                     "usage": usage if isinstance(usage, Mapping) else None}
         if turn is not None:
             turn["response"] = response
 
     def _on_tool_call_recorded(self, ev: JournalEvent) -> None:
-        call = {"tool_call_id": ev.tool_call_id, "name": str(ev.payload["name"]),
-                "arguments": dict(ev.payload.get("arguments") or {}), "at": ev.stamp, "result": None,
-                "preconditions": None, "interaction_id": "", "action_id": ""}
+        p = payload_of(ev, ToolCallRecorded)
+        call = {"tool_call_id": ev.tool_call_id, "name": p.name, "arguments": dict(p.arguments), "at": ev.stamp,
+                "result": None, "preconditions": None, "interaction_id": "", "action_id": ""}
         self.calls[ev.tool_call_id] = call
         turn = self._turn(ev)
         if turn is not None:
@@ -369,36 +404,40 @@ class _Fold:
 
     def _on_tool_result_recorded(self, ev: JournalEvent) -> None:
         call = self.calls.get(ev.tool_call_id)
-        p = ev.payload
-        result = {"status": str(p["status"]), "content": p.get("content") or {}, "error": p.get("error"),
-                  "action_id": p.get("action_id") or "", "at": ev.stamp, "seq": ev.seq}
+        r = payload_of(ev, ToolResultRecorded).result()
+        result = {"status": r.status.value, "content": r.content or {}, "error": r.error,
+                  "action_id": r.action_id or "", "at": ev.stamp, "seq": ev.seq}
         if call is not None:
             call["result"] = result
             call["action_id"] = result["action_id"]
 
     def _on_action_precondition_checked(self, ev: JournalEvent) -> None:
         call = self.calls.get(ev.tool_call_id)
-        report = {"ok": bool(ev.payload["ok"]), "snapshot_id": ev.snapshot_id,
-                  "failed": [{"name": str(c["name"]), "detail": str(c.get("detail", ""))}
-                             for c in ev.payload["checks"] if not c["ok"]],
-                  "checks": len(ev.payload["checks"])}
+        p = payload_of(ev, ActionPreconditionChecked)
+        report = {"ok": p.ok, "snapshot_id": ev.snapshot_id,
+                  "failed": [{"name": c.name, "detail": c.detail} for c in p.checks if not c.ok],
+                  "checks": len(p.checks)}
         if call is not None:
             call["preconditions"] = report
 
     def _on_interaction_requested(self, ev: JournalEvent) -> None:
         call = self.calls.get(ev.tool_call_id)
         if call is not None:
-            call["interaction_id"] = str(ev.payload.get("interaction_id", ""))
+            call["interaction_id"] = payload_of(ev, InteractionRequested).interaction_id
 
     # -- leases -------------------------------------------------------------------
 
     def _lease(self, ev: JournalEvent, state: str) -> None:
-        p = ev.payload
-        self.lease_history.append({"seq": ev.seq, "at": ev.stamp, "resource": str(p["resource"]),
-                                   "owner": str(p["owner"]), "event": state, "skill": str(p.get("skill", "")),
-                                   "expires_at": _num(p.get("expires_at")),
-                                   "why": str(p.get("why") or p.get("reason") or ""),
-                                   "detail": str(p.get("detail", "")), "operator": str(p.get("operator", ""))})
+        p = payload_of(ev)
+        if not isinstance(p, (LeaseAcquired, LeaseReleased, LeaseBlocked)):
+            raise TypeError(f"{ev.type.value} is not a lease event")
+        acquired = p if isinstance(p, LeaseAcquired) else None
+        released = p if isinstance(p, LeaseReleased) else None
+        self.lease_history.append({
+            "seq": ev.seq, "at": ev.stamp, "resource": p.resource, "owner": p.owner, "event": state,
+            "skill": acquired.skill if acquired else "", "expires_at": _num(acquired.expires_at) if acquired else None,
+            "why": released.why if released else p.reason if isinstance(p, LeaseBlocked) else "",
+            "detail": released.detail if released else "", "operator": released.operator if released else ""})
 
     def _on_lease_acquired(self, ev: JournalEvent) -> None:
         self._lease(ev, "acquired")
@@ -410,6 +449,16 @@ class _Fold:
         self._lease(ev, "blocked")
 
     # -- driver ---------------------------------------------------------------------
+
+    def typed(self, ev: JournalEvent | None, model: type[_M]) -> _M:
+        """The mission mark's payload; its defaults when there is none, or (listed as unparsed) it does not read."""
+        if ev is None:
+            return model()
+        try:
+            return payload_of(ev, model)
+        except PayloadReadError as exc:
+            self.unparsed.append({"seq": ev.seq, "type": ev.type.value, "error": f"{type(exc).__name__}: {exc}"})
+            return model()
 
     def feed(self, ev: JournalEvent) -> None:
         handler = getattr(self, f"_on_{ev.type.value.lower()}", None)
@@ -552,9 +601,9 @@ def mission_view(events: Sequence[JournalEvent], *, now: float, mission_id: str 
     for ev in events:
         fold.feed(ev)
     started, finished = fold.started, fold.finished
-    sp = started.payload if started is not None else {}
-    fp = finished.payload if finished is not None else {}
-    config = sp.get("config") if isinstance(sp.get("config"), Mapping) else {}
+    sp = fold.typed(started, MissionStarted)
+    fp = fold.typed(finished, MissionFinished)
+    config = sp.config
     pose_limit = _num(((config.get("navigation") or {}).get("preconditions") or {}).get("max_observation_age_s"))
 
     snapshot = None
@@ -566,7 +615,7 @@ def mission_view(events: Sequence[JournalEvent], *, now: float, mission_id: str 
                                   "error": f"{type(exc).__name__}: {exc}"})
     interaction_rows = _interactions(events, now)
     pending = [i for i in interaction_rows if i["pending"]]
-    status = live_status(str(fp.get("status", RUNNING)) if finished is not None else None,
+    status = live_status((fp.status if "status" in fp.model_fields_set else RUNNING) if finished is not None else None,
                          pending_interactions=len(pending))
     for v in fold.verdicts:
         v["commit_id"] = next((c["commit_id"] for c in fold.commits if c["verdict_id"] == v["verdict_id"]), None)
@@ -581,8 +630,8 @@ def mission_view(events: Sequence[JournalEvent], *, now: float, mission_id: str 
         "now": now,
         "mission": {
             "mission_id": mission_id,
-            "goal": str(sp.get("goal", "")),
-            "owner": str(sp.get("owner", "")),
+            "goal": sp.goal,
+            "owner": sp.owner,
             "status": status,
             "finished": finished is not None,
             "activity": _activity(status, fold, pending),
@@ -590,12 +639,12 @@ def mission_view(events: Sequence[JournalEvent], *, now: float, mission_id: str 
             "finished_at": finished.stamp if finished is not None else None,
             "duration_s": _round((finished.stamp if finished is not None else now) - started.stamp)
             if started is not None else None,
-            "summary": str(fp.get("summary", "")),
-            "verdict_id": str(fp.get("verdict_id", "")),
-            "evidence_ids": list(fp.get("evidence_ids", [])),
-            "bag": fp.get("bag") or {},
-            "model_usage": fp.get("model_usage") or {},
-            "tools": list(sp.get("tools", [])),
+            "summary": fp.summary,
+            "verdict_id": fp.verdict_id,
+            "evidence_ids": list(fp.evidence_ids),
+            "bag": fp.bag.model_dump(mode="json", exclude_unset=True) if fp.bag is not None else {},
+            "model_usage": fp.model_usage,
+            "tools": list(sp.tools),
             "first_seq": events[0].seq,
             "last_seq": events[-1].seq,
             "event_count": len(events),

@@ -138,7 +138,6 @@ NOT_YET_CONVERTED = {
     "robot_harness/core/engine.py",
     "robot_harness/nodes/supervisor.py",
     # being converted now, one commit each:
-    "robot_harness/core/mission_view.py",
     "robot_harness/eval/modes.py",
     "robot_harness/evidence/audit.py",
     "robot_harness/evidence/replay.py",
