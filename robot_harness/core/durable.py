@@ -13,7 +13,8 @@ journal's write transaction, against state folded from committed events:
   attempt, state version). A second intent with the same key is refused with
   ``DuplicateDispatch`` carrying the existing execution record.
 * **Action revisions.** A lifecycle change names the state it moves from and
-  the revision it creates; a stale one is refused.
+  the revision it creates; a stale one, or one the state machine forbids, is
+  refused (``lifecycle.check_change``, the one transition check).
 * **Resource leases.** An exclusive lease per resource (base, arm, camera,
   speaker) with owner and expiry. Acquiring a resource someone else holds is
   refused with ``LeaseConflict``; a lease whose owner's outcome is unknown is
@@ -36,6 +37,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from .errors import RefusalError, StaleRevision, UsageError
+from .lifecycle import check_change
 from .payloads import (
     DispatchPart,
     LeaseAcquired,
@@ -280,12 +282,10 @@ class DurableIndex:
                 if current is None:
                     continue  # an action journaled before dispatch keys existed
                 state, revision = current
-                if p.from_ is not state or p.revision != revision + 1:
-                    moved_from = p.from_.value if p.from_ is not None else None
-                    raise StaleRevision(
-                        f"action {d.robot_action_id} is {state.value} at revision {revision};"
-                        f" the writer moved it from {moved_from} to revision {p.revision}",
-                        action_id=d.robot_action_id, state=state.value, revision=revision)
+                # The one transition check (lifecycle.check_change), against what the journal holds.
+                check_change(d.robot_action_id, state=state, revision=revision,
+                             from_state=p.from_.value if p.from_ is not None else "", to_state=p.to.value,
+                             new_revision=p.revision)
                 actions[d.robot_action_id] = (p.to, revision + 1)
             elif isinstance(p, LeaseAcquired):
                 resource, owner = p.resource, p.owner

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from ..durable import DispatchKey, LeaseConflict, ReleaseReason
 from ..lifecycle import ManagedAction
+from ..payloads import LeaseAcquired, ReceiptRecorded, RobotActionStarted, ToolResultRecorded, payload_of
 from ..reconcile import Reconciler
 from ..records import ActionStatus, EventDraft, EventType, ToolResultStatus
 from ..skills import Skill
@@ -100,34 +101,39 @@ class Leases:
         """
         intents: list[tuple[str, str, int]] = []
         """(key, tool call id, seq) of every keyed invocation of the mission, navigation or capability, in order."""
-        results: dict[str, dict[str, Any]] = {}
+        results: dict[str, ToolResultRecorded] = {}
         receipts: dict[str, str] = {}
         last_verdict_seq = 0
         for ev in self._ledger.events(EventType.ROBOT_ACTION_STARTED, EventType.LEASE_ACQUIRED,
                                       EventType.TOOL_RESULT_RECORDED, EventType.RECEIPT_RECORDED,
                                       EventType.VERDICT_RECORDED):
-            if ev.type is EventType.ROBOT_ACTION_STARTED and (ev.payload.get("dispatch") or {}).get("key"):
-                intents.append((ev.payload["dispatch"]["key"], ev.tool_call_id, ev.seq))
-            elif ev.type is EventType.LEASE_ACQUIRED and isinstance(ev.payload.get("intent"), dict):
-                k = str(ev.payload["intent"].get("key", ""))
+            if ev.type is EventType.ROBOT_ACTION_STARTED:
+                dispatch = payload_of(ev, RobotActionStarted).dispatch
+                if dispatch is not None and dispatch.key:
+                    intents.append((dispatch.key, ev.tool_call_id, ev.seq))
+            elif ev.type is EventType.LEASE_ACQUIRED:
+                intent = payload_of(ev, LeaseAcquired).intent
+                k = str(intent.get("key", "")) if intent is not None else ""
                 if k and not (intents and intents[-1][0] == k):  # one intent, one lease per resource
-                    intents.append((k, str(ev.payload["intent"].get("tool_call_id", "")), ev.seq))
+                    intents.append((k, str(intent.get("tool_call_id", "")), ev.seq))  # type: ignore[union-attr]
             elif ev.type is EventType.TOOL_RESULT_RECORDED:
-                results[ev.tool_call_id] = ev.payload
+                results[ev.tool_call_id] = payload_of(ev, ToolResultRecorded)
             elif ev.type is EventType.RECEIPT_RECORDED:
-                receipts[ev.tool_call_id] = str((ev.payload.get("receipt") or {}).get("receipt_id", ""))
+                receipts[ev.tool_call_id] = payload_of(ev, ReceiptRecorded).receipt.receipt_id
             elif ev.type is EventType.VERDICT_RECORDED:
                 last_verdict_seq = ev.seq
         match, why = next((i for i in intents if i[0] == key.text), None), "same_key"
         if match is None and intents:
             last = intents[-1]
+            done = results.get(last[1])
             if last[0].startswith(f"{key.mission_id}/{key.node}/a{key.attempt}/") \
-                    and (results.get(last[1]) or {}).get("status") == ToolResultStatus.OK.value \
-                    and last_verdict_seq < last[2]:
+                    and done is not None and done.status is ToolResultStatus.OK and last_verdict_seq < last[2]:
                 match, why = last, "just_done"
         if match is None:
             return None
-        result = results.get(match[1]) or {}
-        return {"key": match[0], "match": why, "tool_call_id": match[1], "status": result.get("status", ""),
-                "content": result.get("content") or {}, "error": result.get("error"),
+        result = results.get(match[1])
+        return {"key": match[0], "match": why, "tool_call_id": match[1],
+                "status": result.status.value if result is not None and result.status is not None else "",
+                "content": result.content if result is not None else {},
+                "error": result.error if result is not None else None,
                 "receipt_id": receipts.get(match[1], "")}

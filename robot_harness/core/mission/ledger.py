@@ -18,6 +18,7 @@ from ..errors import HarnessError, JournalWriteError, StaleRevision
 from ..gate import TaskState, TaskStateFold
 from ..journal import Journal
 from ..lifecycle import ManagedAction
+from ..payloads import LeaseAcquired, StopRequested, payload_of
 from ..records import ActionStatus, ActionView, EventDraft, EventType, JournalEvent
 from .state import StopFlag
 
@@ -132,8 +133,8 @@ class MissionLedger:
         return self._state
 
     def last_task_state(self) -> TaskState | None:
-        """The task state as of the last successful read, without reading again (for a mission's
-        outcome after the journal failed); None before the first read."""
+        """The task state, or, when the journal cannot be read now (a mission's outcome after a
+        storage fault), the one of the last successful read; None before any."""
         try:
             return self.task_state()
         except HarnessError:
@@ -161,8 +162,8 @@ class MissionLedger:
 
 def _is_dispatch_intent(draft: EventDraft) -> bool:
     return draft.type is EventType.ROBOT_ACTION_STARTED or (
-        draft.type is EventType.LEASE_ACQUIRED and "intent" in draft.payload)
+        draft.type is EventType.LEASE_ACQUIRED and payload_of(draft, LeaseAcquired).intent is not None)
 
 
 def _stop_reason(event: JournalEvent) -> str:
-    return str(event.payload.get("reason") or "operator stop")
+    return payload_of(event, StopRequested).reason or "operator stop"
