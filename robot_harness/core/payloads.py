@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union, overload
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from .completion import Commit, CompletionContract, EvidenceRef, Fact, Receipt, Verdict
 from .errors import RefusalError, UsageError
@@ -142,6 +142,22 @@ class _Part(BaseModel):
     """A lenient nested shape: every field has a default, unknown keys are kept."""
 
     model_config = ConfigDict(frozen=True, extra="allow")
+
+
+def _lift(data: Any, *, key: str, unless: str, fields: Any, sources: tuple[str, ...] = ()) -> Any:
+    """An older shape read as today's: when ``unless`` is absent, move ``fields`` found in a nested
+    ``sources`` dict (or, with no sources, at the top level) under ``key``. Anything else is left as is."""
+    if not isinstance(data, Mapping) or unless in data:
+        return data
+    if sources:
+        nested = next((data[k] for k in sources if isinstance(data.get(k), Mapping)), None)
+        if nested is None:
+            return data
+        return {**data, **{f: nested[f] for f in fields if f in nested}}
+    moved = {f: data[f] for f in fields if f in data}
+    if not moved:
+        return data
+    return {**{k: v for k, v in data.items() if k not in moved}, key: moved}
 
 
 # ============================================================================ nested parts
@@ -293,6 +309,14 @@ class ModelResponseRecorded(EventPayload):
     error: dict[str, Any] | str | None = None
     """Why the planner gave no usable answer (a structured error), or None."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_response(cls, data: Any) -> Any:
+        """An older record whose payload is the response itself."""
+        if isinstance(data, Mapping) and not any(k in data for k in ("tool_calls", "done", "text")):
+            return data
+        return _lift(data, key="response", unless="response", fields=("tool_calls", "done", "text", "meta"))
+
 
 class ToolCallRecorded(EventPayload):
     """``TOOL_CALL_RECORDED``: one tool call with its (redacted) arguments and the skill's view."""
@@ -306,6 +330,12 @@ class ToolCallRecorded(EventPayload):
     """Position of the call within its response."""
     skill_view: dict[str, Any] | None = None
     """The C2 view the call was judged in (``{role, scope, items, ...}``); absent for non-skill calls."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nested_call(cls, data: Any) -> Any:
+        """An older record that nests the call (``tool_call`` or ``call``)."""
+        return _lift(data, key="", unless="name", fields=("name", "arguments"), sources=("tool_call", "call"))
 
 
 class ActionPreconditionChecked(EventPayload):
@@ -340,6 +370,12 @@ class ToolResultRecorded(EventPayload):
     format_version: int = 1
     """``ToolResult.format_version`` (the record's own version, not the payload's)."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _nested_result(cls, data: Any) -> Any:
+        """An older record that nests the result (``result``)."""
+        return _lift(data, key="", unless="status", fields=tuple(ToolResult.model_fields), sources=("result",))
+
     @classmethod
     def of(cls, result: ToolResult) -> ToolResultRecorded:
         """The payload of ``result``, every field of it written."""
@@ -365,6 +401,14 @@ class RobotActionStarted(EventPayload):
     policy: DispatchPolicy | None = None
     action: ActionPart = Field(default_factory=ActionPart)
     """The action as created (REQUESTED)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_action(cls, data: Any) -> Any:
+        """An older record whose payload is the action itself."""
+        if isinstance(data, Mapping) and "skill" not in data:
+            return data
+        return _lift(data, key="action", unless="action", fields=tuple(ActionView.model_fields))
 
     @property
     def target(self) -> Pose2D | None:

@@ -22,7 +22,41 @@ from typing import Any, Literal
 
 from .errors import UsageError
 from .journal import EVENT_COLUMNS
-from .records import Availability, EventType, FieldMeta, JournalEvent, WorldSnapshot, to_json
+from .payloads import (
+    ActionPreconditionChecked,
+    BackendEventUncorrelated,
+    CommitRecorded,
+    ContractFrozen,
+    DoneProposed,
+    EventPayload,
+    FactRecorded,
+    GateRejected,
+    InteractionRequested,
+    InteractionResolved,
+    LeaseAcquired,
+    LeaseBlocked,
+    LeaseReleased,
+    MissionFinished,
+    MissionRefused,
+    MissionStarted,
+    ModelResponseRecorded,
+    ModelTurnStarted,
+    ReceiptRecorded,
+    RobotActionOutcome,
+    RobotActionProgress,
+    RobotActionReconciled,
+    RobotActionStarted,
+    RobotActionStateChanged,
+    RuntimeEventDelivered,
+    StopRequested,
+    ToolCallRecorded,
+    ToolResultRecorded,
+    VerdictRecorded,
+    WorldSnapshotCaptured,
+    payload_of,
+)
+from .preconditions import Check
+from .records import Availability, EventType, FieldMeta, JournalEvent, to_json
 
 __all__ = ["EXPORT_COLUMNS", "render_timeline", "export_events", "summary_line"]
 
@@ -73,16 +107,25 @@ def _meta(label: str, meta: FieldMeta, value: str) -> str:
 
 
 # ----------------------------------------------------------------- per-type summaries
-# Each returns one line, or raises (KeyError, TypeError, ValueError, ...) when
-# the payload is not the shape it knows; the caller then falls back to JSON.
+# Each takes its event type's payload model and returns one line, or raises
+# (KeyError, TypeError, ValueError, ...) when the payload lacks what the line
+# is about; the caller then falls back to JSON.
 
 
-def _mission_started(p: Mapping[str, Any]) -> str:
-    return f"goal: {_compact(p['goal'])}"
+def _given(p: EventPayload, *fields: str) -> None:
+    """Raise ``KeyError`` unless the writer wrote every one of ``fields`` (a default is not a summary)."""
+    for name in fields:
+        if name not in p.model_fields_set:
+            raise KeyError(name)
 
 
-def _snapshot(p: Mapping[str, Any]) -> str:
-    s = WorldSnapshot.model_validate(p["snapshot"])
+def _mission_started(p: MissionStarted) -> str:
+    _given(p, "goal")
+    return f"goal: {_compact(p.goal)}"
+
+
+def _snapshot(p: WorldSnapshotCaptured) -> str:
+    s = p.snapshot
     parts = [s.reason]
     pose = _pose(s.pose.x, s.pose.y, s.pose.yaw) if s.pose else ""
     parts.append(_meta("pose", s.pose_meta, pose))
@@ -97,33 +140,32 @@ def _snapshot(p: Mapping[str, Any]) -> str:
     return " | ".join(parts)
 
 
-def _model_response(p: Mapping[str, Any]) -> str:
-    r = p.get("response", p)
-    if not any(k in r for k in ("tool_calls", "done", "text")):
+def _model_response(p: ModelResponseRecorded) -> str:
+    r = p.response
+    if r is None:
         raise KeyError("not a model response")
     parts = []
-    calls = r.get("tool_calls") or []
-    if calls:
-        parts.append(f"{len(calls)} tool call(s): " + ", ".join(str(c["name"]) for c in calls))
-    if r.get("done") is not None:
-        parts.append(f"done: {_compact(r['done'])}")
-    if r.get("text"):
-        parts.append(f"text: {_compact(r['text'])}")
+    if r.tool_calls:
+        parts.append(f"{len(r.tool_calls)} tool call(s): " + ", ".join(c.name for c in r.tool_calls))
+    if r.done is not None:
+        parts.append(f"done: {_compact(r.done)}")
+    if r.text:
+        parts.append(f"text: {_compact(r.text)}")
     return "; ".join(parts) or "silent (no tool call, no done)"
 
 
-def _tool_call(p: Mapping[str, Any]) -> str:
-    call = p.get("tool_call") or p.get("call") or p
-    args = call.get("arguments") or {}
-    rendered = ", ".join(f"{k}={_compact(v)}" for k, v in args.items())
-    return f"{call['name']}({rendered})"
+def _tool_call(p: ToolCallRecorded) -> str:
+    _given(p, "name")
+    rendered = ", ".join(f"{k}={_compact(v)}" for k, v in p.arguments.items())
+    return f"{p.name}({rendered})"
 
 
-def _tool_result(p: Mapping[str, Any]) -> str:
-    r = p.get("result") or p
-    status = r["status"]
-    out = f"{r['name']} -> {status}" if r.get("name") else f"-> {status}"
-    err = r.get("error")
+def _tool_result(p: ToolResultRecorded) -> str:
+    if p.status is None:
+        raise KeyError("status")
+    status = p.status.value
+    out = f"{p.name} -> {status}" if p.name else f"-> {status}"
+    err = p.error
     if isinstance(err, Mapping):
         code = err.get("error") or err.get("code") or ""
         msg = err.get("message") or ""
@@ -133,148 +175,160 @@ def _tool_result(p: Mapping[str, Any]) -> str:
     return out
 
 
-def _preconditions(p: Mapping[str, Any]) -> str:
-    ok = bool(p["ok"])
-    checks = list(p["checks"])
-    passed = [c for c in checks if c["ok"]]
-    failed = [c for c in checks if not c["ok"]]
+def _preconditions(p: ActionPreconditionChecked) -> str:
+    _given(p, "checks")
+    checks = list(p.checks)
+    passed = [c for c in checks if c.ok]
+    failed = [c for c in checks if not c.ok]
 
-    def named(c: Mapping[str, Any]) -> str:
-        detail = c.get("detail")
-        return f"{c['name']} ({_one_line(detail)})" if detail else str(c["name"])
+    def named(c: Check) -> str:
+        return f"{c.name} ({_one_line(c.detail)})" if c.detail else c.name
 
-    head = f"{'ok' if ok else 'REFUSED'} {len(passed)}/{len(checks)} passed"
+    head = f"{'ok' if p.ok else 'REFUSED'} {len(passed)}/{len(checks)} passed"
     if failed:
         return f"{head}; failed: " + ", ".join(named(c) for c in failed)
-    return f"{head}: " + ", ".join(str(c["name"]) for c in passed) if passed else head
+    return f"{head}: " + ", ".join(c.name for c in passed) if passed else head
 
 
-def _action_started(p: Mapping[str, Any]) -> str:
-    a = p.get("action") or p
-    out = str(a["skill"])
-    t = a.get("target")
-    if isinstance(t, Mapping):
-        out += f" target {_pose(t['x'], t['y'], t.get('yaw'))}"
+def _action_started(p: RobotActionStarted) -> str:
+    a = p.action
+    _given(a, "skill")
+    out = a.skill
+    if a.target is not None:
+        out += f" target {_pose(a.target.x, a.target.y, a.target.yaw)}"
     return out
 
 
-def _state_changed(p: Mapping[str, Any]) -> str:
-    out = f"{p['from']} -> {p['to']}"
-    return f"{out} ({p['reason']})" if p.get("reason") else out
+def _state_changed(p: RobotActionStateChanged) -> str:
+    if p.from_ is None:
+        raise KeyError("from")
+    out = f"{p.from_.value} -> {p.to.value}"
+    return f"{out} ({p.reason})" if p.reason else out
 
 
-def _outcome(p: Mapping[str, Any]) -> str:
-    return f"{p['state']}: {p['reason']}" if p.get("reason") else str(p["state"])
+def _outcome(p: RobotActionOutcome) -> str:
+    return f"{p.state.value}: {p.reason}" if p.reason else p.state.value
 
 
-def _mission_finished(p: Mapping[str, Any]) -> str:
-    return f"{p['status']}: {p['summary']}" if p.get("summary") else str(p["status"])
+def _mission_finished(p: MissionFinished) -> str:
+    _given(p, "status")
+    return f"{p.status}: {p.summary}" if p.summary else p.status
 
 
-def _turn_started(p: Mapping[str, Any]) -> str:
-    return f"turn {p['turn_index']} | context {p.get('context_bytes', '?')} bytes"
+def _turn_started(p: ModelTurnStarted) -> str:
+    if p.turn_index is None:
+        raise KeyError("turn_index")
+    return f"turn {p.turn_index} | context {p.context_bytes if p.context_bytes is not None else '?'} bytes"
 
 
-def _progress(p: Mapping[str, Any]) -> str:
-    d = p.get("distance_remaining")
-    return "distance remaining " + (f"{d:.2f} m" if isinstance(d, (int, float)) else "n/a")
+def _progress(p: RobotActionProgress) -> str:
+    d = p.distance_remaining
+    return "distance remaining " + (f"{d:.2f} m" if d is not None else "n/a")
 
 
-def _delivered(p: Mapping[str, Any]) -> str:
-    return f"{p.get('type', 'runtime_event')}: {p.get('state', '')} {(p.get('detail') or {}).get('reason', '')}".strip()
+def _delivered(p: RuntimeEventDelivered) -> str:
+    return f"{p.type}: {p.state} {p.detail.get('reason', '')}".strip()
 
 
-def _uncorrelated(p: Mapping[str, Any]) -> str:
-    return f"goal {str(p.get('goal_id', ''))[:12]} {p.get('status') or p.get('type', '')}: not ours, ignored"
+def _uncorrelated(p: BackendEventUncorrelated) -> str:
+    return f"goal {p.goal_id[:12]} {p.status or p.type}: not ours, ignored"
 
 
-def _contract(p: Mapping[str, Any]) -> str:
-    if p.get("error"):
-        return f"no contract: {p['error'].get('message', p['error'])}"
-    c = p["contract"]
-    parts = [f"contract {c['contract_id']} rev {c['revision']} ({c['compiler']})"]
-    for o in c["obligations"]:
-        deps = f" after {','.join(o['depends_on'])}" if o.get("depends_on") else ""
-        parts.append(f"{o['id']} {o['kind']}: {o['description']}{deps}")
-    cov = c.get("coverage")
+def _contract(p: ContractFrozen) -> str:
+    if p.error:
+        return f"no contract: {p.error.get('message', p.error)}"
+    c = p.contract
+    if c is None:
+        raise KeyError("contract")
+    parts = [f"contract {c.contract_id} rev {c.revision} ({c.compiler})"]
+    for o in c.obligations:
+        deps = f" after {','.join(o.depends_on)}" if o.depends_on else ""
+        parts.append(f"{o.id} {o.kind.value}: {o.description}{deps}")
+    cov = c.coverage
     if cov:
-        parts.append("coverage ok" if cov["ok"] else "coverage MISSING: " + "; ".join(cov.get("uncovered", [])))
+        parts.append("coverage ok" if cov.ok else "coverage MISSING: " + "; ".join(cov.uncovered))
     return " | ".join(parts)
 
 
-def _receipt(p: Mapping[str, Any]) -> str:
-    r = p["receipt"]
-    ev = ", ".join(e["id"] for e in r.get("evidence", []))
-    return f"{r['receipt_id']} {r['skill']} {r['status']} | v{r['state_version']} rev {r['contract_revision']}" +         (f" | evidence {ev}" if ev else "")
+def _receipt(p: ReceiptRecorded) -> str:
+    r = p.receipt
+    ev = ", ".join(e.id for e in r.evidence)
+    return f"{r.receipt_id} {r.skill} {r.status.value} | v{r.state_version} rev {r.contract_revision}" + \
+        (f" | evidence {ev}" if ev else "")
 
 
-def _done_proposed(p: Mapping[str, Any]) -> str:
-    return f"planner proposes done (a request, not evidence): {p.get('text', '')!r}"
+def _done_proposed(p: DoneProposed) -> str:
+    return f"planner proposes done (a request, not evidence): {p.text!r}"
 
 
-def _verdict(p: Mapping[str, Any]) -> str:
-    v = p["verdict"]
-    parts = [f"{v['verdict_id']} {v['goal_verdict'].upper()} | contract rev {v['contract_revision']} v{v['state_version']}"]
-    for st in v["steps"]:
-        parts.append(f"{st['obligation_id']} {st['verdict']} [{st['layer']}] {st['reason']}")
-    if v.get("evidence_ids"):
-        parts.append("evidence " + ", ".join(v["evidence_ids"]))
+def _verdict(p: VerdictRecorded) -> str:
+    v = p.verdict
+    parts = [f"{v.verdict_id} {v.goal_verdict.value.upper()} | contract rev {v.contract_revision} v{v.state_version}"]
+    for st in v.steps:
+        parts.append(f"{st.obligation_id} {st.verdict.value} [{st.layer}] {st.reason}")
+    if v.evidence_ids:
+        parts.append("evidence " + ", ".join(v.evidence_ids))
     return " | ".join(parts)
 
 
-def _commit(p: Mapping[str, Any]) -> str:
-    c = p["commit"]
-    return (f"{c['commit_id']} accepts {c['verdict_id']} | state v{c['state_version_before']} -> "
-            f"v{c['state_version_after']} | committed {', '.join(c['obligations'])}")
+def _commit(p: CommitRecorded) -> str:
+    c = p.commit
+    return (f"{c.commit_id} accepts {c.verdict_id} | state v{c.state_version_before} -> "
+            f"v{c.state_version_after} | committed {', '.join(c.obligations)}")
 
 
-def _gate_rejected(p: Mapping[str, Any]) -> str:
-    return f"gate refused {p.get('verdict_id', '?')}: {p.get('message', '')}"
+def _gate_rejected(p: GateRejected) -> str:
+    return f"gate refused {p.verdict_id if 'verdict_id' in p.model_fields_set else '?'}: {p.message}"
 
 
-def _fact(p: Mapping[str, Any]) -> str:
-    f = p["fact"]
-    sup = f" supersedes {f['supersedes']}" if f.get("supersedes") else ""
-    return f"{f['status']} {f['key']}{sup}"
+def _fact(p: FactRecorded) -> str:
+    f = p.fact
+    sup = f" supersedes {f.supersedes}" if f.supersedes else ""
+    return f"{f.status.value} {f.key}{sup}"
 
 
-def _lease(p: Mapping[str, Any]) -> str:
-    why = p.get("why") or p.get("reason") or ""
-    return f"{p['resource']} owner {p['owner']}" + (f" | {why}" if why else "") + \
-        (f" | by {p['operator']}" if p.get("operator") else "")
+def _lease(p: LeaseAcquired | LeaseReleased | LeaseBlocked) -> str:
+    why = p.why if isinstance(p, LeaseReleased) else p.reason if isinstance(p, LeaseBlocked) else ""
+    operator = p.operator if isinstance(p, LeaseReleased) else ""
+    return f"{p.resource} owner {p.owner}" + (f" | {why}" if why else "") + (f" | by {operator}" if operator else "")
 
 
-def _reconciled(p: Mapping[str, Any]) -> str:
-    status = f" (backend: {p['backend_status']})" if p.get("backend_status") else ""
-    state = f" -> action {p['action_state']}" if p.get("action_state") else ""
-    return f"{p.get('finding', '?')}{status}{state} | {p.get('detail', '')}"
+def _reconciled(p: RobotActionReconciled) -> str:
+    status = f" (backend: {p.backend_status})" if p.backend_status else ""
+    state = f" -> action {p.action_state}" if p.action_state else ""
+    finding = p.finding if "finding" in p.model_fields_set else "?"
+    return f"{finding}{status}{state} | {p.detail}"
 
 
-def _stop(p: Mapping[str, Any]) -> str:
-    return f"stop from {p.get('source', '?')}: {p.get('reason', '')}"
+def _stop(p: StopRequested) -> str:
+    return f"stop from {p.source if 'source' in p.model_fields_set else '?'}: {p.reason}"
 
 
-def _refused(p: Mapping[str, Any]) -> str:
-    return f"refused ({p.get('code', '?')}) from {p.get('source', '?')}: {p.get('reason', '')}"
+def _refused(p: MissionRefused) -> str:
+    code = p.code if "code" in p.model_fields_set else "?"
+    source = p.source if "source" in p.model_fields_set else "?"
+    return f"refused ({code}) from {source}: {p.reason}"
 
 
-def _interaction(p: Mapping[str, Any]) -> str:
-    if "resolution" in p:
-        said = p.get("answer") or p.get("choice")
-        return f"{p['interaction_id']} {p['resolution']}" + (f" {said!r}" if said else "") + \
-            f" by {p.get('operator') or '?'}"
-    return f"{p['interaction_id']} {p['kind']} asked of {p.get('owner') or 'the owner'}: {p.get('prompt', '')}"
+def _resolved(p: InteractionResolved) -> str:
+    said = p.answer or p.choice
+    return f"{p.interaction_id} {p.resolution}" + (f" {said!r}" if said else "") + f" by {p.operator or '?'}"
 
 
-_SUMMARIES: dict[EventType, Callable[[Mapping[str, Any]], str]] = {
+def _requested(p: InteractionRequested) -> str:
+    _given(p, "kind")
+    return f"{p.interaction_id} {p.kind} asked of {p.owner or 'the owner'}: {p.prompt}"
+
+
+_SUMMARIES: dict[EventType, Callable[[Any], str]] = {
     EventType.LEASE_ACQUIRED: _lease,
     EventType.LEASE_RELEASED: _lease,
     EventType.LEASE_BLOCKED: _lease,
     EventType.ROBOT_ACTION_RECONCILED: _reconciled,
     EventType.STOP_REQUESTED: _stop,
     EventType.MISSION_REFUSED: _refused,
-    EventType.INTERACTION_REQUESTED: _interaction,
-    EventType.INTERACTION_RESOLVED: _interaction,
+    EventType.INTERACTION_REQUESTED: _requested,
+    EventType.INTERACTION_RESOLVED: _resolved,
     EventType.CONTRACT_FROZEN: _contract,
     EventType.RECEIPT_RECORDED: _receipt,
     EventType.DONE_PROPOSED: _done_proposed,
@@ -304,7 +358,7 @@ def summary_line(ev: JournalEvent) -> tuple[str, bool]:
     fn = _SUMMARIES.get(ev.type)
     if fn is not None:
         try:
-            return _one_line(fn(ev.payload)), True
+            return _one_line(fn(payload_of(ev))), True
         except Exception:  # any surprise in the payload's shape: show it raw
             pass
     return (_compact(ev.payload) if ev.payload else ""), False

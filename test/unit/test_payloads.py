@@ -166,3 +166,14 @@ def test_no_payload_dict_reads_outside_payloads_py():
 def test_the_allow_list_names_files_that_exist():
     for rel in NOT_YET_CONVERTED:
         assert (ROOT / rel).is_file(), f"{rel} is gone: remove it from the list"
+
+
+def test_older_nested_or_bare_shapes_read_as_todays():
+    bare = P.parse_payload(E.MODEL_RESPONSE_RECORDED, {"tool_calls": [{"id": "c1", "name": "speak"}], "done": None})
+    assert bare.response is not None and [c.name for c in bare.response.tool_calls] == ["speak"]
+    nested = P.parse_payload(E.TOOL_CALL_RECORDED, {"tool_call": {"name": "navigate_to", "arguments": {"place": "lab"}}})
+    assert (nested.name, nested.arguments) == ("navigate_to", {"place": "lab"})
+    result = P.parse_payload(E.TOOL_RESULT_RECORDED, {"result": {"name": "speak", "status": "ok"}})
+    assert result.result().status.value == "ok"
+    action = P.parse_payload(E.ROBOT_ACTION_STARTED, {"skill": "navigate_to", "target": {"x": 1.0, "y": 2.0}})
+    assert action.action.skill == "navigate_to" and action.target is not None and action.target.x == 1.0
