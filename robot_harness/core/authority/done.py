@@ -39,24 +39,21 @@ class DoneOutcome:
     failure: Failure | None = None
 
 
+@dataclass(eq=False, kw_only=True)
 class DoneAuthority:
-    def __init__(self, *, config: HarnessConfig, state: MissionState, ledger: MissionLedger,
-                 observations: Observations, views: ProgressViews | None, usage: ModelUsage,
-                 compiler: ContractCompiler, reviewer: CoverageReviewer, verifier: VerifierPort,
-                 progress_verifier: Verifier, gate: CommitGate, ids: IdGenerator, clock: Clock) -> None:
-        self._config = config
-        self._state = state
-        self._ledger = ledger
-        self._observations = observations
-        self.views = views
-        self._usage = usage
-        self._compiler = compiler
-        self._reviewer = reviewer
-        self._verifier = verifier
-        self._progress_verifier = progress_verifier
-        self._gate = gate
-        self._ids = ids
-        self._clock = clock
+    config: HarnessConfig
+    state: MissionState
+    ledger: MissionLedger
+    observations: Observations
+    views: ProgressViews | None
+    usage: ModelUsage
+    compiler: ContractCompiler
+    reviewer: CoverageReviewer
+    verifier: VerifierPort
+    progress_verifier: Verifier
+    gate: CommitGate
+    ids: IdGenerator
+    clock: Clock
 
     # -- admission ------------------------------------------------------------------
 
@@ -65,16 +62,16 @@ class DoneAuthority:
 
         Returns the mission's end when there is no usable contract (nothing is planned then).
         """
-        s = self._state
-        contract_id = self._ids.new("contract")
+        s = self.state
+        contract_id = self.ids.new("contract")
         try:
-            contract = compile_contract(s.goal, compiler=self._compiler, reviewer=self._reviewer,
+            contract = compile_contract(s.goal, compiler=self.compiler, reviewer=self.reviewer,
                                         mission_id=s.mission_id, contract_id=contract_id, places=s.places)
         except Exception as exc:  # noqa: BLE001 - any compiler/reviewer failure refuses the goal, on the record
             # A refused goal, an unreachable or refusing model endpoint, a compiler's own bug:
             # the failure and every model call made for it are journaled, and nothing is planned.
-            calls = self._usage.take("contract", self._compiler, self._reviewer, error=exc)
-            self._ledger.append(EventType.CONTRACT_FROZEN, payload={"error": error_record(exc), "llm_calls": calls})
+            calls = self.usage.take("contract", self.compiler, self.reviewer, error=exc)
+            self.ledger.append(EventType.CONTRACT_FROZEN, payload={"error": error_record(exc), "llm_calls": calls})
             if isinstance(exc, ContractError):
                 why = exc.message
             elif isinstance(exc, HarnessError):
@@ -84,13 +81,13 @@ class DoneAuthority:
             return MissionEnd(MissionStatus.BLOCKED, f"no completion contract for this goal, nothing was planned: {why}")
         # The recovery budget is part of what the mission was admitted with.
         contract = contract.model_copy(update={
-            "recovery_budgets": RecoveryBudgets.from_config(self._config.recovery).model_dump()})
-        calls = self._usage.take("contract", self._compiler, self._reviewer)
-        self._ledger.append(EventType.CONTRACT_FROZEN, payload={
+            "recovery_budgets": RecoveryBudgets.from_config(self.config.recovery).model_dump()})
+        calls = self.usage.take("contract", self.compiler, self.reviewer)
+        self.ledger.append(EventType.CONTRACT_FROZEN, payload={
             "contract": contract.model_dump(mode="json"),
-            "state_version": self._ledger.task_state().state_version + 1, "llm_calls": calls})
+            "state_version": self.ledger.task_state().state_version + 1, "llm_calls": calls})
         coverage = contract.coverage
-        if coverage is not None and not coverage.ok and self._config.contract.require_coverage:
+        if coverage is not None and not coverage.ok and self.config.contract.require_coverage:
             return MissionEnd(MissionStatus.WAITING_USER, (
                 "the completion contract does not cover all of the goal (" + "; ".join(coverage.uncovered)
                 + "): an operator must clarify or extend it; nothing was planned"))
@@ -100,7 +97,7 @@ class DoneAuthority:
 
     def evidenced(self, task: TaskState, snapshot: WorldSnapshot) -> set[str]:
         """Obligations the receipts so far already satisfy (in-process predicates, no extra capture)."""
-        s = self._state
+        s = self.state
         receipts = tuple(r for r in task.receipts if r.state_version > s.progress_since)
         if task.contract is None or not receipts:
             return set()
@@ -110,7 +107,7 @@ class DoneAuthority:
             places=dict(s.places), trajectory=tuple(s.trajectory),
         )
         try:
-            verdict = self._progress_verifier.verify(request, snapshot)
+            verdict = self.progress_verifier.verify(request, snapshot)
         except HarnessError:
             return set()
         return {st.obligation_id for st in verdict.steps if st.verdict is StepVerdict.SATISFIED}
@@ -122,13 +119,13 @@ class DoneAuthority:
 
         The proposal's text is journaled for audit and never reaches the verifier.
         """
-        s = self._state
+        s = self.state
         assert self.views is not None
-        self._ledger.stage("verifying_goal")
-        self._ledger.append(EventType.DONE_PROPOSED, model_turn_id=turn_id, tool_call_id=invocation_id,
+        self.ledger.stage("verifying_goal")
+        self.ledger.append(EventType.DONE_PROPOSED, model_turn_id=turn_id, tool_call_id=invocation_id,
                             payload={"text": text})
         s.proposals.append(text)
-        task = self._ledger.task_state()
+        task = self.ledger.task_state()
         # C3: the verifier's view of the same state. Its role policy admits no
         # item of planner provenance, so the proposal text above cannot reach it.
         view = self.views.verifier_view(task)
@@ -139,25 +136,25 @@ class DoneAuthority:
             places=dict(s.places), trajectory=tuple(s.trajectory),
         )
         try:
-            verdict, fresh = self._verifier.verify(request)
+            verdict, fresh = self.verifier.verify(request)
         except HarnessError as exc:
             s.done_rejections += 1
-            if s.done_rejections >= self._config.limits.max_done_rejections:
+            if s.done_rejections >= self.config.limits.max_done_rejections:
                 return DoneOutcome(end=MissionEnd(MissionStatus.UNKNOWN, f"the verifier was unavailable ({exc.message}); "
                                                   "completion not established"))
             return DoneOutcome(event=RuntimeEvent(type="done_not_verified", tool_call_id=invocation_id,
                                                   state="verifier_unavailable",
                                                   detail={"reason": f"the verifier did not answer: {exc.message}"}))
         s.last_verdict = verdict
-        self._observations.record(VERDICT_TOPIC, verdict)
-        fresh_draft = self._observations.snapshot_draft(fresh, "verification")
+        self.observations.record(VERDICT_TOPIC, verdict)
+        fresh_draft = self.observations.snapshot_draft(fresh, "verification")
         fresh_ref = s.snapshot_refs.get(fresh.snapshot_id)
         # The fresh snapshot the verdict was judged on is evidence of the outcome whether or not
         # a step cited it: by id, and by its bag ref when recorded (see Observations.evidence_ids).
         s.verdict_evidence = [verdict.verdict_id, *verdict.evidence_ids, fresh.snapshot_id]
         # The exact request beside the verdict: with the fresh snapshot (journaled too) a replay can
         # re-run the verifier on precisely what it saw.
-        verdict_draft = self._ledger.draft(EventType.VERDICT_RECORDED, model_turn_id=turn_id, tool_call_id=invocation_id,
+        verdict_draft = self.ledger.draft(EventType.VERDICT_RECORDED, model_turn_id=turn_id, tool_call_id=invocation_id,
                                            snapshot_id=fresh.snapshot_id, payload={
                                                "verdict": verdict.model_dump(mode="json"),
                                                "request": request.model_dump(mode="json"),
@@ -165,7 +162,7 @@ class DoneAuthority:
                                                    {"bag_ref": fresh_ref.model_dump(mode="json")} if fresh_ref else {})}})
         if verdict.goal_verdict is GoalVerdict.VERIFIED_DONE:
             return self._commit(turn_id, invocation_id, verdict, [fresh_draft, verdict_draft])
-        self._ledger.append_many([fresh_draft, verdict_draft])
+        self.ledger.append_many([fresh_draft, verdict_draft])
         if verdict.goal_verdict is GoalVerdict.BLOCKED:
             return DoneOutcome(end=MissionEnd(MissionStatus.BLOCKED,
                                               "verifier: blocked: " + describe_steps(verdict, unsatisfied_only=True)))
@@ -173,7 +170,7 @@ class DoneAuthority:
             return DoneOutcome(end=MissionEnd(MissionStatus.WAITING_USER, "verifier: waiting for the operator: "
                                               + describe_steps(verdict, unsatisfied_only=True)))
         s.done_rejections += 1
-        if s.done_rejections >= self._config.limits.max_done_rejections:
+        if s.done_rejections >= self.config.limits.max_done_rejections:
             return DoneOutcome(end=self.give_up(f"{s.done_rejections} done proposals were not verified"))
         contract = task.contract
         assert contract is not None
@@ -184,19 +181,19 @@ class DoneAuthority:
             event=RuntimeEvent(type="done_rejected", tool_call_id=invocation_id, state=verdict.goal_verdict.value,
                                detail={"verdict_id": verdict.verdict_id, "missing": missing,
                                        "note": "the mission is not done; the obligations above lack evidence"}),
-            failure=Failure(failure_id=self._ids.new("fail"), failure_kind=FailureKind.DONE_REJECTED,
+            failure=Failure(failure_id=self.ids.new("fail"), failure_kind=FailureKind.DONE_REJECTED,
                             reason="the verifier found obligations without evidence",
                             tool_call_id=invocation_id, obligation_ids=tuple(verdict.missing)))
 
     def _commit(self, turn_id: str, invocation_id: str, verdict: Verdict,
                 verdict_drafts: list[EventDraft]) -> DoneOutcome:
         """Gate the verdict against the current task state and commit it atomically."""
-        s = self._state
-        task = self._ledger.task_state()
+        s = self.state
+        task = self.ledger.task_state()
         try:
-            commit = self._gate.decide(verdict, state=task, plan_node_id=turn_id, invocation_id=invocation_id)
+            commit = self.gate.decide(verdict, state=task, plan_node_id=turn_id, invocation_id=invocation_id)
         except GateRejection as exc:
-            self._ledger.append_many([*verdict_drafts, self._ledger.draft(
+            self.ledger.append_many([*verdict_drafts, self.ledger.draft(
                 EventType.GATE_REJECTED, model_turn_id=turn_id, tool_call_id=invocation_id,
                 payload={"verdict_id": verdict.verdict_id, "code": exc.code, "message": exc.message, **exc.details})])
             s.done_rejections += 1
@@ -204,21 +201,21 @@ class DoneAuthority:
                                                   state="gate_rejected", detail={"reason": exc.message}))
         # commit_drafts starts with the verdict itself: ours (with its request) goes in its place,
         # after the fresh snapshot.
-        self._ledger.append_many([*verdict_drafts, *(
-            self._ledger.draft(EventType(type_), model_turn_id=turn_id, tool_call_id=invocation_id, payload=payload)
+        self.ledger.append_many([*verdict_drafts, *(
+            self.ledger.draft(EventType(type_), model_turn_id=turn_id, tool_call_id=invocation_id, payload=payload)
             for type_, payload in commit_drafts(commit, verdict)[1:])])
         s.verdict_evidence.append(commit.commit_id)
-        after = self._ledger.task_state()
+        after = self.ledger.task_state()
         ok, why = original_goal_check(after.contract, after, goal=s.goal)
         if not ok:
             return DoneOutcome(end=MissionEnd(MissionStatus.UNKNOWN,
                                               f"verdict committed but the original-goal check failed: {why}"))
-        return DoneOutcome(end=MissionEnd(MissionStatus.SUCCEEDED, f"verified by {verdict.verifier or self._verifier.name}: "
+        return DoneOutcome(end=MissionEnd(MissionStatus.SUCCEEDED, f"verified by {verdict.verifier or self.verifier.name}: "
                                           + describe_steps(verdict, unsatisfied_only=False)))
 
     def give_up(self, why: str) -> MissionEnd:
         """The planner stopped or a budget ran out: the last verdict (if any) decides between FAILED and UNKNOWN."""
-        verdict = self._state.last_verdict
+        verdict = self.state.last_verdict
         if verdict is None:
             return MissionEnd(MissionStatus.UNKNOWN, f"{why}; no verified done proposal, so the goal is not established")
         unsatisfied = describe_steps(verdict, unsatisfied_only=True)

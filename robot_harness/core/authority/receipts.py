@@ -8,6 +8,8 @@ task state's, read from the ledger, plus one.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import Any
 
 from ..clock import Clock, IdGenerator
@@ -33,29 +35,28 @@ _RECEIPT_STATUS = {
 }
 
 
+@dataclass(eq=False, kw_only=True)
 class Receipts:
-    def __init__(self, *, state: MissionState, ledger: MissionLedger, observations: Observations, ids: IdGenerator,
-                 clock: Clock, physical_skills: frozenset[str]) -> None:
-        self._state = state
-        self._ledger = ledger
-        self._observations = observations
-        self._ids = ids
-        self._clock = clock
-        self._physical = physical_skills
+    state: MissionState
+    ledger: MissionLedger
+    observations: Observations
+    ids: IdGenerator
+    clock: Clock
+    physical_skills: frozenset[str]
 
     def for_result(self, turn_id: str, decision: WorldSnapshot, call: ToolCall, result: ToolResult) -> list[EventDraft]:
         """The receipt of a call that ended with its tool result (capabilities, refusals, failed dispatches)."""
         status = _RECEIPT_STATUS.get(result.status, ReceiptStatus.FAILED)
         if result.error and result.error.get("code") == "backend_timeout":
             status = ReceiptStatus.UNKNOWN
-        evidence = self._observations.snapshot_evidence(decision.snapshot_id)
+        evidence = self.observations.snapshot_evidence(decision.snapshot_id)
         artifact = result.content.get("artifact") if isinstance(result.content, dict) else None
         if isinstance(artifact, dict) and artifact.get("uri") and artifact.get("sha256"):
             evidence.append(EvidenceRef.for_artifact(artifact["uri"], artifact["sha256"]))
         return self._drafts(
-            turn_id=turn_id, call=call, physical=call.name in self._physical,
+            turn_id=turn_id, call=call, physical=call.name in self.physical_skills,
             result=result.model_dump(mode="json", exclude={"kind", "format_version"}), status=status,
-            started_at=self._state.call_started.pop(call.id, self._clock.now()), decision_snapshot_id=decision.snapshot_id,
+            started_at=self.state.call_started.pop(call.id, self.clock.now()), decision_snapshot_id=decision.snapshot_id,
             action_id=result.action_id or "", pose_snapshot=decision, evidence=evidence,
         )
 
@@ -64,13 +65,13 @@ class Receipts:
         outcome, or (``post`` None: supervision cut short, nothing observed after it) UNKNOWN."""
         status = {ActionStatus.SUCCEEDED: ReceiptStatus.SUCCEEDED, ActionStatus.FAILED: ReceiptStatus.FAILED}.get(
             action.state, ReceiptStatus.UNKNOWN)
-        call = next((c for c in self._state.calls if c["id"] == action.tool_call_id), None)
+        call = next((c for c in self.state.calls if c["id"] == action.tool_call_id), None)
         arguments = call["arguments"] if call is not None else {}
-        evidence = self._observations.snapshot_evidence(post.snapshot_id) if post is not None else []
+        evidence = self.observations.snapshot_evidence(post.snapshot_id) if post is not None else []
         return self._drafts(
             turn_id=action.model_turn_id, call=ToolCall(id=action.tool_call_id, name=action.skill, arguments=arguments),
             physical=True, status=status,
-            started_at=self._state.call_started.pop(action.tool_call_id, self._clock.now()),
+            started_at=self.state.call_started.pop(action.tool_call_id, self.clock.now()),
             result={"state": action.state.value, "reason": reason, "backend_goal_id": action.backend_goal_id,
                     "backend_status": action.backend_status,
                     "target": action.target.model_dump() if action.target else None},
@@ -81,26 +82,26 @@ class Receipts:
     def _drafts(self, *, turn_id: str, call: ToolCall, physical: bool, result: dict[str, Any], status: ReceiptStatus,
                 started_at: float, decision_snapshot_id: str, action_id: str, pose_snapshot: WorldSnapshot | None,
                 evidence: list[EvidenceRef], outcome_snapshot_id: str = "") -> list[EventDraft]:
-        task = self._ledger.task_state()
+        task = self.ledger.task_state()
         assert task.contract is not None, "a receipt needs the frozen contract"
         seen = pose_snapshot if pose_snapshot is not None and pose_snapshot.pose is not None \
             and pose_snapshot.pose_meta.availability is Availability.AVAILABLE else None
         receipt = Receipt(
-            receipt_id=self._ids.new("rcpt"), mission_id=self._state.mission_id, contract_revision=task.contract.revision,
+            receipt_id=self.ids.new("rcpt"), mission_id=self.state.mission_id, contract_revision=task.contract.revision,
             state_version=task.state_version + 1, plan_node_id=turn_id, invocation_id=call.id, skill=call.name,
             physical=physical, request={"arguments": call.arguments}, result=result, status=status,
-            started_at=started_at, ended_at=self._clock.now(), decision_snapshot_id=decision_snapshot_id,
+            started_at=started_at, ended_at=self.clock.now(), decision_snapshot_id=decision_snapshot_id,
             outcome_snapshot_id=outcome_snapshot_id, action_id=action_id,
             pose_at_end=seen.pose if seen is not None else None,
             pose_stamp=seen.pose_meta.source_stamp if seen is not None else None,
             evidence=tuple(evidence),
         )
         type_, payload = record_draft(receipt)
-        drafts = [self._ledger.draft(EventType(type_), model_turn_id=turn_id, tool_call_id=call.id,
+        drafts = [self.ledger.draft(EventType(type_), model_turn_id=turn_id, tool_call_id=call.id,
                                      robot_action_id=action_id, payload=payload)]
         for fact in self._observed_facts(receipt):
             type_, payload = record_draft(fact)
-            drafts.append(self._ledger.draft(EventType(type_), model_turn_id=turn_id, tool_call_id=call.id,
+            drafts.append(self.ledger.draft(EventType(type_), model_turn_id=turn_id, tool_call_id=call.id,
                                              payload=payload))
         return drafts
 
@@ -116,9 +117,9 @@ class Receipts:
             if isinstance(content, dict) and content:
                 found.append((f"result.{receipt.skill}", content))
         facts = []
-        heads = self._state.fact_heads
+        heads = self.state.fact_heads
         for key, value in found:
-            fact = Fact(fact_id=self._ids.new("fact"), mission_id=self._state.mission_id, key=key, value=value,
+            fact = Fact(fact_id=self.ids.new("fact"), mission_id=self.state.mission_id, key=key, value=value,
                         status=FactStatus.OBSERVED, provenance=tuple(receipt.evidence_ids()),
                         observed_at=receipt.ended_at, state_version=receipt.state_version,
                         supersedes=heads.get(key, ""))

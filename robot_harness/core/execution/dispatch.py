@@ -7,6 +7,8 @@ that holds resources is keyed and leased the same way.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import Any
 
 from pydantic import BaseModel
@@ -37,20 +39,18 @@ class Blocked:
         self.reason: str | None = None
 
 
+@dataclass(eq=False, kw_only=True)
 class Dispatcher:
-    def __init__(self, *, config: HarnessConfig, state: MissionState, ledger: MissionLedger,
-                 observations: Observations, leases: Leases, navigation: NavigationPort, robot_io: RobotIO | None,
-                 ids: IdGenerator, clock: Clock, blocked: Blocked) -> None:
-        self._config = config
-        self._state = state
-        self._ledger = ledger
-        self._observations = observations
-        self._leases = leases
-        self._navigation = navigation
-        self._robot_io = robot_io
-        self._ids = ids
-        self._clock = clock
-        self._blocked = blocked
+    config: HarnessConfig
+    state: MissionState
+    ledger: MissionLedger
+    observations: Observations
+    leases: Leases
+    navigation: NavigationPort
+    robot_io: RobotIO | None
+    ids: IdGenerator
+    clock: Clock
+    blocked: Blocked
 
     # -- managed physical actions ---------------------------------------------------
 
@@ -58,45 +58,45 @@ class Dispatcher:
                  args: Any) -> tuple[ToolResult, ManagedAction | None]:
         """Dispatch one physical call; the action when the backend accepted it (supervision follows)."""
         assert skill.managed is not None and isinstance(args, NavigateToArgs)
-        s, nav = self._state, skill.managed.navigation
-        if self._blocked.reason:
-            return results.rejected(call, f"physical work blocked: {self._blocked.reason}"), None
+        s, nav = self.state, skill.managed.navigation
+        if self.blocked.reason:
+            return results.rejected(call, f"physical work blocked: {self.blocked.reason}"), None
         try:
             target_decision = resolve_target(args, s.places)
         except UsageError as exc:
             return results.error(call, exc.code, exc.message, exc.details), None
-        key = self._leases.key(skill, args)
+        key = self.leases.key(skill, args)
         s.node_of_call[call.id] = key.node
-        existing = self._leases.just_done(key)  # a repeated key is refused by the intent's commit
+        existing = self.leases.just_done(key)  # a repeated key is refused by the intent's commit
         if existing is not None:
             return _duplicate(call, DuplicateDispatch("already dispatched", existing)), None
-        self._ledger.stage("checking")
-        conflict = self._leases.free(skill)
+        self.ledger.stage("checking")
+        conflict = self.leases.free(skill)
         if conflict is not None:
             return _lease_conflict(call, conflict), None
         # Last, right before dispatch: the fresh-state check (reconciling a lease may have taken a while).
-        fresh, snap_draft = self._observations.capture("pre_dispatch")
+        fresh, snap_draft = self.observations.capture("pre_dispatch")
         target_now = resolve_target(args, s.places)
         report = check_preconditions(
             nav.preconditions, decision=decision, fresh=fresh,
             target_at_decision=target_decision, target_now=target_now,
             active_actions=[a.view() for a in s.actions], workspace=navigation_workspace(nav, s.places),
         )
-        check_draft = self._ledger.draft(EventType.ACTION_PRECONDITION_CHECKED, model_turn_id=turn_id,
+        check_draft = self.ledger.draft(EventType.ACTION_PRECONDITION_CHECKED, model_turn_id=turn_id,
                                          tool_call_id=call.id, snapshot_id=fresh.snapshot_id,
                                          payload=report.model_dump(mode="json"))
         if not report.ok:
-            self._ledger.append_many([snap_draft, check_draft])
+            self.ledger.append_many([snap_draft, check_draft])
             return results.result(call, ToolResultStatus.PRECONDITION_CHANGED, {
                 "failed": [c.model_dump() for c in report.failed],
                 "fresh_snapshot_id": fresh.snapshot_id,
                 "note": "nothing was sent to the robot; a new turn starts on the fresh snapshot",
             }), None
-        now = self._clock.now()
+        now = self.clock.now()
         action = ManagedAction(
-            action_id=self._ids.new("act"), mission_id=s.mission_id, tool_call_id=call.id, model_turn_id=turn_id,
+            action_id=self.ids.new("act"), mission_id=s.mission_id, tool_call_id=call.id, model_turn_id=turn_id,
             skill=skill.name, target=target_now, decision_snapshot_id=decision.snapshot_id,
-            backend=self._navigation.name, now=now,
+            backend=self.navigation.name, now=now,
         )
         action.dispatch_snapshot = fresh
         distance = fresh.pose.distance_to(target_now) if fresh.pose else 0.0
@@ -106,11 +106,11 @@ class Dispatcher:
         # repeat is refused) and the resource leases are durable (one
         # revision-checked commit) before anything is sent to the robot.
         try:
-            committed = self._ledger.append_many([snap_draft, check_draft, self._ledger.draft(
+            committed = self.ledger.append_many([snap_draft, check_draft, self.ledger.draft(
                 EventType.ROBOT_ACTION_STARTED, model_turn_id=turn_id, tool_call_id=call.id,
                 robot_action_id=action.action_id, snapshot_id=fresh.snapshot_id, payload={
-                    "intent": {"backend": self._navigation.name, "target": target_now.model_dump(),
-                               "frame_id": self._config.frame_id, "timeout_s": round(timeout_s, 2),
+                    "intent": {"backend": self.navigation.name, "target": target_now.model_dump(),
+                               "frame_id": self.config.frame_id, "timeout_s": round(timeout_s, 2),
                                "arguments": call.arguments},
                     "dispatch": {"key": key.text, "goal_id": goal_id, "resources": list(skill.resources),
                                  "node": key.node, "attempt": key.attempt, "state_version": key.state_version},
@@ -119,7 +119,7 @@ class Dispatcher:
                     "policy": {"preconditions": "passed", "approval": s.approvals.get(call.id, ""),
                                "authorized_attempt": key.attempt},
                     "action": action.view().model_dump(mode="json"),
-                }), *self._leases.acquire_drafts(skill, action.action_id,
+                }), *self.leases.acquire_drafts(skill, action.action_id,
                                                  now + timeout_s + nav.cancel_timeout_s + LEASE_MARGIN_S)])
         except DuplicateDispatch as exc:
             return _duplicate(call, exc), None
@@ -131,9 +131,9 @@ class Dispatcher:
         action.timeout_s = timeout_s
         s.actions.append(action)
         s.active = action
-        self._ledger.stage("dispatching", action)
+        self.ledger.stage("dispatching", action)
         try:
-            ack = self._navigation.send_goal(target=target_now, frame_id=self._config.frame_id,
+            ack = self.navigation.send_goal(target=target_now, frame_id=self.config.frame_id,
                                              timeout_s=nav.accept_timeout_s, goal_id=goal_id)
         except HarnessTimeout as exc:
             return self._lost_acknowledgment(call, action, skill, goal_id, exc.message)
@@ -147,9 +147,9 @@ class Dispatcher:
             return results.rejected(call, ack.reason or "rejected by the navigation backend",
                                     action_id=action.action_id), None
         action.backend_goal_id = ack.goal_id
-        action.accepted_at = self._clock.monotonic()
-        self._ledger.append_many([self._ledger.transition(action, ActionStatus.ACCEPTED, "accepted by the backend",
-                                                          now=self._clock.now())])
+        action.accepted_at = self.clock.monotonic()
+        self.ledger.append_many([self.ledger.transition(action, ActionStatus.ACCEPTED, "accepted by the backend",
+                                                          now=self.clock.now())])
         return _accepted(call, action), action
 
     def _lost_acknowledgment(self, call: ToolCall, action: ManagedAction, skill: Skill, goal_id: str,
@@ -157,56 +157,56 @@ class Dispatcher:
         """No accept/reject arrived in time. The goal may be running: look it up by its id, never re-send it."""
         nav = skill.managed.navigation  # type: ignore[union-attr]
         try:
-            status = self._navigation.lookup(goal_id, timeout_s=nav.lookup_timeout_s)
+            status = self.navigation.lookup(goal_id, timeout_s=nav.lookup_timeout_s)
             detail = f"backend reports the goal {status}" if status else "backend does not track the goal"
         except HarnessError as exc:
             status, detail = None, f"backend could not be asked: {exc.message}"
-        self._ledger.append(EventType.ROBOT_ACTION_RECONCILED, tool_call_id=call.id, robot_action_id=action.action_id,
+        self.ledger.append(EventType.ROBOT_ACTION_RECONCILED, tool_call_id=call.id, robot_action_id=action.action_id,
                             payload={"finding": "acknowledgment_lost", "backend_status": status or "",
                                      "detail": f"{why}; {detail}", "goal_id": goal_id})
         if status in ACTIVE_STATUSES or status in TERMINAL_STATUSES:
-            self._navigation.adopt(goal_id)
+            self.navigation.adopt(goal_id)
             action.backend_goal_id = goal_id
-            action.accepted_at = self._clock.monotonic()
-            self._ledger.append_many([self._ledger.transition(
+            action.accepted_at = self.clock.monotonic()
+            self.ledger.append_many([self.ledger.transition(
                 action, ActionStatus.ACCEPTED, f"acceptance lost; found on the backend by goal id ({status})",
-                now=self._clock.now())])
+                now=self.clock.now())])
             return _accepted(call, action, "the acceptance was lost, but the backend runs the goal (looked up "
                                            "by its id; it was not sent again); the verified outcome arrives "
                                            "as a runtime event"), action
         action.backend_goal_id = goal_id
         # Maybe moving, maybe not: UNKNOWN, and the resource stays blocked until reconciled.
-        self._ledger.append_many([
-            self._ledger.transition(action, ActionStatus.UNKNOWN, f"no accept/reject from the backend: {why}; {detail}",
-                                    now=self._clock.now()),
-            *self._leases.end_drafts(skill, action.action_id, None, detail)])
-        self._state.active = None
+        self.ledger.append_many([
+            self.ledger.transition(action, ActionStatus.UNKNOWN, f"no accept/reject from the backend: {why}; {detail}",
+                                    now=self.clock.now()),
+            *self.leases.end_drafts(skill, action.action_id, None, detail)])
+        self.state.active = None
         return results.error(call, "backend_timeout", f"{why}; {detail}; the {'/'.join(skill.resources)} "
                              "stays reserved until the backend confirms the goal ended",
                              action_id=action.action_id), None
 
     def _end_before_motion(self, action: ManagedAction, skill: Skill, state: ActionStatus, reason: str) -> None:
         """The backend refused the goal or it was never sent: nothing moves, the leases end."""
-        self._ledger.append_many([self._ledger.transition(action, state, reason, now=self._clock.now()),
-                                  *self._leases.end_drafts(skill, action.action_id, ReleaseReason.CONFIRMED_TERMINAL,
+        self.ledger.append_many([self.ledger.transition(action, state, reason, now=self.clock.now()),
+                                  *self.leases.end_drafts(skill, action.action_id, ReleaseReason.CONFIRMED_TERMINAL,
                                                            reason)])
-        self._state.active = None
+        self.state.active = None
 
     # -- capability calls -----------------------------------------------------------
 
     def run_capability(self, decision: WorldSnapshot, call: ToolCall, skill: Skill, args: BaseModel) -> ToolResult:
         """Run a non-physical skill's handler once; keyed and leased when it holds resources."""
-        s = self._state
-        env = ToolEnv(places=s.places, robot_io=self._robot_io, snapshot=decision)
+        s = self.state
+        env = ToolEnv(places=s.places, robot_io=self.robot_io, snapshot=decision)
         assert skill.handler is not None
         if skill.resources:
             # Keyed like a navigation: the same request again returns the existing execution record.
-            key = self._leases.key(skill, args)
+            key = self.leases.key(skill, args)
             s.node_of_call[call.id] = key.node
-            existing = self._leases.capability_record(key)
+            existing = self.leases.capability_record(key)
             if existing is not None:
                 return _duplicate_capability(call, existing)
-            conflict = self._leases.free(skill)
+            conflict = self.leases.free(skill)
             # The intent (keyed, under which policy decision) rides on the leases: durable before the call runs.
             intent = {"key": key.text, "node": key.node, "attempt": key.attempt, "state_version": key.state_version,
                       "tool_call_id": call.id, "skill": skill.name,
@@ -214,7 +214,7 @@ class Dispatcher:
             try:
                 if conflict is not None:
                     raise conflict
-                self._ledger.append_many(self._leases.acquire_drafts(skill, call.id, self._clock.now() + LEASE_MARGIN_S,
+                self.ledger.append_many(self.leases.acquire_drafts(skill, call.id, self.clock.now() + LEASE_MARGIN_S,
                                                                      intent=intent))
             except LeaseConflict as exc:
                 return _lease_conflict(call, exc)
@@ -228,7 +228,7 @@ class Dispatcher:
             return results.error(call, "tool_exception", f"{type(exc).__name__}: {exc}")
         finally:
             if skill.resources:  # the call returned (or raised): it is over
-                self._ledger.append_many(self._leases.end_drafts(skill, call.id, ReleaseReason.CONFIRMED_TERMINAL,
+                self.ledger.append_many(self.leases.end_drafts(skill, call.id, ReleaseReason.CONFIRMED_TERMINAL,
                                                                  "the call returned"))
         return results.result(call, ToolResultStatus.OK, content)
 

@@ -8,6 +8,8 @@ attempt, state version) makes the same request twice the same request.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import Any
 
 from pydantic import BaseModel
@@ -27,16 +29,16 @@ LEASE_MARGIN_S = 10.0
 """A lease outlives its action's supervision bound by this much before it counts as orphaned."""
 
 
+@dataclass(eq=False, kw_only=True)
 class Leases:
-    def __init__(self, *, state: MissionState, ledger: MissionLedger, reconciler: Reconciler) -> None:
-        self._state = state
-        self._ledger = ledger
-        self._reconciler = reconciler
+    state: MissionState
+    ledger: MissionLedger
+    reconciler: Reconciler
 
     def acquire_drafts(self, skill: Skill, owner: str, expires_at: float, *,
                        intent: dict[str, Any] | None = None) -> list[EventDraft]:
         """``intent``: a capability call's keyed dispatch intent, carried by each of its leases."""
-        return [self._ledger.draft(EventType.LEASE_ACQUIRED, robot_action_id=owner if skill.physical else "",
+        return [self.ledger.draft(EventType.LEASE_ACQUIRED, robot_action_id=owner if skill.physical else "",
                                    tool_call_id="" if skill.physical or intent is None else owner, payload={
             "resource": r, "owner": owner, "expires_at": round(expires_at, 3), "skill": skill.name,
             **({"intent": intent} if intent is not None else {})})
@@ -45,20 +47,20 @@ class Leases:
     def end_drafts(self, skill: Skill, owner: str, why: ReleaseReason | None, detail: str) -> list[EventDraft]:
         """Release (``why`` given: confirmed terminal or stopped) or block (None: outcome unknown) a call's leases."""
         if why is None:
-            return [self._ledger.draft(EventType.LEASE_BLOCKED, payload={"resource": r, "owner": owner, "reason": detail})
+            return [self.ledger.draft(EventType.LEASE_BLOCKED, payload={"resource": r, "owner": owner, "reason": detail})
                     for r in skill.resources]
-        return [self._ledger.draft(EventType.LEASE_RELEASED, payload={"resource": r, "owner": owner, "why": why.value,
+        return [self.ledger.draft(EventType.LEASE_RELEASED, payload={"resource": r, "owner": owner, "why": why.value,
                                                                        "detail": detail}) for r in skill.resources]
 
     def free(self, skill: Skill) -> LeaseConflict | None:
         """Settle leases on the skill's resources left by ended owners; the conflict that remains, if any."""
-        journal = self._ledger.journal
+        journal = self.ledger.journal
         leases = journal.leases()
         for resource in skill.resources:
             lease = leases.get(resource)
             if lease is None:
                 continue
-            settled = self._reconciler.settle_lease(lease)
+            settled = self.reconciler.settle_lease(lease)
             if settled is None or resource not in settled.released:
                 held = journal.leases().get(resource)
                 if held is not None:
@@ -69,7 +71,7 @@ class Leases:
 
     def key(self, skill: Skill, args: BaseModel) -> DispatchKey:
         """This call's dispatch key: its plan node, the attempt recovery authorized, this turn's state version."""
-        s = self._state
+        s = self.state
         node = DispatchKey.for_call(mission_id=s.mission_id, skill=skill.name,
                                     arguments=args.model_dump(mode="json", exclude_none=True), attempt=1,
                                     state_version=0).node
@@ -81,10 +83,10 @@ class Leases:
         new attempt was authorized since: asking for it again (e.g. after a lost acknowledgment that was
         then found) is the same request, not a new motion. Going back to a place after going elsewhere
         is a new request."""
-        last: ManagedAction | None = self._state.actions[-1] if self._state.actions else None
+        last: ManagedAction | None = self.state.actions[-1] if self.state.actions else None
         if last is None or last.state is not ActionStatus.SUCCEEDED:
             return None
-        record = self._ledger.journal.dispatch_for_action(last.action_id)
+        record = self.ledger.journal.dispatch_for_action(last.action_id)
         if record is None or not record.key.startswith(f"{key.mission_id}/{key.node}/a{key.attempt}/"):
             return None
         return record
@@ -104,7 +106,7 @@ class Leases:
         results: dict[str, ToolResultRecorded] = {}
         receipts: dict[str, str] = {}
         last_verdict_seq = 0
-        for ev in self._ledger.events(EventType.ROBOT_ACTION_STARTED, EventType.LEASE_ACQUIRED,
+        for ev in self.ledger.events(EventType.ROBOT_ACTION_STARTED, EventType.LEASE_ACQUIRED,
                                       EventType.TOOL_RESULT_RECORDED, EventType.RECEIPT_RECORDED,
                                       EventType.VERDICT_RECORDED):
             if ev.type is EventType.ROBOT_ACTION_STARTED:

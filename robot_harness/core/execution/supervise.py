@@ -60,21 +60,20 @@ class _Tracking:
     uncorrelated_seen: set[tuple[str, str]] = field(default_factory=set)
 
 
+@dataclass(eq=False, kw_only=True)
 class ActionSupervisor:
-    def __init__(self, *, config: HarnessConfig, state: MissionState, ledger: MissionLedger,
-                 observations: Observations, leases: Leases, receipts: Receipts, navigation: NavigationPort,
-                 skills: SkillRegistry, clock: Clock, stop: StopFlag) -> None:
-        self._config = config
-        self._state = state
-        self._ledger = ledger
-        self._observations = observations
-        self._leases = leases
-        self._receipts = receipts
-        self._navigation = navigation
-        self._skills = skills
-        self._clock = clock
-        self._stop = stop
-        self._t: _Tracking | None = None
+    config: HarnessConfig
+    state: MissionState
+    ledger: MissionLedger
+    observations: Observations
+    leases: Leases
+    receipts: Receipts
+    navigation: NavigationPort
+    skills: SkillRegistry
+    clock: Clock
+    stop: StopFlag
+    _t: _Tracking | None = field(default=None, init=False, repr=False)
+    """The action being supervised, between initialise and terminate."""
 
     def supervise(self, action: ManagedAction) -> RuntimeEvent:
         """Track one accepted action to a terminal report (or its bound), then verify it."""
@@ -84,14 +83,14 @@ class ActionSupervisor:
         return self.terminate()
 
     def _nav(self, action: ManagedAction):  # type: ignore[no-untyped-def]
-        return self._skills.get(action.skill).managed.navigation  # type: ignore[union-attr]
+        return self.skills.get(action.skill).managed.navigation  # type: ignore[union-attr]
 
     def initialise(self, action: ManagedAction) -> None:
-        self._ledger.stage("running", action)
-        started = self._clock.monotonic()
+        self.ledger.stage("running", action)
+        started = self.clock.monotonic()
         self._t = _Tracking(
-            action=action, deadline=min(started + action.timeout_s, self._state.deadline),
-            earlier_goals={a.backend_goal_id for a in self._state.actions if a is not action and a.backend_goal_id},
+            action=action, deadline=min(started + action.timeout_s, self.state.deadline),
+            earlier_goals={a.backend_goal_id for a in self.state.actions if a is not action and a.backend_goal_id},
             why_none=f"no terminal report within {action.timeout_s:.1f} s")
 
     def update(self) -> Tick:
@@ -100,17 +99,17 @@ class ActionSupervisor:
         assert t is not None, "update() before initialise()"
         if t.terminal is not BackendTerminal.NONE:
             return Tick.TERMINAL
-        action, now = t.action, self._clock.monotonic()
-        if self._stop:
-            t.why_none = f"stopped: {self._stop.reason}"
+        action, now = t.action, self.clock.monotonic()
+        if self.stop:
+            t.why_none = f"stopped: {self.stop.reason}"
             return Tick.CUT_SHORT
         if now >= t.deadline:
-            if t.deadline == self._state.deadline:
+            if t.deadline == self.state.deadline:
                 t.why_none = "mission timeout while the action was running"
             return Tick.CUT_SHORT
         nav = self._nav(action)
-        for ev in self._navigation.poll(min(0.1, t.deadline - now)):
-            if not self._config.eval_ablations.evidence_binding and ev.status in _TERMINAL_STATUS:
+        for ev in self.navigation.poll(min(0.1, t.deadline - now)):
+            if not self.config.eval_ablations.evidence_binding and ev.status in _TERMINAL_STATUS:
                 ev = ev.model_copy(update={"goal_id": action.backend_goal_id})  # ablation: any report is "ours"
             if ev.goal_id != action.backend_goal_id and ev.goal_id in t.earlier_goals:
                 continue  # a late report about an action that is already judged
@@ -118,28 +117,28 @@ class ActionSupervisor:
                 key = (ev.goal_id, ev.status or ev.type)
                 if key not in t.uncorrelated_seen:
                     t.uncorrelated_seen.add(key)
-                    self._ledger.append(EventType.BACKEND_EVENT_UNCORRELATED, robot_action_id=action.action_id, payload={
+                    self.ledger.append(EventType.BACKEND_EVENT_UNCORRELATED, robot_action_id=action.action_id, payload={
                         "goal_id": ev.goal_id, "type": ev.type, "status": ev.status,
                         "note": "not the goal this action started; ignored",
                     })
                 continue
             if action.state is ActionStatus.ACCEPTED and (ev.type == "feedback" or ev.status == "executing"):
-                self._ledger.append_many([self._ledger.transition(action, ActionStatus.RUNNING,
-                                                                  "backend reports execution", now=self._clock.now())])
+                self.ledger.append_many([self.ledger.transition(action, ActionStatus.RUNNING,
+                                                                  "backend reports execution", now=self.clock.now())])
             if ev.type == "feedback":
-                action.last_progress_at = self._clock.monotonic()
+                action.last_progress_at = self.clock.monotonic()
                 if action.last_progress_at - t.last_progress_journal >= nav.progress_journal_period_s:
                     t.last_progress_journal = action.last_progress_at
-                    self._ledger.append(EventType.ROBOT_ACTION_PROGRESS, tool_call_id=action.tool_call_id,
+                    self.ledger.append(EventType.ROBOT_ACTION_PROGRESS, tool_call_id=action.tool_call_id,
                                         robot_action_id=action.action_id, payload={
                                             "distance_remaining": ev.distance_remaining,
                                             "current_pose": ev.current_pose.model_dump() if ev.current_pose else None,
                                         })
-                    self._ledger.stage("running", action)
+                    self.ledger.stage("running", action)
             if ev.status in _TERMINAL_STATUS:
                 t.terminal = _TERMINAL_STATUS[ev.status]
                 action.backend_status = ev.status
-                action.terminal_reported_at = ev.stamp or self._clock.now()
+                action.terminal_reported_at = ev.stamp or self.clock.now()
                 return Tick.TERMINAL
         return Tick.RUNNING
 
@@ -151,7 +150,7 @@ class ActionSupervisor:
         action, nav = t.action, self._nav(t.action)
         terminal, why_none, stop_confirmed = t.terminal, t.why_none, False
         if terminal is BackendTerminal.NONE and action.backend_goal_id:
-            acknowledged = self._navigation.cancel(action.backend_goal_id, timeout_s=nav.cancel_timeout_s)
+            acknowledged = self.navigation.cancel(action.backend_goal_id, timeout_s=nav.cancel_timeout_s)
             action.backend_status = "cancel_acknowledged" if acknowledged else "cancel_unacknowledged"
             # An acknowledged cancel is not a stopped robot: wait (bounded) for the
             # goal's terminal report. Either way the requested action did not
@@ -167,52 +166,52 @@ class ActionSupervisor:
                 why_none += "; cancel requested, backend confirmed canceled"
             else:
                 why_none += "; cancel requested, stop NOT confirmed by the backend" + ("" if acknowledged else " (refused)")
-        self._ledger.stage("verifying", action)
+        self.ledger.stage("verifying", action)
         # The post-terminal snapshot before the move to VERIFYING: when it cannot be captured the
         # action is abandoned from the state the journal holds, not from an uncommitted one.
-        post, post_draft = self._observations.capture_after(action.terminal_reported_at, nav.outcome.settle_s)
-        verifying = self._ledger.transition(action, ActionStatus.VERIFYING,
+        post, post_draft = self.observations.capture_after(action.terminal_reported_at, nav.outcome.settle_s)
+        verifying = self.ledger.transition(action, ActionStatus.VERIFYING,
                                             f"backend {terminal.value}" if terminal is not BackendTerminal.NONE
-                                            else why_none, now=self._clock.now())
+                                            else why_none, now=self.clock.now())
         assert action.target is not None and action.dispatch_snapshot is not None
         verdict = check_navigation_outcome(
             target=action.target, backend=terminal, post=post, dispatch=action.dispatch_snapshot, tol=nav.outcome,
             not_before=action.terminal_reported_at,
         )
-        if not self._config.eval_ablations.evidence_binding and terminal is BackendTerminal.SUCCEEDED:
+        if not self.config.eval_ablations.evidence_binding and terminal is BackendTerminal.SUCCEEDED:
             verdict = OutcomeVerdict(state=ActionStatus.SUCCEEDED, reason="backend succeeded (ablation: not bound "
                                      "to a fresh observation)", evidence={"backend_terminal": "succeeded"})
         reason = verdict.reason if terminal is not BackendTerminal.NONE else f"{why_none}; {verdict.reason}"
         action.outcome_snapshot_id = post.snapshot_id
-        final = self._ledger.transition(action, verdict.state, reason, now=self._clock.now())
+        final = self.ledger.transition(action, verdict.state, reason, now=self.clock.now())
         # The lease ends only on a confirmed end (a terminal report, or a confirmed
         # cancel); otherwise the robot may still be moving and the resource stays blocked.
         confirmed_end = terminal is not BackendTerminal.NONE or stop_confirmed
-        lease_end = self._leases.end_drafts(
-            self._skills.get(action.skill), action.action_id,
+        lease_end = self.leases.end_drafts(
+            self.skills.get(action.skill), action.action_id,
             ReleaseReason.CONFIRMED_TERMINAL if confirmed_end else None,
             f"backend {action.backend_status}" if confirmed_end else f"{why_none}: the robot may still be moving")
         # VERIFYING, the post-terminal snapshot, the verdict, its evidence and the lease: one commit.
-        committed = self._ledger.append_many([verifying, post_draft, final, *lease_end, self._ledger.draft(
+        committed = self.ledger.append_many([verifying, post_draft, final, *lease_end, self.ledger.draft(
             EventType.ROBOT_ACTION_OUTCOME, tool_call_id=action.tool_call_id, robot_action_id=action.action_id,
             snapshot_id=post.snapshot_id, payload={
                 "state": verdict.state.value, "reason": reason, "evidence": verdict.evidence,
                 "action": action.view().model_dump(mode="json"),
-            }), *self._receipts.for_action(action, post, reason)])
-        self._state.evidence.append(next(e.seq for e in committed if e.type is EventType.ROBOT_ACTION_OUTCOME))
-        self._state.active = None
-        self._ledger.stage("verifying", action)
+            }), *self.receipts.for_action(action, post, reason)])
+        self.state.evidence.append(next(e.seq for e in committed if e.type is EventType.ROBOT_ACTION_OUTCOME))
+        self.state.active = None
+        self.ledger.stage("verifying", action)
         return RuntimeEvent(type="robot_action_outcome", tool_call_id=action.tool_call_id, action_id=action.action_id,
                             state=verdict.state.value, detail={"reason": reason, "skill": action.skill,
                                                                "target": action.target.model_dump() if action.target else None})
 
     def _await_terminal(self, action: ManagedAction, timeout_s: float) -> BackendTerminal:
-        deadline = self._clock.monotonic() + timeout_s
-        while (now := self._clock.monotonic()) < deadline:
-            for ev in self._navigation.poll(min(0.1, deadline - now)):
+        deadline = self.clock.monotonic() + timeout_s
+        while (now := self.clock.monotonic()) < deadline:
+            for ev in self.navigation.poll(min(0.1, deadline - now)):
                 if ev.goal_id == action.backend_goal_id and ev.status in _TERMINAL_STATUS:
                     action.backend_status = ev.status
-                    action.terminal_reported_at = ev.stamp or self._clock.now()
+                    action.terminal_reported_at = ev.stamp or self.clock.now()
                     return _TERMINAL_STATUS[ev.status]
         return BackendTerminal.NONE
 
@@ -227,8 +226,8 @@ class ActionSupervisor:
         action's id (empty when none was in flight).
         """
         self._t = None
-        action = self._state.active
-        self._state.active = None
+        action = self.state.active
+        self.state.active = None
         if action is None:
             return ""
         if action.terminal:
@@ -237,7 +236,7 @@ class ActionSupervisor:
         ended = BackendTerminal.NONE
         if action.backend_goal_id:
             try:
-                self._navigation.cancel(action.backend_goal_id, timeout_s=nav.cancel_timeout_s)
+                self.navigation.cancel(action.backend_goal_id, timeout_s=nav.cancel_timeout_s)
                 ended = self._await_terminal(action, nav.cancel_timeout_s)
             except Exception:  # noqa: BLE001 - best effort: the backend may be what failed; the stop stays unconfirmed
                 pass
@@ -245,11 +244,11 @@ class ActionSupervisor:
         detail = (f"supervision was cut short; backend confirmed the goal {action.backend_status}" if confirmed
                   else "supervision was cut short; the backend did not confirm the goal ended")
         try:
-            self._ledger.append_many([
-                self._ledger.transition(action, ActionStatus.UNKNOWN, detail, now=self._clock.now()),
-                *self._leases.end_drafts(self._skills.get(action.skill), action.action_id,
+            self.ledger.append_many([
+                self.ledger.transition(action, ActionStatus.UNKNOWN, detail, now=self.clock.now()),
+                *self.leases.end_drafts(self.skills.get(action.skill), action.action_id,
                                          ReleaseReason.CONFIRMED_TERMINAL if confirmed else None, detail),
-                *self._receipts.for_action(action, None, detail)])
+                *self.receipts.for_action(action, None, detail)])
         except (HarnessError, StoppedBeforeDispatch):
             pass
         return action.action_id

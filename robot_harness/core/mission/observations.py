@@ -6,6 +6,8 @@ the verifier judges, records it in the bag and drafts its journal event.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from typing import Any
 
 from ..clock import Clock
@@ -29,24 +31,23 @@ class NoWorldSnapshot(RefusalError):
     code = "no_world_snapshot"
 
 
+@dataclass(eq=False, kw_only=True)
 class Observations:
-    def __init__(self, *, state: MissionState, ledger: MissionLedger, snapshots: SnapshotPort,
-                 recorder: EvidenceRecorder | None, navigation: NavigationPort, clock: Clock) -> None:
-        self._state = state
-        self._ledger = ledger
-        self._snapshots = snapshots
-        self._recorder = recorder
-        self._navigation = navigation
-        self._clock = clock
+    state: MissionState
+    ledger: MissionLedger
+    snapshots: SnapshotPort
+    recorder: EvidenceRecorder | None
+    navigation: NavigationPort
+    clock: Clock
 
     def capture(self, reason: str) -> tuple[WorldSnapshot, EventDraft]:
         """Capture a snapshot and draft its journal event (for the caller's commit).
 
         Raises ``NoWorldSnapshot`` when the source does not answer.
         """
-        s = self._state
+        s = self.state
         try:
-            snap = self._snapshots.capture(reason=reason, mission_id=s.mission_id)
+            snap = self.snapshots.capture(reason=reason, mission_id=s.mission_id)
         except HarnessError as exc:
             raise NoWorldSnapshot(f"no world snapshot ({reason}): {exc.message}", reason=reason) from None
         active = s.active.view() if s.active is not None else None
@@ -61,18 +62,18 @@ class Observations:
     def capture_now(self, reason: str) -> WorldSnapshot:
         """Capture a snapshot and commit its event at once."""
         snap, draft = self.capture(reason)
-        self._ledger.append_many([draft])
+        self.ledger.append_many([draft])
         return snap
 
     def capture_after(self, not_before: float | None, settle_s: float) -> tuple[WorldSnapshot, EventDraft]:
         """The post-terminal snapshot, waiting (bounded) for a pose observed after the terminal report."""
-        deadline = self._clock.monotonic() + settle_s
+        deadline = self.clock.monotonic() + settle_s
         snap, draft = self.capture("post_terminal")
-        while not_before is not None and self._clock.monotonic() < deadline:
+        while not_before is not None and self.clock.monotonic() < deadline:
             stamp = snap.pose_meta.source_stamp
             if stamp is not None and stamp >= not_before:
                 break
-            self._navigation.poll(0.05)  # a bounded wait; late events about a judged goal are irrelevant
+            self.navigation.poll(0.05)  # a bounded wait; late events about a judged goal are irrelevant
             snap, draft = self.capture("post_terminal")
         return snap, draft
 
@@ -80,46 +81,46 @@ class Observations:
         """A snapshot's journal event, after recording it in the bag (its ref rides on the event)."""
         ref = self.record(SNAPSHOT_TOPIC, snap)
         if ref is not None:
-            self._state.snapshot_refs[snap.snapshot_id] = ref
-        return self._ledger.draft(EventType.WORLD_SNAPSHOT_CAPTURED, snapshot_id=snap.snapshot_id,
+            self.state.snapshot_refs[snap.snapshot_id] = ref
+        return self.ledger.draft(EventType.WORLD_SNAPSHOT_CAPTURED, snapshot_id=snap.snapshot_id,
                                   payload={"reason": reason, "snapshot": snap.model_dump(mode="json"),
                                            **({"bag_ref": ref.model_dump(mode="json")} if ref else {})})
 
     def snapshot_evidence(self, snapshot_id: str) -> list[EvidenceRef]:
         """A snapshot as evidence: its journal ref, and its bag ref when it was recorded."""
         out = [EvidenceRef.for_journal(f"snapshot:{snapshot_id}")]
-        if snapshot_id in self._state.snapshot_refs:
-            out.append(self._state.snapshot_refs[snapshot_id])
+        if snapshot_id in self.state.snapshot_refs:
+            out.append(self.state.snapshot_refs[snapshot_id])
         return out
 
     # -- the evidence bag ---------------------------------------------------------
 
     def start_recorder(self) -> None:
-        if self._recorder is None:
+        if self.recorder is None:
             return
         try:
-            self._recorder.start(self._state.mission_id)
+            self.recorder.start(self.state.mission_id)
         except Exception as exc:  # noqa: BLE001 - recording is evidence, never a reason to stop
-            self._state.recorder_error = f"{type(exc).__name__}: {exc}"
+            self.state.recorder_error = f"{type(exc).__name__}: {exc}"
 
     def stop_recorder(self, status: MissionStatus | None = None, summary_text: str = "") -> dict[str, Any]:
         """Close the bag; with the mission's end it also records that last line (MISSION_FINISHED
         itself is written after the bag closes, since it cites the bag)."""
-        if self._recorder is None:
+        if self.recorder is None:
             return {}
         try:
-            summary = self._recorder.stop(status=status.value if status else "", summary=summary_text)
+            summary = self.recorder.stop(status=status.value if status else "", summary=summary_text)
         except Exception as exc:  # noqa: BLE001
             summary = {"error": f"{type(exc).__name__}: {exc}"}
-        err = self._state.recorder_error
-        self._state.bag = {**summary, "start_error": err} if err else summary
-        return self._state.bag
+        err = self.state.recorder_error
+        self.state.bag = {**summary, "start_error": err} if err else summary
+        return self.state.bag
 
     def record(self, topic: str, record: Any) -> EvidenceRef | None:
-        if self._recorder is None:
+        if self.recorder is None:
             return None
         try:
-            return self._recorder.record_record(topic, record)
+            return self.recorder.record_record(topic, record)
         except Exception:  # noqa: BLE001 - a dropped bag message is counted by the recorder
             return None
 
@@ -127,7 +128,7 @@ class Observations:
         """What the mission's result cites: actions, the snapshots their outcomes were judged on, the
         last verdict with its evidence, the fresh snapshot it was judged on and the commit. A
         snapshot recorded in the bag is cited by its bag ref too, right after its id."""
-        s = self._state
+        s = self.state
         ids: list[str] = []
         for a in s.actions:
             ids += [a.action_id, a.outcome_snapshot_id]

@@ -7,6 +7,8 @@ call: the answer comes from outside, as a journaled resolution.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import json
 from collections.abc import Callable
 from typing import Any
@@ -35,20 +37,19 @@ from .state import MissionState, StopFlag
 __all__ = ["OperatorDesk"]
 
 
+@dataclass(eq=False, kw_only=True)
 class OperatorDesk:
-    def __init__(self, *, config: HarnessConfig, state: MissionState, ledger: MissionLedger, skills: SkillRegistry,
-                 clock: Clock, stop: StopFlag, sleep: Callable[[float], None]) -> None:
-        self._config = config
-        self._state = state
-        self._ledger = ledger
-        self._skills = skills
-        self._clock = clock
-        self._stop = stop
-        self._sleep = sleep
+    config: HarnessConfig
+    state: MissionState
+    ledger: MissionLedger
+    skills: SkillRegistry
+    clock: Clock
+    stop: StopFlag
+    sleep: Callable[[float], None]
 
     def policy(self, skill: Skill) -> ApprovalPolicy | None:
         """Who may approve a call of ``skill`` (its own tags and ``interactions.skill_tags``), or None."""
-        cfg = self._config.interactions
+        cfg = self.config.interactions
         policy = cfg.approval_policy_for(set(skill.tags) | set(cfg.skill_tags.get(skill.name, ())))
         return ApprovalPolicy(policy) if policy is not None else None
 
@@ -61,7 +62,7 @@ class OperatorDesk:
                                            "arguments_sha256": arguments_sha256(arguments)})
         how = resolved.resolution or {}
         if how.get("resolution") == Resolution.APPROVE.value:
-            self._state.approvals[call.id] = resolved.interaction_id
+            self.state.approvals[call.id] = resolved.interaction_id
             return None
         if how.get("resolution") == Resolution.DENY.value:
             return results.result(call, ToolResultStatus.DENIED, {
@@ -74,7 +75,7 @@ class OperatorDesk:
 
     def ask(self, turn_id: str, call: ToolCall, args: Any) -> ToolResult:
         """The model's question to the operator; the answer (or why there is none) is the call's result."""
-        skill = self._skills.get(call.name)
+        skill = self.skills.get(call.name)
         resolved = self._interact(turn_id, call, InteractionKind.QUESTION, self.policy(skill) or ApprovalPolicy.OWNER,
                                   prompt=args.question, choices=tuple(args.choices))
         how = resolved.resolution or {}
@@ -96,31 +97,31 @@ class OperatorDesk:
         resolution, so an operator's later answer meets ``command_conflict``
         rather than silently changing the past.
         """
-        s, now = self._state, self._clock.now()
+        s, now = self.state, self.clock.now()
         interaction_id = interaction_id_for(s.mission_id, call.id)
-        timeout_s = self._config.interactions.timeout_s
-        self._ledger.append_many([self._ledger.draft(
+        timeout_s = self.config.interactions.timeout_s
+        self.ledger.append_many([self.ledger.draft(
             EventType.INTERACTION_REQUESTED, model_turn_id=turn_id, tool_call_id=call.id, payload={
                 "interaction_id": interaction_id, "kind": kind.value, "prompt": prompt, "call": subject,
                 "choices": list(choices), "owner": s.owner,
                 **request_fields(policy, s.credentials, legacy_owner_sha256=s.owner_sha,
-                                 operator_token_env=self._config.interactions.operator_token_env),
+                                 operator_token_env=self.config.interactions.operator_token_env),
                 "requested_at": now, "expires_at": now + timeout_s})])
-        self._ledger.stage("waiting_user")
-        deadline = min(self._clock.monotonic() + timeout_s, s.deadline)
+        self.ledger.stage("waiting_user")
+        deadline = min(self.clock.monotonic() + timeout_s, s.deadline)
         while True:
-            self._ledger.absorb()
+            self.ledger.absorb()
             found = self._interaction(interaction_id)
             if found.resolution is not None:
                 break
-            if self._stop or self._clock.monotonic() >= deadline:
-                why = Resolution.DISMISS if self._stop else Resolution.EXPIRED
-                self._ledger.append_many([resolution_draft(found, why, operator="harness", now=self._clock.now())])
+            if self.stop or self.clock.monotonic() >= deadline:
+                why = Resolution.DISMISS if self.stop else Resolution.EXPIRED
+                self.ledger.append_many([resolution_draft(found, why, operator="harness", now=self.clock.now())])
                 continue  # re-read: if the operator answered first, that answer stands
-            self._sleep(0.1)
-        self._ledger.stage("planning")
+            self.sleep(0.1)
+        self.ledger.stage("planning")
         return found
 
     def _interaction(self, interaction_id: str) -> Interaction:
-        return interactions(self._ledger.events(EventType.INTERACTION_REQUESTED,
+        return interactions(self.ledger.events(EventType.INTERACTION_REQUESTED,
                                                 EventType.INTERACTION_RESOLVED))[interaction_id]

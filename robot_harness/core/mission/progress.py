@@ -8,6 +8,8 @@ with the mission's length. The verifier's pool holds every receipt.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from collections.abc import Callable
 from typing import Any
 
@@ -38,18 +40,17 @@ _BOUNDED_RECENT = max(PLANNER_WIDE_BUDGET.max_items, PLANNER_PROGRESS_BUDGET.max
 Evidenced = Callable[[TaskState, WorldSnapshot], set[str]]
 
 
+@dataclass(eq=False, kw_only=True)
 class ProgressViews:
-    def __init__(self, *, state: MissionState, ledger: MissionLedger, skills: SkillRegistry, clock: Clock,
-                 evidenced: Evidenced) -> None:
-        self._state = state
-        self._ledger = ledger
-        self._skills = skills
-        self._clock = clock
-        self._evidenced = evidenced
+    state: MissionState
+    ledger: MissionLedger
+    skills: SkillRegistry
+    clock: Clock
+    evidenced: Evidenced
 
     def pool(self, task: TaskState, snapshot: WorldSnapshot | None, *, bounded: bool) -> list[ContextItem]:
         """Mission state as versioned, provenance-tagged items (see core/views.py)."""
-        s, now = self._state, self._clock.now()
+        s, now = self.state, self.clock.now()
         items = [ContextItem(item_id="goal", key="goal", kind="goal", provenance=Provenance.USER,
                              value={"goal": s.goal}, priority=100)]
         committed = set(task.committed)
@@ -101,15 +102,15 @@ class ProgressViews:
         starts again from the whole contract (the baseline bench/repair.py
         measures suffix repair against).
         """
-        s = self._state
-        task = self._ledger.task_state()
+        s = self.state
+        task = self.ledger.task_state()
         wide = s.wide_view_turns > 0
         if wide:
             s.wide_view_turns -= 1
-        view = build_view(self.pool(task, snapshot, bounded=True), role=Role.PLANNER, now=self._clock.now(),
+        view = build_view(self.pool(task, snapshot, bounded=True), role=Role.PLANNER, now=self.clock.now(),
                           budget=PLANNER_WIDE_BUDGET if wide else PLANNER_PROGRESS_BUDGET)
         obligations = [i.value for i in view.of_kind("obligation")]
-        evidenced = self._evidenced(task, snapshot)
+        evidenced = self.evidenced(task, snapshot)
         s.turn_done = evidenced | set(task.committed)
         return {
             "frontier": [{k: o[k] for k in ("id", "kind", "description", "depends_on")} for o in obligations
@@ -122,13 +123,13 @@ class ProgressViews:
 
     def verifier_view(self, task: TaskState) -> ContextView:
         """C3: every receipt; no item of planner provenance (so a done proposal's text cannot reach it)."""
-        return build_view(self.pool(task, None, bounded=False), role=Role.VERIFIER, now=self._clock.now(),
+        return build_view(self.pool(task, None, bounded=False), role=Role.VERIFIER, now=self.clock.now(),
                           budget=VERIFIER_BUDGET)
 
     def recovery_view(self) -> ContextView:
         """C4, for a recovery advisor."""
-        return build_view(self.pool(self._ledger.task_state(), None, bounded=True), role=Role.RECOVERY,
-                          now=self._clock.now(), budget=RECOVERY_BUDGET)
+        return build_view(self.pool(self.ledger.task_state(), None, bounded=True), role=Role.RECOVERY,
+                          now=self.clock.now(), budget=RECOVERY_BUDGET)
 
     def skill_view(self, call: ToolCall, snapshot: WorldSnapshot) -> dict[str, Any]:
         """C2, the skill's view of this call's subgoal, journaled with the call (``{"skill_view": ...}``);
@@ -137,11 +138,11 @@ class ProgressViews:
         if call.name in (PROPOSE_DONE, ASK_OPERATOR) or MALFORMED_ARGUMENTS in call.arguments:
             return {}
         try:
-            skill = self._skills.get(call.name)
+            skill = self.skills.get(call.name)
             args = skill.validate(call.arguments)
         except UsageError:
             return {}
-        s = self._state
+        s = self.state
         place: str | None = None
         target: Pose2D | None = None
         if isinstance(args, NavigateToArgs):
@@ -150,10 +151,10 @@ class ProgressViews:
             except UsageError:
                 target = None
             place = args.place if target is not None else None
-        task = self._ledger.task_state()
+        task = self.ledger.task_state()
         nav = skill.managed.navigation if skill.managed is not None else None
         view = compile_skill_view(
-            contract=task.contract, skill=skill.name, now=self._clock.now(),
+            contract=task.contract, skill=skill.name, now=self.clock.now(),
             done=s.turn_done | set(task.committed), place=place, target=target, places=s.places,
             near_m=nav.outcome.xy_m if nav is not None else 0.5, snapshot=snapshot, receipts=task.receipts)
         return {"skill_view": {"role": view.role.value, "scope": view.scope, "items": view.as_list(),

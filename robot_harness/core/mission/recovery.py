@@ -73,39 +73,38 @@ def worst_failure(results: Sequence[ToolResult], outcome: RuntimeEvent | None, *
     return min(found, key=lambda x: x[0])[1] if found else None
 
 
+@dataclass(eq=False, kw_only=True)
 class Recovery:
-    def __init__(self, *, config: HarnessConfig, state: MissionState, ledger: MissionLedger, views: ProgressViews,
-                 usage: ModelUsage, policy: Any, abandon: Callable[[], str]) -> None:
-        self._config = config
-        self._state = state
-        self._ledger = ledger
-        self._views = views
-        self._usage = usage
-        self._policy = policy
-        self._abandon = abandon
+    config: HarnessConfig
+    state: MissionState
+    ledger: MissionLedger
+    views: ProgressViews
+    usage: ModelUsage
+    policy: Any
+    abandon: Callable[[], str]
 
     def recover(self, turn_id: str, failure: Failure) -> RecoveryStep:
         """Journal the failure and the rung recovery chose; end the mission on a terminal rung."""
-        s = self._state
-        contract = self._ledger.task_state().contract
+        s = self.state
+        contract = self.ledger.task_state().contract
         budgets = RecoveryBudgets(**contract.recovery_budgets) if contract and contract.recovery_budgets else None
         context: dict[str, Any] = {}
-        if getattr(self._policy, "advisor", True) is not None:
+        if getattr(self.policy, "advisor", True) is not None:
             # C4 for an advisor (in-process, or the recovery node's); the rule ladder alone does not read it.
             context = {"failure": failure.model_dump(mode="json"), "spent": {r.value: n for r, n in s.spent.items()},
-                       "view": self._views.recovery_view().as_list()}
-        decision = self._policy.decide(failure, spent=s.spent, context=context, budgets=budgets)
-        calls = self._usage.take("recovery", self._policy)
+                       "view": self.views.recovery_view().as_list()}
+        decision = self.policy.decide(failure, spent=s.spent, context=context, budgets=budgets)
+        calls = self.usage.take("recovery", self.policy)
         s.spent[decision.rung] = s.spent.get(decision.rung, 0) + 1
         node = s.node_of_call.get(failure.tool_call_id)
         if node is not None and decision.rung not in (Rung.SAFE_STOP, Rung.HUMAN_HANDOFF):
             s.attempts[node] = s.attempts.get(node, 1) + 1  # recovery authorizes a new attempt: a new key
-        self._ledger.append(EventType.RECOVERY_DECIDED, model_turn_id=turn_id, tool_call_id=failure.tool_call_id,
+        self.ledger.append(EventType.RECOVERY_DECIDED, model_turn_id=turn_id, tool_call_id=failure.tool_call_id,
                             robot_action_id=failure.action_id, payload={
                                 "failure": failure.model_dump(mode="json"), "decision": decision.model_dump(mode="json"),
                                 "llm_calls": calls})
         if decision.rung is Rung.SAFE_STOP:
-            stopped = self._abandon()
+            stopped = self.abandon()
             return RecoveryStep(end=MissionEnd(
                 MissionStatus.UNKNOWN, f"safe stop after {failure.failure_kind.value} ({failure.reason}); "
                 f"{decision.reason}" + (f"; {stopped} asked to stop" if stopped else "")))
@@ -113,15 +112,15 @@ class Recovery:
             return RecoveryStep(end=MissionEnd(
                 MissionStatus.WAITING_USER, f"handed to an operator after {failure.failure_kind.value} "
                 f"({failure.reason}); {decision.reason}"))
-        if decision.rung is Rung.LOCAL_REPLAN and self._config.recovery.repair == "whole":
+        if decision.rung is Rung.LOCAL_REPLAN and self.config.recovery.repair == "whole":
             # the baseline: re-plan (and redo) the whole mission
-            s.progress_since = self._ledger.task_state().state_version
+            s.progress_since = self.ledger.task_state().state_version
         detail: dict[str, Any] = {"failure": failure.failure_kind.value, "reason": failure.reason,
                                   "do": _RUNG_ADVICE[decision.rung], "budgets_left": decision.budgets_left}
         if decision.rung is Rung.ADJUST_VIEW:
             s.wide_view_turns = 1  # the next planner turn sees more failure history and evidence
         if decision.rung is Rung.SWITCH:
             # Only the alternatives authorized for the failed skill (config recovery.alternatives).
-            detail["alternatives"] = list(self._config.recovery.alternatives.get(failure.skill or "", []))
+            detail["alternatives"] = list(self.config.recovery.alternatives.get(failure.skill or "", []))
         return RecoveryStep(event=RuntimeEvent(type="recovery", tool_call_id=failure.tool_call_id,
                                                action_id=failure.action_id, state=decision.rung.value, detail=detail))

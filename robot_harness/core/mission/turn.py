@@ -38,19 +38,17 @@ class TurnResult:
     """The accepted ``propose_done`` call, if any (verified after supervision)."""
 
 
+@dataclass(eq=False, kw_only=True)
 class TurnExecutor:
-    def __init__(self, *, config: HarnessConfig, state: MissionState, ledger: MissionLedger, skills: SkillRegistry,
-                 dispatcher: Dispatcher, operator: OperatorDesk, receipts: Receipts, clock: Clock,
-                 stop: StopFlag) -> None:
-        self._config = config
-        self._state = state
-        self._ledger = ledger
-        self._skills = skills
-        self._dispatcher = dispatcher
-        self._operator = operator
-        self._receipts = receipts
-        self._clock = clock
-        self._stop = stop
+    config: HarnessConfig
+    state: MissionState
+    ledger: MissionLedger
+    skills: SkillRegistry
+    dispatcher: Dispatcher
+    operator: OperatorDesk
+    receipts: Receipts
+    clock: Clock
+    stop: StopFlag
 
     def run(self, turn_id: str, decision: WorldSnapshot, calls: Sequence[ToolCall]) -> TurnResult:
         out: list[ToolResult] = []
@@ -58,7 +56,7 @@ class TurnExecutor:
         done_call: ToolCall | None = None
         stop_reason: str | None = None
         seen: set[str] = set()
-        limit = self._config.limits.max_tool_calls_per_turn
+        limit = self.config.limits.max_tool_calls_per_turn
         for index, call in enumerate(calls):
             action: ManagedAction | None = None
             if call.id in seen:
@@ -66,8 +64,8 @@ class TurnExecutor:
                                        f"tool call id {call.id!r} was already used in this turn")
             elif index >= limit:
                 result = results.rejected(call, f"more than {limit} tool calls in one turn")
-            elif self._stop:
-                result = results.cancelled(call, f"stopped: {self._stop.reason}; not run")
+            elif self.stop:
+                result = results.cancelled(call, f"stopped: {self.stop.reason}; not run")
             elif stop_reason is not None:
                 result = results.result(call, ToolResultStatus.SKIPPED, {"reason": stop_reason})
             elif call.name == PROPOSE_DONE:
@@ -75,7 +73,7 @@ class TurnExecutor:
                 if result.status is ToolResultStatus.OK:
                     done_call = call
             else:
-                self._state.call_started[call.id] = self._clock.now()
+                self.state.call_started[call.id] = self.clock.now()
                 result, action = self._run_one(turn_id, decision, call, physical_done=dispatched is not None)
                 if result.status is ToolResultStatus.PRECONDITION_CHANGED:
                     stop_reason = "an earlier call in this turn hit precondition_changed; decide again on the fresh snapshot"
@@ -83,15 +81,15 @@ class TurnExecutor:
             out.append(result)
             if action is not None:
                 dispatched = action
-            drafts = [self._ledger.draft(EventType.TOOL_RESULT_RECORDED, model_turn_id=turn_id, tool_call_id=call.id,
+            drafts = [self.ledger.draft(EventType.TOOL_RESULT_RECORDED, model_turn_id=turn_id, tool_call_id=call.id,
                                          robot_action_id=result.action_id or "", payload=result.model_dump(mode="json"))]
             if action is None and call.name != PROPOSE_DONE:
                 # Everything but an accepted physical action ends here: its receipt
                 # is written with its result, in the same commit. An accepted
                 # action's receipt is written with its verified outcome.
-                drafts += self._receipts.for_result(turn_id, decision, call, result)
-            self._ledger.append_many(drafts)
-            self._state.calls.append({
+                drafts += self.receipts.for_result(turn_id, decision, call, result)
+            self.ledger.append_many(drafts)
+            self.state.calls.append({
                 "id": call.id, "name": call.name, "arguments": call.arguments,
                 "result": result.model_dump(mode="json", exclude={"kind", "format_version"}),
                 "action_id": result.action_id,
@@ -100,7 +98,7 @@ class TurnExecutor:
 
     def _accept_done_call(self, call: ToolCall, *, first: bool) -> ToolResult:
         try:
-            self._skills.get(PROPOSE_DONE).validate(call.arguments)
+            self.skills.get(PROPOSE_DONE).validate(call.arguments)
         except UsageError as exc:
             return results.error(call, exc.code, exc.message, exc.details)
         if not first:
@@ -117,20 +115,20 @@ class TurnExecutor:
                                  f"{call.name}: the arguments are not a JSON object; nothing was run",
                                  {"raw": str(call.arguments[MALFORMED_ARGUMENTS])[:500]}), None
         try:
-            skill = self._skills.get(call.name)
+            skill = self.skills.get(call.name)
             args = skill.validate(call.arguments)
         except UsageError as exc:
             return results.error(call, exc.code, exc.message, exc.details), None
         if skill.name == ASK_OPERATOR:
-            return self._operator.ask(turn_id, call, args), None
+            return self.operator.ask(turn_id, call, args), None
         if skill.physical and physical_done:
             return results.rejected(
                 call, "at most one new managed physical action per decision step; propose it again next turn",
                 code="one_physical_action_per_step"), None
-        if self._operator.policy(skill) is not None:
-            refused = self._operator.approve(turn_id, call, skill, args)
+        if self.operator.policy(skill) is not None:
+            refused = self.operator.approve(turn_id, call, skill, args)
             if refused is not None:
                 return refused, None
         if skill.physical:
-            return self._dispatcher.navigate(turn_id, decision, call, skill, args)
-        return self._dispatcher.run_capability(decision, call, skill, args), None
+            return self.dispatcher.navigate(turn_id, decision, call, skill, args)
+        return self.dispatcher.run_capability(decision, call, skill, args), None
