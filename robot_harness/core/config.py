@@ -1,8 +1,10 @@
 """Harness configuration (the ``harness`` section of config/*.yaml and scenarios)."""
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -381,10 +383,8 @@ def deep_merge(a: dict, b: dict) -> dict:
     return out
 
 
-def packaged_config(name: str) -> "Path | None":
+def packaged_config(name: str) -> Path | None:
     """A shipped config file: the source checkout's config/, else share/robot_harness/config under an ament prefix."""
-    import os
-    from pathlib import Path
 
     candidates = [Path(__file__).resolve().parents[2] / "config" / name]
     for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
