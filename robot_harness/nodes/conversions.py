@@ -339,7 +339,6 @@ def msg_to_snapshot(msg: WorldSnapshotMsg) -> WorldSnapshot:
 
 def journal_event_to_msg(event: JournalEvent) -> JournalEventMsg:
     """The live view of a committed event; the payload as compact JSON."""
-    payload = event.model_dump(mode="json")["payload"]
     return JournalEventMsg(
         format_version=event.format_version,
         seq=event.seq,
@@ -351,8 +350,19 @@ def journal_event_to_msg(event: JournalEvent) -> JournalEventMsg:
         tool_call_id=event.tool_call_id,
         robot_action_id=event.robot_action_id,
         snapshot_id=event.snapshot_id,
-        payload_json=json.dumps(payload, separators=(",", ":"), ensure_ascii=False),
+        payload_json=_payload_json(event),
     )
+
+
+def _payload_json(event: JournalEvent) -> str:
+    """A committed payload is plain JSON already (the journal stored it as such), so it is dumped as
+    it is; anything else (an event built by hand) goes through pydantic's JSON mode first. Both give
+    the same text for a plain-JSON payload."""
+    try:
+        return json.dumps(event.payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        payload = event.model_dump(mode="json", include={"payload"})["payload"]
+        return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
 
 
 def msg_to_journal_event(msg: JournalEventMsg) -> JournalEvent:

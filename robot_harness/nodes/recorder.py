@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import struct
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -44,7 +45,6 @@ from rclpy.qos import (
 from rclpy.serialization import serialize_message
 
 from robot_harness.core.completion import EvidenceRef
-from robot_harness.core.journal import BackgroundListener
 from robot_harness.evidence import foxglove as fx
 from robot_harness.evidence.bag import (
     BagFinalisation,
@@ -54,6 +54,7 @@ from robot_harness.evidence.bag import (
     normalize_type_name,
     qos_profiles_yaml,
 )
+from robot_harness.nodes.listener import ConvertedEvent, JournalFanout, Tap
 
 __all__ = [
     "RecordedTopic",
@@ -68,6 +69,7 @@ __all__ = [
     "MissionRecorder",
     "HarnessEvidenceRecorder",
     "derived_messages",
+    "PathEncoder",
     "import_message_type",
     "qos_to_dict",
 ]
@@ -467,6 +469,72 @@ def derived_messages(item: Any) -> list[tuple[str, str, Any]]:
     return []
 
 
+class PathEncoder:
+    """``nav_msgs/msg/Path`` updates as CDR, each pose encoded once and kept while it stays on the path.
+
+    A path update repeats the whole trajectory so far (up to
+    ``DerivedTopics``' ``max_path_poses``): built as message objects and
+    serialized, a 512-pose path took about 36 ms of GIL-held work per snapshot
+    on the 2-vCPU VM, growing with the mission. Here a pose's bytes are made
+    once (from the same :func:`derived_messages` conversion) and an update is
+    a join. The result deserializes to exactly the message
+    :func:`derived_messages` builds (``test/unit/test_listener.py``); only
+    alignment padding, which serialize_message leaves uninitialised, is zero.
+    """
+
+    _HEADER = b"\x00\x01\x00\x00"
+    """CDR, little endian (what rmw_fastrtps writes); alignment counts from after these four bytes."""
+
+    def __init__(self) -> None:
+        self._pieces: dict[int, tuple[Any, dict[int, bytes]]] = {}
+
+    def encode(self, update: fx.PathUpdate) -> bytes:
+        out = bytearray(self._HEADER)
+        _put_stamp_frame(out, update.stamp, update.frame_id)
+        _align(out, 4)
+        out += struct.pack("<I", len(update.poses))
+        kept: dict[int, tuple[Any, dict[int, bytes]]] = {}
+        for pose in update.poses:
+            entry = self._pieces.get(id(pose))
+            if entry is None or entry[0] is not pose:
+                entry = (pose, {})
+            kept[id(pose)] = entry
+            _align(out, 4)
+            phase = (len(out) - 4) % 8
+            piece = entry[1].get(phase)
+            if piece is None:
+                piece = entry[1][phase] = _pose_stamped_piece(pose, phase)
+            out += piece
+        self._pieces = kept
+        return bytes(out)
+
+
+def _align(out: bytearray, n: int) -> None:
+    out += b"\x00" * ((-(len(out) - 4)) % n)
+
+
+def _put_stamp_frame(out: bytearray, stamp: float, frame_id: str) -> None:
+    """``std_msgs/Header``: the stamp as derived_messages makes it, then the frame id as a CDR string."""
+    sec, nanosec = fx.split_stamp(stamp)
+    _align(out, 4)
+    out += struct.pack("<iI", sec, nanosec)
+    text = frame_id.encode() + b"\x00"
+    out += struct.pack("<I", len(text)) + text
+
+
+def _pose_stamped_piece(pose: fx.StampedPose, phase: int) -> bytes:
+    """One ``geometry_msgs/PoseStamped`` encoded as if it started ``phase`` bytes past an 8-byte boundary."""
+    from . import conversions as cv
+
+    msg = cv.pose2d_to_pose_msg(pose.pose)
+    out = bytearray(PathEncoder._HEADER + b"\x00" * phase)
+    _put_stamp_frame(out, pose.stamp, pose.frame_id)
+    _align(out, 8)
+    p, q = msg.position, msg.orientation
+    out += struct.pack("<7d", p.x, p.y, p.z, q.x, q.y, q.z, q.w)
+    return bytes(out[4 + phase:])
+
+
 class HarnessEvidenceRecorder:
     """The core's ``EvidenceRecorder`` port over a :class:`MissionRecorder`.
 
@@ -480,33 +548,43 @@ class HarnessEvidenceRecorder:
     counted, and the record simply has no bag ref.
     """
 
-    def __init__(self, recorder: MissionRecorder, journal: Any, *, logger: Any = None, derive: bool = True) -> None:
+    def __init__(self, recorder: MissionRecorder, journal: Any, *, logger: Any = None, derive: bool = True,
+                 events: JournalFanout | None = None) -> None:
         self._recorder = recorder
         self._journal = journal
         self._logger = logger
+        self._events = events
+        """The supervisor's fan-out (each event converted once, for ``~/events`` and the bag alike);
+        without one the recorder runs a fan-out of its own on ``journal`` while a mission records."""
+        self._own: JournalFanout | None = None
         self._unsubscribe: Any = None
-        self._listener: BackgroundListener | None = None
+        self._tap: Tap | None = None
         self._derive = derive
         self._derived: Any = None
+        self._paths = PathEncoder()
         self._derive_lock = threading.Lock()
         self.failures = 0
 
     def start(self, mission_id: str) -> None:
         self._derived = fx.DerivedTopics() if self._derive else None
+        self._paths = PathEncoder()
         self._recorder.start(mission_id)
-        # Written from a thread of its own (commit order kept), off the mission thread;
-        # stop() drains it before the bag closes.
-        self._listener = BackgroundListener(self._on_events, name="bag-journal")
-        self._unsubscribe = self._journal.subscribe(self._listener)
+        # Written from the fan-out's thread (commit order kept), off the mission thread;
+        # stop() drains what was committed before it, then the bag closes.
+        fanout = self._events
+        if fanout is None:
+            fanout = self._own = JournalFanout(name="bag-journal", logger=self._logger)
+            self._unsubscribe = self._journal.subscribe(fanout)
+        self._tap = fanout.attach(self._on_events, name="evidence bag")
 
-    def _on_events(self, events: Sequence[Any]) -> None:
-        from . import conversions as cv
-
-        for event in events:
+    def _on_events(self, events: Sequence[ConvertedEvent]) -> None:
+        for item in events:
             if not self._recorder.recording:
                 return
+            event = item.event
             try:
-                self._recorder.record(JOURNAL_TOPIC, JOURNAL_TYPE, cv.journal_event_to_msg(event))
+                # The same CDR bytes ~/events published: converted and serialized once.
+                self._recorder.record(JOURNAL_TOPIC, JOURNAL_TYPE, item.cdr)
             except Exception as exc:  # noqa: BLE001 - see the class docstring
                 self._failed(f"journal event {event.seq}: {exc}")
             if self._derived is not None and event.mission_id == self._recorder.mission_id:
@@ -516,7 +594,12 @@ class HarnessEvidenceRecorder:
         try:
             with self._derive_lock:
                 items = self._derived.feed(event)
-            messages = [m for item in items for m in derived_messages(item)]
+            messages: list[tuple[str, str, Any]] = []
+            for item in items:
+                if isinstance(item, fx.PathUpdate):  # the whole trajectory again: from bytes kept per pose
+                    messages.append((fx.PATH_TOPIC, DERIVED_TYPES[fx.PATH_TOPIC], self._paths.encode(item)))
+                else:
+                    messages.extend(derived_messages(item))
         except Exception as exc:  # noqa: BLE001
             self._failed(f"derived topics of journal event {event.seq}: {exc}")
             return
@@ -551,10 +634,13 @@ class HarnessEvidenceRecorder:
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        if self._listener is not None:
-            if not self._listener.close(5.0):
+        if self._tap is not None:
+            if not self._tap.detach(5.0):
                 self._failed("journal events still queued for the bag after 5 s; the bag closes without them")
-            self._listener = None
+            self._tap = None
+        if self._own is not None:
+            self._own.close(1.0)
+            self._own = None
         if status and self._derived is not None and self._recorder.recording:
             line = fx.finish_line(mission_id=self._recorder.mission_id, status=status, summary=summary,
                                stamp=self._recorder.now())

@@ -30,7 +30,7 @@ from ..core.engine import MAX_GOAL_CHARS, MissionRunner
 from ..core.errors import HarnessError, HarnessTimeout, JournalWriteError, MissionRefused, RefusalError, UsageError
 from ..core.mission_spec import MissionSpec, StructuredCoverageReviewer, structured_compiler
 from ..operator.session import ExternalPlanner, SessionContractCompiler, SessionHost
-from ..core.journal import BackgroundListener, Journal, SqliteJournal, default_journal_path
+from ..core.journal import Journal, SqliteJournal, default_journal_path
 from ..core.preconditions import check_preconditions
 from ..core.interactions import CredentialSet, TokenHasher, interactions, load_token_key, resolve, token_key_path
 from ..core.reconcile import Reconciler, clear_resource
@@ -42,6 +42,7 @@ from . import conversions as cv
 from ._lifecycle import ConfigureError, HarnessLifecycleNode
 from ._util import run_node, wait_future
 from .executors import BackgroundSpinner
+from .listener import EventPublisher, JournalFanout
 from .ros_ports import (Nav2NavigationPort, RosPlannerPort, RosRecoveryPort, RosRobotIO, RosSnapshotPort, RosVerifierPort,
                         recovery_call_budget)
 
@@ -158,10 +159,12 @@ class SupervisorNode(HarnessLifecycleNode):
         reliable = QoSProfile(depth=200, reliability=QoSReliabilityPolicy.RELIABLE)
         self._events_pub = self.create_publisher(JournalEventMsg, "~/events", reliable)
         self._state_pub = self.create_publisher(ActionState, "~/action_state", 10)
-        # Published from a thread of its own (commit order kept), not on the mission thread,
-        # which would otherwise wait for DDS between a tool call and its goal (bench/overhead.py).
-        self._events_listener = BackgroundListener(self._publish_events, name="supervisor-events")
+        # One journal listener on a thread of its own (commit order kept), not on the mission thread,
+        # which would otherwise wait for DDS and the disk between a tool call and its goal
+        # (bench/overhead.py): each event is converted once for ~/events and the evidence bag.
+        self._events_listener = JournalFanout(name="supervisor-events", logger=self.get_logger())
         self._unsubscribe = self._journal.subscribe(self._events_listener)
+        self._events_listener.attach(EventPublisher(self._events_pub), name="~/events")
         # The mission loop's clients (snapshot capture, planner, navigation)
         # live on a helper node with its own single-threaded spinner: see
         # BackgroundSpinner for why.
@@ -205,7 +208,8 @@ class SupervisorNode(HarnessLifecycleNode):
                                                        namespace=self.get_namespace()).start()
             self._mission_recorder = MissionRecorder(self._recorder_spinner.node, store)
             self._mission_recorder.subscribe()
-            self._recorder = HarnessEvidenceRecorder(self._mission_recorder, self._journal, logger=self.get_logger())
+            self._recorder = HarnessEvidenceRecorder(self._mission_recorder, self._journal, logger=self.get_logger(),
+                                                     events=self._events_listener)
             self.get_logger().info(f"mission evidence bags in {bag_dir}")
         self._io = RosRobotIO(self, clock=self._wall, ids=self._ids, artifacts_dir=artifacts,
                               camera_topic=p["camera_topic"], speech_topic=p["speech_topic"], message_topic=p["message_topic"])
@@ -995,10 +999,6 @@ class SupervisorNode(HarnessLifecycleNode):
                                              payload={"reason": "salient_event", "snapshot": snap.model_dump(mode="json")})])
         except HarnessError as exc:
             self.get_logger().error(f"could not persist salient snapshot {snap.snapshot_id}: {exc}")
-
-    def _publish_events(self, events: list[JournalEvent]) -> None:
-        for ev in events:
-            self._events_pub.publish(cv.journal_event_to_msg(ev))
 
 
 def _pose(v: dict) -> Any:
