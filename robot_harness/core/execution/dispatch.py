@@ -15,13 +15,13 @@ from pydantic import BaseModel
 
 from ..clock import Clock, IdGenerator
 from ..config import HarnessConfig, navigation_workspace
-from ..durable import DuplicateDispatch, LeaseConflict, ReleaseReason, goal_uuid_for
+from ..durable import DispatchKey, DuplicateDispatch, LeaseConflict, ReleaseReason, goal_uuid_for
 from ..errors import HarnessError, HarnessTimeout, UsageError
 from ..lifecycle import ManagedAction
 from ..ports import NavigationPort, RobotIO
 from ..preconditions import check_preconditions
 from ..reconcile import ACTIVE_STATUSES, TERMINAL_STATUSES
-from ..records import ActionStatus, EventType, ToolCall, ToolResult, ToolResultStatus, WorldSnapshot
+from ..records import ActionStatus, EventDraft, EventType, ToolCall, ToolResult, ToolResultStatus, WorldSnapshot
 from ..skills import NavigateToArgs, Skill, ToolEnv, resolve_target
 from ..mission.ledger import MissionLedger, StoppedBeforeDispatch
 from ..mission.observations import Observations
@@ -92,49 +92,64 @@ class Dispatcher:
                 "fresh_snapshot_id": fresh.snapshot_id,
                 "note": "nothing was sent to the robot; a new turn starts on the fresh snapshot",
             }), None
-        now = self.clock.now()
         action = ManagedAction(
             action_id=self.ids.new("act"), mission_id=s.mission_id, tool_call_id=call.id, model_turn_id=turn_id,
             skill=skill.name, target=target_now, decision_snapshot_id=decision.snapshot_id,
-            backend=self.navigation.name, now=now,
+            backend=self.navigation.name, now=self.clock.now(),
         )
         action.dispatch_snapshot = fresh
         distance = fresh.pose.distance_to(target_now) if fresh.pose else 0.0
-        timeout_s = nav.timeout_s + nav.timeout_per_m_s * distance
-        goal_id = goal_uuid_for(key.text)
-        # The fresh snapshot, the passing check, the dispatch intent (keyed, so a
-        # repeat is refused) and the resource leases are durable (one
-        # revision-checked commit) before anything is sent to the robot.
+        action.timeout_s = nav.timeout_s + nav.timeout_per_m_s * distance
+        refused = self._commit_intent(turn_id, call, skill, key, action, [snap_draft, check_draft])
+        if refused is not None:
+            return refused, None
+        return self._send(call, skill, action, goal_uuid_for(key.text))
+
+    def _commit_intent(self, turn_id: str, call: ToolCall, skill: Skill, key: DispatchKey, action: ManagedAction,
+                       checked: list[EventDraft]) -> ToolResult | None:
+        """Make the fresh snapshot, the passing check, the dispatch intent (keyed, so a repeat is
+        refused) and the resource leases durable, in one revision-checked commit, before anything
+        is sent. None when committed; else the call's result (a duplicate, a lease conflict, a Stop)."""
+        s, nav = self.state, skill.managed.navigation  # type: ignore[union-attr]
+        assert action.target is not None
+        started = self.ledger.draft(
+            EventType.ROBOT_ACTION_STARTED, model_turn_id=turn_id, tool_call_id=call.id,
+            robot_action_id=action.action_id, snapshot_id=checked[0].snapshot_id, payload={
+                "intent": {"backend": self.navigation.name, "target": action.target.model_dump(),
+                           "frame_id": self.config.frame_id, "timeout_s": round(action.timeout_s, 2),
+                           "arguments": call.arguments},
+                "dispatch": {"key": key.text, "goal_id": goal_uuid_for(key.text), "resources": list(skill.resources),
+                             "node": key.node, "attempt": key.attempt, "state_version": key.state_version},
+                # under which policy decision: the passing pre-dispatch check (same commit),
+                # the operator's approval, and the recovery attempt that authorized it
+                "policy": {"preconditions": "passed", "approval": s.approvals.get(call.id, ""),
+                           "authorized_attempt": key.attempt},
+                "action": action.view().model_dump(mode="json"),
+            })
+        expires = action.requested_at + action.timeout_s + nav.cancel_timeout_s + LEASE_MARGIN_S
         try:
-            committed = self.ledger.append_many([snap_draft, check_draft, self.ledger.draft(
-                EventType.ROBOT_ACTION_STARTED, model_turn_id=turn_id, tool_call_id=call.id,
-                robot_action_id=action.action_id, snapshot_id=fresh.snapshot_id, payload={
-                    "intent": {"backend": self.navigation.name, "target": target_now.model_dump(),
-                               "frame_id": self.config.frame_id, "timeout_s": round(timeout_s, 2),
-                               "arguments": call.arguments},
-                    "dispatch": {"key": key.text, "goal_id": goal_id, "resources": list(skill.resources),
-                                 "node": key.node, "attempt": key.attempt, "state_version": key.state_version},
-                    # under which policy decision: the passing pre-dispatch check (same commit),
-                    # the operator's approval, and the recovery attempt that authorized it
-                    "policy": {"preconditions": "passed", "approval": s.approvals.get(call.id, ""),
-                               "authorized_attempt": key.attempt},
-                    "action": action.view().model_dump(mode="json"),
-                }), *self.leases.acquire_drafts(skill, action.action_id,
-                                                 now + timeout_s + nav.cancel_timeout_s + LEASE_MARGIN_S)])
+            committed = self.ledger.append_many([*checked, started,
+                                                 *self.leases.acquire_drafts(skill, action.action_id, expires)])
         except DuplicateDispatch as exc:
-            return _duplicate(call, exc), None
+            return _duplicate(call, exc)
         except LeaseConflict as exc:
-            return _lease_conflict(call, exc), None
+            return _lease_conflict(call, exc)
         except StoppedBeforeDispatch as stop:
-            return results.cancelled(call, f"stopped before dispatch: {stop}; nothing was sent"), None
-        s.evidence.append(committed[2].seq)
-        action.timeout_s = timeout_s
+            return results.cancelled(call, f"stopped before dispatch: {stop}; nothing was sent")
+        s.evidence.append(next(e.seq for e in committed if e.type is EventType.ROBOT_ACTION_STARTED))
         s.actions.append(action)
         s.active = action
+        return None
+
+    def _send(self, call: ToolCall, skill: Skill, action: ManagedAction,
+              goal_id: str) -> tuple[ToolResult, ManagedAction | None]:
+        """Send the goal (the one ``send_goal`` call of the harness) and record what the backend said."""
+        nav = skill.managed.navigation  # type: ignore[union-attr]
+        assert action.target is not None
         self.ledger.stage("dispatching", action)
         try:
-            ack = self.navigation.send_goal(target=target_now, frame_id=self.config.frame_id,
-                                             timeout_s=nav.accept_timeout_s, goal_id=goal_id)
+            ack = self.navigation.send_goal(target=action.target, frame_id=self.config.frame_id,
+                                            timeout_s=nav.accept_timeout_s, goal_id=goal_id)
         except HarnessTimeout as exc:
             return self._lost_acknowledgment(call, action, skill, goal_id, exc.message)
         except HarnessError as exc:
@@ -149,7 +164,7 @@ class Dispatcher:
         action.backend_goal_id = ack.goal_id
         action.accepted_at = self.clock.monotonic()
         self.ledger.append_many([self.ledger.transition(action, ActionStatus.ACCEPTED, "accepted by the backend",
-                                                          now=self.clock.now())])
+                                                        now=self.clock.now())])
         return _accepted(call, action), action
 
     def _lost_acknowledgment(self, call: ToolCall, action: ManagedAction, skill: Skill, goal_id: str,

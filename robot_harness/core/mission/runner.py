@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -32,7 +32,9 @@ from ..journal import Journal, JournalReadError
 from ..ports import (EvidenceRecorder, InteractivePlanner, NavigationPort, PlannerPort, PlannerRequest, RobotIO,
                      SnapshotPort, VerifierPort)
 from ..reconcile import Reconciler
-from ..records import ActionView, Availability, EventType, MissionStatus, ModelResponse, RuntimeEvent, ToolResult
+from ..records import (ActionView, Availability, EventType, MissionStatus, ModelResponse, RuntimeEvent, ToolResult,
+                       WorldSnapshot)
+from ..recovery import Failure
 from ..skills import SkillRegistry
 from ..verifier import Verifier, VerifierConfig
 from ..authority.done import DoneAuthority
@@ -75,6 +77,17 @@ class MissionOutcome(BaseModel):
     model_usage: dict[str, Any] = {}
     """Planner turns; LLM calls (planner, contract compiler/reviewer, recovery advisor: ``llm_calls_by_role``),
     tokens and LLM latency of the mission."""
+
+
+@dataclass
+class _Loop:
+    """What carries from one turn to the next."""
+
+    pending: list[RuntimeEvent] = field(default_factory=list)
+    """Runtime events (outcomes, recovery advice, rejections) the next turn delivers."""
+    last_results: list[ToolResult] = field(default_factory=list)
+    silent: int = 0
+    text_only: int = 0
 
 
 @dataclass
@@ -338,104 +351,126 @@ class MissionRunner:
     # -- the turns -------------------------------------------------------------
 
     def _turns(self, m: _Mission) -> MissionEnd:
-        s, ledger, limits = m.state, m.ledger, self.config.limits
-        pending: list[RuntimeEvent] = []
-        last_results: list[ToolResult] = []
-        silent = text_only = 0
-        for turn_index in range(limits.max_turns):
-            if isinstance(self.planner, InteractivePlanner):
-                # An operator session idles here until its next call, a Stop or the deadline.
-                self.planner.wait_for_call(lambda: bool(self._stop) or self.clock.monotonic() >= s.deadline)
-            end = self._budget_end(s)
+        """Model turns until one ends the mission or the turn budget runs out."""
+        loop = _Loop()
+        for turn_index in range(self.config.limits.max_turns):
+            end = self._turn(m, loop, turn_index)
             if end is not None:
                 return end
-            ledger.stage("planning")
-            snap, snap_draft = m.observations.capture("before_model_turn")
-            turn_id = self.ids.new("turn")
-            s.turn_state_version = ledger.task_state().state_version  # what this turn's decisions are keyed on
-            ctx = compile_planner_context(
-                progress=m.views.planner_progress(snap),
-                goal=s.goal,
-                turn_index=turn_index,
-                snapshot=snap,
-                places=sorted(s.places),
-                runtime_events=pending,
-                last_results=last_results,
-                byte_cap=self.config.context_byte_cap,
-                snapshot_byte_cap=self.config.snapshot_byte_cap,
-            )
-            # The snapshot, the turn and what it delivers to the model: one commit.
-            ledger.append_many([
-                snap_draft,
-                ledger.draft(EventType.MODEL_TURN_STARTED, model_turn_id=turn_id, snapshot_id=snap.snapshot_id, payload={
-                    "turn_index": turn_index, "context_bytes": context_size(ctx), "context": ctx,
-                }),
-                *(ledger.draft(EventType.RUNTIME_EVENT_DELIVERED, model_turn_id=turn_id, tool_call_id=ev.tool_call_id,
-                               robot_action_id=ev.action_id, payload=ev.model_dump(mode="json")) for ev in pending),
-            ])
-            pending = []
-            response, planner_error = self._ask_planner(s, turn_id, turn_index, ctx)
-            self._usage.count_turn(response)
-            # The response and every tool call in it are recorded in one commit, before any call runs.
-            ledger.append_many([
-                ledger.draft(EventType.MODEL_RESPONSE_RECORDED, model_turn_id=turn_id, snapshot_id=snap.snapshot_id,
-                             payload={"response": response.model_dump(mode="json"), "error": planner_error}),
-                *(ledger.draft(EventType.TOOL_CALL_RECORDED, model_turn_id=turn_id, tool_call_id=call.id,
-                               snapshot_id=snap.snapshot_id,
-                               payload={"name": call.name, "arguments": call.arguments, "index": index,
-                                        **m.views.skill_view(call, snap)})
-                  for index, call in enumerate(response.tool_calls)),
-            ])
-            if response.text_only and planner_error is None:
-                # Prose is not action: one recorded error, a new turn, within budget.
-                text_only += 1
-                if text_only > limits.max_text_only_turns:
-                    return m.done.give_up(f"{text_only} text-only model answers (budget {limits.max_text_only_turns})")
-                pending.append(RuntimeEvent(type="text_only_response", state="error", detail={
-                    "code": "no_tool_call",
-                    "reason": "the last answer was text only; act through the tools, or call propose_done",
-                }))
-                continue
-            if response.silent:
-                silent += 1
-                if silent >= limits.max_silent_turns:
-                    why = f"planner error: {planner_error}" if planner_error else "the planner stopped proposing actions"
-                    return m.done.give_up(why)
-                continue
-            silent = 0
-            turn = m.turns.run(turn_id, snap, response.tool_calls)
-            last_results = list(turn.results)
-            outcome_event = m.supervisor.supervise(turn.action) if turn.action is not None else None
-            if outcome_event is not None:
-                pending.append(outcome_event)
-            failure = worst_failure(last_results, outcome_event, physical=self._physical_skills, ids=self.ids)
-            if failure is not None:
-                step = m.recovery.recover(turn_id, failure)
-                if step.end is not None:
-                    return step.end
-                pending.append(step.event)  # type: ignore[arg-type]
-            end = self._budget_end(s)  # a Stop (or the deadline) during this turn ends it before any verification
+        return m.done.give_up(f"turn budget of {self.config.limits.max_turns} exhausted without a verified done")
+
+    def _turn(self, m: _Mission, loop: _Loop, turn_index: int) -> MissionEnd | None:
+        """One turn: plan on a fresh snapshot, act on the response, judge a done proposal."""
+        s = m.state
+        if isinstance(self.planner, InteractivePlanner):
+            # An operator session idles here until its next call, a Stop or the deadline.
+            self.planner.wait_for_call(lambda: bool(self._stop) or self.clock.monotonic() >= s.deadline)
+        end = self._budget_end(s)
+        if end is not None:
+            return end
+        turn_id, snap, response, planner_error = self._plan(m, loop, turn_index)
+        end = self._screen(m, loop, response, planner_error)
+        if end is not None or response.silent:  # a silent (or prose-only) turn does nothing more
+            return end
+        turn = m.turns.run(turn_id, snap, response.tool_calls)
+        loop.last_results = list(turn.results)
+        outcome = m.supervisor.supervise(turn.action) if turn.action is not None else None
+        if outcome is not None:
+            loop.pending.append(outcome)
+        failure = worst_failure(loop.last_results, outcome, physical=self._physical_skills, ids=self.ids)
+        if failure is not None:
+            end = self._recover(m, loop, turn_id, failure)
             if end is not None:
                 return end
-            proposal: tuple[str, str] | None = None
-            if turn.done_call is not None:
-                proposal = (turn.done_call.id, str(turn.done_call.arguments.get("summary", "")))
-            elif response.done is not None:
-                proposal = (f"{turn_id}/done", response.done)
-            if proposal is None:
-                continue
-            done = m.done.verify(turn_id, *proposal)
-            if done.end is not None:
-                return done.end
-            if done.event is not None:
-                pending.append(done.event)
-            if done.failure is not None:
-                # A rejected done is a setback like any other: recovery answers it, and its advice is heard.
-                step = m.recovery.recover(turn_id, done.failure)
-                if step.end is not None:
-                    return step.end
-                pending.append(step.event)  # type: ignore[arg-type]
-        return m.done.give_up(f"turn budget of {limits.max_turns} exhausted without a verified done")
+        end = self._budget_end(s)  # a Stop (or the deadline) during this turn ends it before any verification
+        if end is not None:
+            return end
+        if turn.done_call is not None:
+            return self._judge(m, loop, turn_id, turn.done_call.id, str(turn.done_call.arguments.get("summary", "")))
+        if response.done is not None:
+            return self._judge(m, loop, turn_id, f"{turn_id}/done", response.done)
+        return None
+
+    def _plan(self, m: _Mission, loop: _Loop, turn_index: int) -> tuple[str, WorldSnapshot, ModelResponse, str | None]:
+        """Capture the turn's snapshot, compile and journal its context, ask the planner, journal the answer."""
+        s, ledger = m.state, m.ledger
+        ledger.stage("planning")
+        snap, snap_draft = m.observations.capture("before_model_turn")
+        turn_id = self.ids.new("turn")
+        s.turn_state_version = ledger.task_state().state_version  # what this turn's decisions are keyed on
+        ctx = compile_planner_context(
+            progress=m.views.planner_progress(snap),
+            goal=s.goal,
+            turn_index=turn_index,
+            snapshot=snap,
+            places=sorted(s.places),
+            runtime_events=loop.pending,
+            last_results=loop.last_results,
+            byte_cap=self.config.context_byte_cap,
+            snapshot_byte_cap=self.config.snapshot_byte_cap,
+        )
+        # The snapshot, the turn and what it delivers to the model: one commit.
+        ledger.append_many([
+            snap_draft,
+            ledger.draft(EventType.MODEL_TURN_STARTED, model_turn_id=turn_id, snapshot_id=snap.snapshot_id, payload={
+                "turn_index": turn_index, "context_bytes": context_size(ctx), "context": ctx,
+            }),
+            *(ledger.draft(EventType.RUNTIME_EVENT_DELIVERED, model_turn_id=turn_id, tool_call_id=ev.tool_call_id,
+                           robot_action_id=ev.action_id, payload=ev.model_dump(mode="json")) for ev in loop.pending),
+        ])
+        loop.pending = []
+        response, planner_error = self._ask_planner(s, turn_id, turn_index, ctx)
+        self._usage.count_turn(response)
+        # The response and every tool call in it are recorded in one commit, before any call runs.
+        ledger.append_many([
+            ledger.draft(EventType.MODEL_RESPONSE_RECORDED, model_turn_id=turn_id, snapshot_id=snap.snapshot_id,
+                         payload={"response": response.model_dump(mode="json"), "error": planner_error}),
+            *(ledger.draft(EventType.TOOL_CALL_RECORDED, model_turn_id=turn_id, tool_call_id=call.id,
+                           snapshot_id=snap.snapshot_id,
+                           payload={"name": call.name, "arguments": call.arguments, "index": index,
+                                    **m.views.skill_view(call, snap)})
+              for index, call in enumerate(response.tool_calls)),
+        ])
+        return turn_id, snap, response, planner_error
+
+    def _screen(self, m: _Mission, loop: _Loop, response: ModelResponse, planner_error: str | None) -> MissionEnd | None:
+        """Prose is not action, and silence is not progress: each is counted against its budget."""
+        limits = self.config.limits
+        if response.text_only and planner_error is None:
+            loop.text_only += 1
+            if loop.text_only > limits.max_text_only_turns:
+                return m.done.give_up(f"{loop.text_only} text-only model answers (budget {limits.max_text_only_turns})")
+            loop.pending.append(RuntimeEvent(type="text_only_response", state="error", detail={
+                "code": "no_tool_call",
+                "reason": "the last answer was text only; act through the tools, or call propose_done",
+            }))
+            return None
+        if response.silent:
+            loop.silent += 1
+            if loop.silent >= limits.max_silent_turns:
+                why = f"planner error: {planner_error}" if planner_error else "the planner stopped proposing actions"
+                return m.done.give_up(why)
+            return None
+        loop.silent = 0
+        return None
+
+    def _recover(self, m: _Mission, loop: _Loop, turn_id: str, failure: Failure) -> MissionEnd | None:
+        step = m.recovery.recover(turn_id, failure)
+        if step.event is not None:
+            loop.pending.append(step.event)
+        return step.end
+
+    def _judge(self, m: _Mission, loop: _Loop, turn_id: str, invocation_id: str, text: str) -> MissionEnd | None:
+        """A done proposal: the authority's verdict ends the mission, or the planner hears why not and
+        recovery answers a rejected done like any other setback."""
+        done = m.done.verify(turn_id, invocation_id, text)
+        if done.end is not None:
+            return done.end
+        if done.event is not None:
+            loop.pending.append(done.event)
+        if done.failure is not None:
+            return self._recover(m, loop, turn_id, done.failure)
+        return None
 
     def _ask_planner(self, s: MissionState, turn_id: str, turn_index: int,
                      ctx: dict[str, Any]) -> tuple[ModelResponse, str | None]:
