@@ -53,19 +53,28 @@ Both are also split into the main thread's CPU time (the harness's own work),
 the wall time spent in journal appends and in snapshot captures, and the rest
 (waiting for the GIL and for the scheduler).
 
+(b) is also read along the mission: the median of the 10 turns up to action
+10 against the median of the last 10 turns (action 200 by default), and their
+ratio. The engine's per-turn cost must not grow with mission length.
+
+Every figure is printed with the VM steal (``/proc/stat``) measured over the
+phase that produced it: each variant's mission, each baseline half, the
+capture and conversion references, each commit-cost loop.
+
 Two variants of the harness mission, one after the other on the same node:
 
 * ``bare``: the core ``MissionRunner`` and its journal, nothing else.
-* ``listeners``: plus the journal listeners the supervisor process runs
-  (each on a thread of its own, fed by the appending mission thread): its ``~/events``
-  publisher (each committed event converted with ``journal_event_to_msg``
-  and published, reliable, as ``SupervisorNode._publish_events`` does) and
-  the MCAP evidence recorder (``HarnessEvidenceRecorder`` over a
-  ``MissionRecorder`` on its own ``BackgroundSpinner`` node, as the
-  supervisor builds it with ``record_evidence``: its journal listener writes
-  every event and the derived Foxglove topics into the bag, the engine
-  records snapshots and verdicts, and the raw pose/odometry/navigation
-  topics are recorded on the spinner's thread). ``--variants`` picks them.
+* ``listeners``: plus the journal listener the supervisor process runs: one
+  ``JournalFanout`` (``nodes/listener.py``) on a thread of its own, fed by
+  the appending mission thread, that converts each committed event once
+  (``journal_event_to_msg``, serialized once) and hands it to the
+  ``~/events`` publisher (``EventPublisher``, reliable, as the supervisor
+  attaches it) and to the MCAP evidence recorder (``HarnessEvidenceRecorder``
+  over a ``MissionRecorder`` on its own ``BackgroundSpinner`` node, as the
+  supervisor builds it with ``record_evidence``: every event and the derived
+  Foxglove topics into the bag, snapshots and verdicts recorded by the
+  engine, the raw pose/odometry/navigation topics on the spinner's thread).
+  ``--variants`` picks them.
 
 Baseline, same run, same process, same executor: a plain ``ActionClient`` on
 the same sim process, ``send_goal`` -> accepted round trip, as many goals as
@@ -96,6 +105,7 @@ if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
 import argparse
+import bisect
 import contextlib
 import json
 import math
@@ -111,6 +121,10 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 TARGET_A_P95_MS = 15.0
+TARGET_TURN_RATIO = 1.5
+"""Issue 14: (b) p95 with the supervisor's listeners at most this many times the bare runner's."""
+TARGET_TURN_JOURNAL_RATIO = 2.0
+"""Issue 14: the journal appends inside (b), p95, with listeners at most this many times bare."""
 PLACES = {"p0": {"x": 0.0, "y": 0.0, "yaw": math.pi}, "p1": {"x": 0.3, "y": 0.0, "yaw": 0.0}}
 """Two places 0.3 m apart, each facing away from the other: a hop is turn, drive, stop.
 
@@ -324,7 +338,7 @@ def analyse(rec: Recorder) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {k: [] for k in (
         "a", "a_cpu", "a_journal", "a_journal_cpu", "a_snapshot", "a_snapshot_cpu", "a_other", "a_commits",
         "a_captures", "accept_rt",
-        "b", "b_cpu", "b_journal", "b_snapshot", "b_other", "b_commits",
+        "b", "b_cpu", "b_journal", "b_snapshot", "b_other", "b_commits", "b_action", "b_action_journal",
     )}
     for (entry, exit_, cpu_entry, _cpu_exit), accepted in zip(rec.send_goals, rec.accepted):
         before = [c for c in calls if c[1] <= entry]
@@ -355,7 +369,44 @@ def analyse(rec: Recorder) -> dict[str, list[float]]:
         out["b_snapshot"].append(snaps)
         out["b_other"].append(out["b"][-1] - journal - snaps)
         out["b_commits"].append(len(_within(rec.journal_spans, r0, e1)))
+    # (b) of the turn that sent each action, in action order: does a turn cost more late in a mission?
+    returns = [c[1] for c in calls]
+    for entry, *_rest in rec.send_goals:
+        turn = bisect.bisect_right(returns, entry) - 1
+        if 0 <= turn < len(out["b"]):
+            out["b_action"].append(out["b"][turn])
+            out["b_action_journal"].append(out["b_journal"][turn])
     return out
+
+
+GROWTH_EARLY_ACTION = 10
+GROWTH_WINDOW = 10
+"""Per-turn time "at action k" is the median of (b) over the ``GROWTH_WINDOW`` actions ending at k:
+one turn alone is too noisy to compare."""
+
+
+def growth(m: dict[str, list[float]]) -> dict[str, Any]:
+    """Per-turn harness time (b) at action 10 and at the mission's last action, and their ratio.
+
+    The engine's per-turn cost must not grow with mission length (a context or
+    an index that grows with the journal would show here, as a ratio well
+    above 1). With fewer than 20 actions the two windows overlap.
+    """
+    per_action, journal = m["b_action"], m["b_action_journal"]
+    n = len(per_action)
+    if n == 0:
+        return {}
+    early_end = min(GROWTH_EARLY_ACTION, n)
+    early = slice(max(0, early_end - GROWTH_WINDOW), early_end)
+    late = slice(max(0, n - GROWTH_WINDOW), n)
+    e_ms = 1000.0 * statistics.median(per_action[early])
+    l_ms = 1000.0 * statistics.median(per_action[late])
+    return {
+        "early_action": early_end, "late_action": n, "window": GROWTH_WINDOW,
+        "early_ms": e_ms, "late_ms": l_ms, "ratio": l_ms / e_ms if e_ms > 0 else float("nan"),
+        "early_journal_ms": 1000.0 * statistics.median(journal[early]),
+        "late_journal_ms": 1000.0 * statistics.median(journal[late]),
+    }
 
 
 # --------------------------------------------------------------------------- baselines
@@ -493,29 +544,34 @@ def journal_commit_costs(directory: Path, count: int, *, name: str = "commit-cos
     path = directory / f"{name}.sqlite3"
     journal = SqliteJournal(path, clock=SystemClock(), ids=IdGenerator(None))
     costs: list[float] = []
+    appends, fsyncs = Steal(), Steal()
     try:
         journal.setup()
         pragmas = journal.pragmas()
-        for i in range(count):
-            draft = EventDraft(type=EventType.ROBOT_ACTION_PROGRESS, mission_id="bench", robot_action_id=f"act-{i}",
-                               payload={"distance_remaining": 0.1 * i, "current_pose": {"x": 0.0, "y": 0.0, "yaw": 0.0}})
-            t0 = time.perf_counter()
-            journal.append([draft])
-            costs.append(time.perf_counter() - t0)
+        with appends:
+            for i in range(count):
+                draft = EventDraft(type=EventType.ROBOT_ACTION_PROGRESS, mission_id="bench", robot_action_id=f"act-{i}",
+                                   payload={"distance_remaining": 0.1 * i,
+                                            "current_pose": {"x": 0.0, "y": 0.0, "yaw": 0.0}})
+                t0 = time.perf_counter()
+                journal.append([draft])
+                costs.append(time.perf_counter() - t0)
     finally:
         journal.close()
     raw: list[float] = []
     fd = os.open(directory / f"{name}.fsync-probe", os.O_WRONLY | os.O_CREAT, 0o600)
     try:
         block = os.urandom(4096)
-        for _ in range(count):
-            t0 = time.perf_counter()
-            os.write(fd, block)
-            os.fsync(fd)
-            raw.append(time.perf_counter() - t0)
+        with fsyncs:
+            for _ in range(count):
+                t0 = time.perf_counter()
+                os.write(fd, block)
+                os.fsync(fd)
+                raw.append(time.perf_counter() - t0)
     finally:
         os.close(fd)
-    return {"journal_append": costs, "raw_fsync": raw, "pragmas": pragmas}
+    return {"journal_append": costs, "raw_fsync": raw, "pragmas": pragmas,
+            "steal_pct": {"journal_append": appends.steal_pct, "raw_fsync": fsyncs.steal_pct}}
 
 
 def _fs_type(path: Path) -> str:
@@ -555,6 +611,49 @@ def machine_cpu() -> dict[str, float]:
     user, nice, system, idle, iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
     return {"busy": (user + nice + system + irq + softirq) / tick, "steal": steal / tick,
             "total": (user + nice + system + idle + iowait + irq + softirq + steal) / tick}
+
+
+class Steal:
+    """Whole-machine CPU over one measured phase: ``steal_pct`` (the VM host took it) and ``busy_pct``,
+    each in % of one core over the phase's wall time (NaN where ``/proc/stat`` is unreadable).
+
+    Every figure the bench prints is measured inside one of these, and the
+    steal during it is printed beside it: a p95 measured while the host stole
+    a core says nothing about the harness.
+    """
+
+    def __init__(self) -> None:
+        self.wall_s = 0.0
+        self.steal_s = float("nan")
+        self.busy_s = float("nan")
+
+    def __enter__(self) -> "Steal":
+        self._t0, self._m0 = time.perf_counter(), machine_cpu()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall_s = time.perf_counter() - self._t0
+        m1 = machine_cpu()
+        if self._m0 and m1:
+            self.steal_s = m1["steal"] - self._m0["steal"]
+            self.busy_s = m1["busy"] - self._m0["busy"]
+
+    @property
+    def steal_pct(self) -> float:
+        return 100.0 * self.steal_s / self.wall_s if self.wall_s > 0 else float("nan")
+
+    @property
+    def busy_pct(self) -> float:
+        return 100.0 * self.busy_s / self.wall_s if self.wall_s > 0 else float("nan")
+
+    def as_dict(self) -> dict[str, float]:
+        return {"wall_s": self.wall_s, "steal_pct": self.steal_pct, "busy_pct": self.busy_pct}
+
+
+def steal_of(*phases: "Steal") -> float:
+    """VM steal over several phases together, % of one core over their summed wall time."""
+    wall = sum(p.wall_s for p in phases)
+    return 100.0 * sum(p.steal_s for p in phases) / wall if wall > 0 else float("nan")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -781,54 +880,63 @@ def wait_ready(baseline: DirectBaseline, bench: BenchNode, robot: RobotProcesses
 
 
 class SupervisorListeners:
-    """The journal listeners of the supervisor process, built as ``SupervisorNode.on_configure`` builds them.
+    """The journal listener of the supervisor process, built as ``SupervisorNode.on_configure`` builds it.
+
+    One ``JournalFanout`` (``robot_harness/nodes/listener.py``) subscribed to
+    the journal, on a thread of its own (commit order kept): the appending
+    (runner's) thread only enqueues; the fan-out converts each committed event
+    to its ROS message and CDR bytes once and hands them to
 
     * ``~/events``: a reliable (depth 200) ``JournalEvent`` publisher on the
-      bench node, fed by a journal listener that converts and publishes each
-      committed event (``SupervisorNode._publish_events``); a subscriber on
-      the recorder's node stands in for an operator's client, so the
-      publisher really sends.
-    * The evidence recorder: a ``MissionRecorder`` on its own
+      bench node (``EventPublisher``, as the supervisor attaches it); a
+      subscriber on the recorder's node stands in for an operator's client,
+      so the publisher really sends;
+    * the evidence recorder: a ``MissionRecorder`` on its own
       ``BackgroundSpinner`` node subscribed to the raw robot topics, and the
       ``HarnessEvidenceRecorder`` the engine is handed (``recorder=``): it
-      subscribes to the journal when a mission starts and writes every event,
+      attaches to the fan-out when a mission starts and writes every event,
       the derived Foxglove topics, snapshots and verdicts into an MCAP bag.
 
-    As in the supervisor, both run on threads of their own
-    (``core.journal.BackgroundListener``, commit order kept): the appending
-    (runner's) thread only enqueues, and what they cost lands in (a) and (b)
-    only as CPU taken from the same two cores.
+    What they cost lands in (a) and (b) only as CPU (and the GIL) taken from
+    the same two cores.
     """
 
     def __init__(self, bench: "BenchNode", journal: Any, bag_dir: Path) -> None:
         from rclpy.qos import QoSProfile, QoSReliabilityPolicy
 
-        from robot_harness.core.journal import BackgroundListener
         from robot_harness.evidence.bag import McapEvidenceStore
         from robot_harness.msg import JournalEvent as JournalEventMsg
-        from robot_harness.nodes import conversions as cv
         from robot_harness.nodes.executors import BackgroundSpinner
+        from robot_harness.nodes.listener import EventPublisher, JournalFanout
         from robot_harness.nodes.recorder import HarnessEvidenceRecorder, MissionRecorder
 
         reliable = QoSProfile(depth=200, reliability=QoSReliabilityPolicy.RELIABLE)
         self._bench = bench
-        self.published = 0
         self.received = 0
         self._pub = bench.node.create_publisher(JournalEventMsg, "~/events", reliable)
-
-        def publish_events(events: list[Any]) -> None:
-            for ev in events:
-                self._pub.publish(cv.journal_event_to_msg(ev))
-            self.published += len(events)
-
-        self._events = BackgroundListener(publish_events, name="bench-events")
+        self._events = JournalFanout(name="bench-events")
         self._unsubscribe = journal.subscribe(self._events)
+        self._publisher = EventPublisher(self._pub)
+        self._events.attach(self._publisher, name="~/events")
         self._spinner = BackgroundSpinner(context=bench.context, name="overhead_bench_recorder").start()
         self._sub = self._spinner.node.create_subscription(
             JournalEventMsg, f"/{bench.node.get_name()}/events", self._on_event, reliable)
         self._mission_recorder = MissionRecorder(self._spinner.node, McapEvidenceStore(bag_dir))
         self._mission_recorder.subscribe()
-        self.recorder = HarnessEvidenceRecorder(self._mission_recorder, journal)
+        self.recorder = HarnessEvidenceRecorder(self._mission_recorder, journal, events=self._events)
+
+    @property
+    def published(self) -> int:
+        return self._publisher.published
+
+    def wait_for_client(self, timeout_s: float) -> bool:
+        """Until the publisher sees the stand-in client (it publishes nothing for nobody)."""
+        deadline = time.monotonic() + timeout_s
+        while self._pub.get_subscription_count() == 0:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
 
     def _on_event(self, _msg: Any) -> None:
         self.received += 1
@@ -851,7 +959,7 @@ def run_executor(kind: str, robot: RobotProcesses, workdir: Path, actions: int, 
     """Baseline halves around the harness missions (one per variant), all on one bench node spun by ``kind``."""
     from robot_harness.core.clock import IdGenerator, SystemClock
     from robot_harness.core.config import ContractConfig, HarnessConfig, LimitsConfig
-    from robot_harness.core.engine import MissionRunner
+    from robot_harness.compose import mission_runner
     from robot_harness.core.records import ActionStatus, EventType
     from robot_harness.core.skills import default_skills
 
@@ -891,12 +999,15 @@ def run_executor(kind: str, robot: RobotProcesses, workdir: Path, actions: int, 
         print(f"[{step}] {bench.label}: ready after {res['ready_s']:.1f} s; direct baseline, first half "
               f"({first} goals, +{WARMUP_ACTIONS} warm-up) ...", flush=True)
         baseline.accept_round_trips(WARMUP_ACTIONS, first=_away(baseline))  # warm-up, not counted
-        direct_1 = baseline.accept_round_trips(first, first=_away(baseline))
-        capture_1 = baseline.capture_round_trips(first)
+        steal = {name: Steal() for name in ("direct_1", "direct_2", "capture_1", "capture_2", "conversion")}
+        with steal["direct_1"]:
+            direct_1 = baseline.accept_round_trips(first, first=_away(baseline))
+        with steal["capture_1"]:
+            capture_1 = baseline.capture_round_trips(first)
         bench.check()
 
         def mission(n: int, recorder: Any = None) -> Any:
-            runner = MissionRunner(
+            runner = mission_runner(
                 config=config, journal=journal, clock=clock, ids=ids,
                 skills=default_skills(config.navigation), snapshots=snapshots,
                 planner=AlternatingPlanner(rec, actions=n, first=_away(baseline)), navigation=nav,
@@ -958,6 +1069,8 @@ def run_executor(kind: str, robot: RobotProcesses, workdir: Path, actions: int, 
                 continue
             load = SupervisorListeners(bench, journal, workdir / f"bags-{kind}")
             try:
+                if not load.wait_for_client(5.0):
+                    print("warning: the stand-in ~/events client was not matched within 5 s", file=sys.stderr)
                 runs[variant], _ = measured_mission(variant, load.recorder)
                 time.sleep(0.5)  # the last events reach the stand-in client
                 runs[variant]["events_published"] = load.published
@@ -968,15 +1081,22 @@ def run_executor(kind: str, robot: RobotProcesses, workdir: Path, actions: int, 
         res["variants"] = runs
         res.update({k: v for k, v in runs[variants[0]].items() if k != "variant"})
         print(f"[{step}] direct baseline, second half ({actions - first} goals) ...", flush=True)
-        capture_2 = baseline.capture_round_trips(actions - first)
-        direct_2 = baseline.accept_round_trips(actions - first, first=_away(baseline))
-        res["conversion"] = baseline.conversion_costs(actions)
+        with steal["capture_2"]:
+            capture_2 = baseline.capture_round_trips(actions - first)
+        with steal["direct_2"]:
+            direct_2 = baseline.accept_round_trips(actions - first, first=_away(baseline))
+        with steal["conversion"]:
+            res["conversion"] = baseline.conversion_costs(actions)
         robot.check()
         res["commit_under_graph"] = journal_commit_costs(workdir, commits, name=f"commit-running-{kind}")
         res.update(
             direct=direct_1 + direct_2, direct_first=direct_1, direct_second=direct_2,
             direct_cancel_timeouts=baseline.cancel_timeouts,
             capture=capture_1 + capture_2,
+            steal_pct={"direct": steal_of(steal["direct_1"], steal["direct_2"]),
+                       "direct_first": steal["direct_1"].steal_pct, "direct_second": steal["direct_2"].steal_pct,
+                       "capture": steal_of(steal["capture_1"], steal["capture_2"]),
+                       "conversion": steal["conversion"].steal_pct},
         )
     finally:
         bench.stop_spinning()
@@ -1016,6 +1136,16 @@ def report_variants(res: dict[str, Any]) -> dict[str, Any]:
         cells = "".join(f" {_fmt(tables[v][row]['median_ms']):>16s} {_fmt(tables[v][row]['p95_ms']):>16s}"
                         for v in names)
         print(f"{row:44s}{cells}")
+    steal = {v: r["cpu_pct_of_one_core"].get("VM steal", float("nan")) for v, r in runs.items()}
+    print(f"{'VM steal during the mission, % of one core':44s}"
+          + "".join(f" {steal[v]:16.1f} {'':>16s}" for v in names))
+    grown = {v: growth(r["measured"]) for v, r in runs.items()}
+    for v, g in grown.items():
+        if g:
+            print(f"{v}: (b) per turn, median of {g['window']} turns: at action {g['early_action']} "
+                  f"{g['early_ms']:.2f} ms, at action {g['late_action']} {g['late_ms']:.2f} ms, ratio "
+                  f"{g['ratio']:.2f}x (journal appends {g['early_journal_ms']:.2f} -> {g['late_journal_ms']:.2f} ms; "
+                  f"VM steal {steal[v]:.1f} %)")
     for v, r in runs.items():
         cpu = r["cpu_pct_of_one_core"]
         extra = ""
@@ -1027,13 +1157,26 @@ def report_variants(res: dict[str, Any]) -> dict[str, Any]:
               f"CPU % of one core: bench process {cpu['bench process']:.0f}, runner thread "
               f"{cpu['bench main thread (runner)']:.0f}, other processes {cpu.get('other processes', float('nan')):.0f}, "
               f"VM steal {cpu.get('VM steal', float('nan')):.0f}{extra}")
-    targets = {}
+    targets: dict[str, Any] = {}
     for v in names:
         p95 = tables[v]["(a) tool call -> goal sent"]["p95_ms"]
-        targets[v] = {"a_p95_ms": p95, "met": p95 < TARGET_A_P95_MS}
+        targets[v] = {"a_p95_ms": p95, "met": p95 < TARGET_A_P95_MS, "steal_pct": steal[v]}
         print(f"target ({res['executor']}, {v}): p95 of the per-action overhead (a) < {TARGET_A_P95_MS:.0f} ms -> "
-              f"{p95:.2f} ms: {'MET' if targets[v]['met'] else 'NOT MET'}")
+              f"{p95:.2f} ms: {'MET' if targets[v]['met'] else 'NOT MET'} (VM steal {steal[v]:.1f} %)")
+    listener_targets: dict[str, Any] = {}
+    if "bare" in tables and "listeners" in tables:
+        for key, row, bound in (("turn_p95", "(b) per turn, excl. planner + nav port", TARGET_TURN_RATIO),
+                                ("turn_journal_p95", "    in journal appends ", TARGET_TURN_JOURNAL_RATIO)):
+            bare, loaded = tables["bare"][row]["p95_ms"], tables["listeners"][row]["p95_ms"]
+            ratio = loaded / bare if bare > 0 else float("nan")
+            listener_targets[key] = {"bare_p95_ms": bare, "listeners_p95_ms": loaded, "ratio": ratio, "bound": bound,
+                                     "met": ratio <= bound, "steal_pct": {"bare": steal["bare"],
+                                                                          "listeners": steal["listeners"]}}
+            print(f"target ({res['executor']}): {row.strip()} p95, listeners / bare <= {bound:.1f}x -> "
+                  f"{loaded:.2f} / {bare:.2f} ms = {ratio:.2f}x: {'MET' if ratio <= bound else 'NOT MET'} "
+                  f"(VM steal {steal['bare']:.1f} / {steal['listeners']:.1f} %)")
     return {"tables": {v: {k.strip(): t[k] for k in t} for v, t in tables.items()}, "targets": targets,
+            "listener_targets": listener_targets, "growth": grown, "steal_pct": steal,
             "runs": {v: {k: x for k, x in r.items() if k != "measured"} for v, r in runs.items()}}
 
 
@@ -1068,10 +1211,17 @@ def report(res: dict[str, Any], stopped: dict[str, Any], *, workdir: Path) -> di
           f"{statistics.median(m['a_captures']):.0f} capture; per turn in (b): {statistics.median(m['b_commits']):.0f} commits")
     cpu = res["cpu_pct_of_one_core"]
     print("CPU during the mission, % of one core: " + ", ".join(f"{k} {v:.0f}" for k, v in cpu.items()))
+    phase_steal = res["steal_pct"]
+    mission_steal = cpu.get("VM steal", float("nan"))
+    row_steal = {name: mission_steal for name in rows}
+    row_steal["direct send_goal -> accepted (baseline)"] = phase_steal["direct"]
+    row_steal["direct capture service call (reference)"] = phase_steal["capture"]
+    row_steal["msg_to_snapshot conversion (reference)"] = phase_steal["conversion"]
     print()
-    print(f"{'metric (ms)':44s} {'n':>5s} {'median':>8s} {'p95':>8s} {'max':>8s}")
+    print(f"{'metric (ms)':44s} {'n':>5s} {'median':>8s} {'p95':>8s} {'max':>8s} {'steal %':>8s}")
     for name, s in rows.items():
-        print(f"{name:44s} {s['n']:5d} {_fmt(s['median_ms'])} {_fmt(s['p95_ms'])} {_fmt(s['max_ms'])}")
+        print(f"{name:44s} {s['n']:5d} {_fmt(s['median_ms'])} {_fmt(s['p95_ms'])} {_fmt(s['max_ms'])} "
+              f"{row_steal[name]:8.1f}")
     print()
     ratios: dict[str, dict[str, float]] = {}
     for label, key in (("(a) / direct accept", "(a) tool call -> goal sent"),
@@ -1085,7 +1235,8 @@ def report(res: dict[str, Any], stopped: dict[str, Any], *, workdir: Path) -> di
              "direct_before": _summary(res["direct_first"])["median_ms"],
              "direct_after": _summary(res["direct_second"])["median_ms"]}
     print(f"medians, first/second half: (a) {drift['a_first_half']:.2f} / {drift['a_second_half']:.2f} ms; "
-          f"direct accept before/after the harness {drift['direct_before']:.2f} / {drift['direct_after']:.2f} ms")
+          f"direct accept before/after the harness {drift['direct_before']:.2f} / {drift['direct_after']:.2f} ms "
+          f"(VM steal {phase_steal['direct_first']:.1f} / {phase_steal['direct_second']:.1f} %)")
     jg = _summary(res["commit_under_graph"]["journal_append"])
     fg = _summary(res["commit_under_graph"]["raw_fsync"])
     j = _summary(stopped["journal_append"])
@@ -1094,11 +1245,16 @@ def report(res: dict[str, Any], stopped: dict[str, Any], *, workdir: Path) -> di
     print()
     print(f"journal commit cost: {jg['n']} single-event appends to a fresh file on {fs} "
           f"(journal_mode={stopped['pragmas'].get('journal_mode')}, synchronous={stopped['pragmas'].get('synchronous')} = FULL)")
-    print(f"  {'':46s} {'median':>8s} {'p95':>8s}")
-    print(f"  {'SqliteJournal.append, everything stopped':46s} {_fmt(j['median_ms'])} {_fmt(j['p95_ms'])}")
-    print(f"  {'SqliteJournal.append, executor + robot running':46s} {_fmt(jg['median_ms'])} {_fmt(jg['p95_ms'])}")
-    print(f"  {'raw 4 KiB write+fsync, everything stopped':46s} {_fmt(f['median_ms'])} {_fmt(f['p95_ms'])}")
-    print(f"  {'raw 4 KiB write+fsync, executor + robot running':46s} {_fmt(fg['median_ms'])} {_fmt(fg['p95_ms'])}")
+    cs, cg = stopped["steal_pct"], res["commit_under_graph"]["steal_pct"]
+    print(f"  {'':46s} {'median':>8s} {'p95':>8s} {'steal %':>8s}")
+    print(f"  {'SqliteJournal.append, everything stopped':46s} {_fmt(j['median_ms'])} {_fmt(j['p95_ms'])} "
+          f"{cs['journal_append']:8.1f}")
+    print(f"  {'SqliteJournal.append, executor + robot running':46s} {_fmt(jg['median_ms'])} {_fmt(jg['p95_ms'])} "
+          f"{cg['journal_append']:8.1f}")
+    print(f"  {'raw 4 KiB write+fsync, everything stopped':46s} {_fmt(f['median_ms'])} {_fmt(f['p95_ms'])} "
+          f"{cs['raw_fsync']:8.1f}")
+    print(f"  {'raw 4 KiB write+fsync, executor + robot running':46s} {_fmt(fg['median_ms'])} {_fmt(fg['p95_ms'])} "
+          f"{cg['raw_fsync']:8.1f}")
     for line in sorted(set(res["not_succeeded"])):
         print(f"not succeeded ({res['not_succeeded'].count(line)}x): {line[:160]}")
     slow_h = sum(1 for v in m["accept_rt"] if v >= SLOW_ACCEPT_S)
@@ -1123,7 +1279,9 @@ def report(res: dict[str, Any], stopped: dict[str, Any], *, workdir: Path) -> di
         "parts": {"a": {k.strip(): rows[k] for k in list(rows)[1:7]}, "b": {k.strip(): rows[k] for k in list(rows)[8:12]}},
         "ratios": ratios, "drift": drift,
         "journal_commit": {"append_stopped": j, "raw_fsync_stopped": f, "append_running": jg,
-                           "raw_fsync_running": fg, "pragmas": stopped["pragmas"], "fs": fs},
+                           "raw_fsync_running": fg, "pragmas": stopped["pragmas"], "fs": fs,
+                           "steal_pct": {"stopped": cs, "running": cg}},
+        "row_steal_pct": {k.strip(): v for k, v in row_steal.items()},
         **{k: v for k, v in res.items()
            if k not in ("measured", "direct", "direct_first", "direct_second", "capture", "conversion",
                         "commit_under_graph", "executor", "executor_label", "variants")},
@@ -1132,11 +1290,15 @@ def report(res: dict[str, Any], stopped: dict[str, Any], *, workdir: Path) -> di
 
 def compare(outs: dict[str, dict[str, Any]], primary: str) -> None:
     print()
-    print(f"{'executor':44s} {'(a) med':>8s} {'(a) p95':>8s} {'dir med':>8s} {'dir p95':>8s} {'(a)/dir p95':>12s}")
+    print(f"{'executor':44s} {'(a) med':>8s} {'(a) p95':>8s} {'steal %':>8s} {'dir med':>8s} {'dir p95':>8s} "
+          f"{'steal %':>8s} {'(a)/dir p95':>12s}")
     for out in outs.values():
         a, d = out["rows"]["(a) tool call -> goal sent"], out["rows"]["direct send_goal -> accepted (baseline)"]
-        print(f"{out['executor_label']:44s} {_fmt(a['median_ms'])} {_fmt(a['p95_ms'])} {_fmt(d['median_ms'])} "
-              f"{_fmt(d['p95_ms'])} {out['ratios']['(a) / direct accept']['p95_ms']:11.2f}x")
+        st = out["row_steal_pct"]
+        print(f"{out['executor_label']:44s} {_fmt(a['median_ms'])} {_fmt(a['p95_ms'])} "
+              f"{st['(a) tool call -> goal sent']:8.1f} {_fmt(d['median_ms'])} {_fmt(d['p95_ms'])} "
+              f"{st['direct send_goal -> accepted (baseline)']:8.1f} "
+              f"{out['ratios']['(a) / direct accept']['p95_ms']:11.2f}x")
     print(f"default executor: {DEFAULT_EXECUTOR}; the target line and the top-level JSON refer to: {primary}")
 
 
