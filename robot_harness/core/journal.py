@@ -73,7 +73,6 @@ import logging
 import re
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -97,7 +96,6 @@ from .payloads import (
 from .records import EventDraft, EventType, JournalEvent, WorldSnapshot
 
 __all__ = [
-    "BackgroundListener",
     "summarize_missions",
     "connect_read_only",
     "event_from_row",
@@ -121,77 +119,6 @@ _log = logging.getLogger(__name__)
 Listener = Callable[[list[JournalEvent]], None]
 
 
-class BackgroundListener:
-    """A journal listener run on a thread of its own, batches in commit order.
-
-    The journal calls its listeners on the appending thread, after the
-    commit; for the mission thread that means waiting for every listener
-    (publishing each event over DDS, writing it into the bag) between a tool
-    call and the goal it sends. Wrapped in this, a listener's work leaves that
-    path: delivery only enqueues. ``flush`` waits (bounded) until everything
-    enqueued so far has been handled; ``close`` flushes and ends the thread.
-    A listener's exception is logged and swallowed, as the journal does.
-    """
-
-    def __init__(self, callback: Listener, *, name: str = "journal-listener") -> None:
-        self._callback = callback
-        self._cv = threading.Condition()
-        self._queue: collections.deque[list[JournalEvent]] = collections.deque()
-        self._busy = False
-        self._closed = False
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def __call__(self, events: list[JournalEvent]) -> None:
-        with self._cv:
-            if self._closed:
-                return
-            self._queue.append(list(events))
-            self._cv.notify_all()
-
-    def _run(self) -> None:
-        while True:
-            with self._cv:
-                while not self._queue and not self._closed:
-                    self._cv.wait()
-                if not self._queue:
-                    return  # closed and drained
-                batch = self._queue.popleft()
-                self._busy = True
-            try:
-                self._callback(batch)
-            except Exception:
-                _log.exception("journal listener %r raised; ignored", self._callback)
-            finally:
-                with self._cv:
-                    self._busy = False
-                    self._cv.notify_all()
-
-    def flush(self, timeout_s: float = 5.0) -> bool:
-        """Wait until every batch enqueued so far was handled; False if ``timeout_s`` ran out first."""
-        deadline = time.monotonic() + timeout_s
-        with self._cv:
-            while self._queue or self._busy:
-                left = deadline - time.monotonic()
-                if left <= 0.0:
-                    return False
-                self._cv.wait(left)
-        return True
-
-    def close(self, timeout_s: float = 5.0) -> bool:
-        """Flush (bounded), then end the thread. What is still queued after a failed flush is dropped
-        (the caller is moving on, e.g. closing the bag those events were for), and so are later
-        deliveries. Returns whether it flushed."""
-        flushed = self.flush(timeout_s)
-        with self._cv:
-            self._closed = True
-            dropped = len(self._queue)
-            self._queue.clear()
-            self._cv.notify_all()
-        if dropped:
-            _log.warning("journal listener %r closed with %d batch(es) unhandled", self._callback, dropped)
-        self._thread.join(timeout=max(0.1, timeout_s))
-        return flushed
 Redactor = Callable[[dict[str, Any]], dict[str, Any]]
 
 REDACTED = "***"
