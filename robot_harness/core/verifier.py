@@ -97,9 +97,7 @@ import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal, Protocol
-from urllib.parse import unquote, urlparse
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -136,7 +134,6 @@ __all__ = [
     "SemanticChecker",
     "ArtifactCheck",
     "Verifier",
-    "check_file_artifact",
     "judge_view",
 ]
 
@@ -204,18 +201,8 @@ class SemanticChecker(Protocol):
 
 
 ArtifactCheck = Callable[[str, str], None]
-"""``(uri, sha256)``: returns if the artifact exists and matches, raises otherwise."""
-
-
-def check_file_artifact(uri: str, sha256: str) -> None:
-    """An ``ArtifactCheck`` for ``file://`` URIs (and plain paths): re-hash the bytes."""
-    parsed = urlparse(uri)
-    if parsed.scheme not in ("", "file"):
-        raise UsageError(f"artifact {uri!r}: only file artifacts can be checked", uri=uri)
-    path = Path(unquote(parsed.path) if parsed.scheme else uri)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != sha256:
-        raise ValueError(f"sha256 mismatch: expected {sha256}, file has {digest}")
+"""``(uri, sha256)``: returns if the artifact exists and matches, raises otherwise. The one file checker
+is ``evidence.bag.verify_artifact`` (file I/O lives in ``evidence``); the composition root passes it in."""
 
 
 # --------------------------------------------------------------------------- internals

@@ -33,9 +33,19 @@ from ..core.config import deep_merge, load_harness_config
 from ..core.errors import HarnessError, UsageError
 from ..core.gate import CommitGate, GateRejection, TaskState
 from ..core.journal import Journal
+from ..core.payloads import (
+    CommitRecorded,
+    MissionFinished,
+    MissionStarted,
+    ReceiptRecorded,
+    VerdictRecorded,
+    WorldSnapshotCaptured,
+    payload_of,
+)
 from ..core.records import EventType, JournalEvent
 from ..core.scenario import Scenario
-from ..core.verifier import Verifier, VerifyRequest, check_file_artifact
+from ..core.verifier import Verifier, VerifyRequest
+from .bag import verify_artifact
 
 __all__ = ["NAV2_STATUS_TOPIC", "BagReplay", "NavGoal", "ReplayedVerdict", "ReplayReport", "journal_from_jsonl",
            "replay_bag", "replay_mission", "replay_recording"]
@@ -86,15 +96,24 @@ class ReplayReport:
 
 
 def _artifact_check(artifacts_dir: str | Path | None) -> Any:
+    """``bag.verify_artifact`` (the one artifact checker, as the live verifier uses it), where the URI
+    points, or, with ``artifacts_dir``, on the file of the same name in that folder."""
     if artifacts_dir is None:
-        return check_file_artifact
+        return _verify_here
 
     def moved(uri: str, sha256: str) -> None:
         from urllib.parse import unquote, urlparse
 
-        check_file_artifact(str(Path(artifacts_dir) / Path(unquote(urlparse(uri).path)).name), sha256)
+        verify_artifact((Path(artifacts_dir) / Path(unquote(urlparse(uri).path)).name).resolve().as_uri(), sha256)
 
     return moved
+
+
+def _verify_here(uri: str, sha256: str) -> None:
+    """``verify_artifact`` on the recorded URI; a bare path (older receipts) is taken as a local file."""
+    from urllib.parse import urlparse
+
+    verify_artifact(uri if urlparse(uri).scheme else Path(uri).resolve().as_uri(), sha256)
 
 
 def _steps(v: Verdict) -> dict[str, str]:
@@ -119,19 +138,20 @@ def replay_mission(journal: Journal, mission_id: str, *, overrides: dict[str, An
     started = next((e for e in events if e.type is EventType.MISSION_STARTED), None)
     if started is None:
         raise UsageError(f"no mission {mission_id!r} in the journal", mission_id=mission_id)
-    config = load_harness_config(overrides=deep_merge(started.payload.get("config") or {}, overrides or {}))
-    committed = {e.payload["commit"]["verdict_id"] for e in events if e.type is EventType.COMMIT_RECORDED}
+    config = load_harness_config(overrides=deep_merge(payload_of(started, MissionStarted).config, overrides or {}))
+    committed = {payload_of(e, CommitRecorded).commit.verdict_id for e in events if e.type is EventType.COMMIT_RECORDED}
     evidence = _BagEvidence(events, _default_bag_dir(journal, events) if bag_dir is None else Path(bag_dir))
     out: list[ReplayedVerdict] = []
     skipped = 0
     for i, ev in enumerate(events):
         if ev.type is not EventType.VERDICT_RECORDED:
             continue
-        if "request" not in ev.payload:
+        recorded_payload = payload_of(ev, VerdictRecorded)
+        if recorded_payload.request is None:
             skipped += 1
             continue
-        recorded = Verdict.model_validate(ev.payload["verdict"])
-        request = VerifyRequest.model_validate(ev.payload["request"])
+        recorded = recorded_payload.verdict
+        request = VerifyRequest.model_validate(recorded_payload.request)
         fresh = journal.get_snapshot(ev.snapshot_id)
         clock = ManualClock(recorded.created_at or fresh.captured_at)  # the verdict's own time
         verifier = Verifier(verifier_config(config), semantic=semantic, artifact_check=_artifact_check(artifacts_dir),
@@ -168,7 +188,8 @@ def _default_bag_dir(journal: Journal, events: list[JournalEvent]) -> Path | Non
     if path and Path(path).parent.joinpath("bags").is_dir():
         return Path(path).parent / "bags"
     finished = next((e for e in reversed(events) if e.type is EventType.MISSION_FINISHED), None)
-    recorded = ((finished.payload.get("bag") or {}).get("path") if finished is not None else None) or ""
+    bag = payload_of(finished, MissionFinished).bag if finished is not None else None
+    recorded = bag.path if bag is not None else ""
     return Path(recorded) if recorded and Path(recorded).is_file() else None
 
 
@@ -188,12 +209,13 @@ class _BagEvidence:
         self._snapshot_copies: dict[str, str] = {}
         """A snapshot cited by id stands on its copy in the bag as well."""
         for e in events:
-            if e.type is EventType.WORLD_SNAPSHOT_CAPTURED and e.payload.get("bag_ref"):
-                ref = self._add(e.payload["bag_ref"])
+            if e.type is EventType.WORLD_SNAPSHOT_CAPTURED:
+                bag_ref = payload_of(e, WorldSnapshotCaptured).bag_ref
+                ref = self._add(bag_ref) if bag_ref is not None else None
                 if ref is not None and e.snapshot_id:
                     self._snapshot_copies[e.snapshot_id] = ref.id
             elif e.type is EventType.RECEIPT_RECORDED:
-                for raw in (e.payload.get("receipt") or {}).get("evidence", []):
+                for raw in payload_of(e, ReceiptRecorded).receipt.evidence:
                     self._add(raw)
         self._dir = bag_dir
         self._stores: dict[Path, Any] = {}
@@ -460,7 +482,7 @@ def replay_bag(bag: str | Path, scenario: Scenario, *, pose_topic: str = "/amcl_
     config = HarnessConfig(places={k: v.model_dump() for k, v in places.items()}, **(
         {"verification": scenario.harness["verification"]} if "verification" in scenario.harness else {}))
     vcfg = verifier_config(config).model_copy(update={"require_fresh_pose": False})
-    verifier = Verifier(vcfg, semantic=None, artifact_check=check_file_artifact, ids=IdGenerator(0),
+    verifier = Verifier(vcfg, semantic=None, artifact_check=_verify_here, ids=IdGenerator(0),
                         clock=ManualClock(last.t), name="replay")
     request = VerifyRequest(mission_id=mission_id, goal=scenario.goal, contract=contract, receipts=(), state_version=1,
                             plan_node_id="replay", invocation_id="replay", places=places, trajectory=tuple(samples))

@@ -24,8 +24,8 @@ from robot_harness.core.verifier import (
     Verifier,
     VerifierConfig,
     VerifyRequest,
-    check_file_artifact,
 )
+from robot_harness.evidence.bag import EvidenceMismatch, EvidenceNotFound, verify_artifact
 
 T0 = 1000.0
 MISSION = "m1"
@@ -399,15 +399,16 @@ def test_image_captured_elsewhere_is_violated():
     assert v.step("o3").verdict is StepVerdict.VIOLATED
 
 
-def test_check_file_artifact(tmp_path):
+def test_the_artifact_checker_rehashes_the_file(tmp_path):
+    """The one artifact checker (live verifier, replay and audit): ``evidence.bag.verify_artifact``."""
     f = tmp_path / "img.png"
     f.write_bytes(b"pixels")
     digest = hashlib.sha256(b"pixels").hexdigest()
-    check_file_artifact(f.as_uri(), digest)
-    with pytest.raises(ValueError):
-        check_file_artifact(f.as_uri(), SHA_OTHER)
-    with pytest.raises(FileNotFoundError):
-        check_file_artifact((tmp_path / "nope").as_uri(), digest)
+    verify_artifact(f.as_uri(), digest)
+    with pytest.raises(EvidenceMismatch):
+        verify_artifact(f.as_uri(), SHA_OTHER)
+    with pytest.raises(EvidenceNotFound):
+        verify_artifact((tmp_path / "nope").as_uri(), digest)
 
 
 SAID = Obligation(id="o4", kind=ObligationKind.SPOKEN, description="say something")
