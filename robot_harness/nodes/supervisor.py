@@ -31,6 +31,7 @@ from ..core.errors import HarnessError, HarnessTimeout, JournalWriteError, Missi
 from ..core.mission_spec import MissionSpec, StructuredCoverageReviewer, structured_compiler
 from ..operator.session import ExternalPlanner, SessionContractCompiler, SessionHost
 from ..core.journal import Journal, SqliteJournal, default_journal_path
+from ..core.payloads import ContractFrozen, MissionFinished, PayloadReadError, payload_of
 from ..core.preconditions import check_preconditions
 from ..core.interactions import CredentialSet, TokenHasher, interactions, load_token_key, resolve, token_key_path
 from ..core.reconcile import Reconciler, clear_resource
@@ -875,15 +876,22 @@ class SupervisorNode(HarnessLifecycleNode):
             result.summary = f"repeated request for a mission with {NO_RECORDED_END}; nothing was run again"
             goal_handle.abort()
             return result
-        p = finished[-1].payload
-        result.status = str(p.get("status", MissionStatus.UNKNOWN.value))
-        result.summary = f"repeated request; nothing was run again. Recorded outcome: {p.get('summary', '')}"
-        result.evidence_seqs = [int(x) for x in p.get("evidence_seqs", [])]
-        result.evidence_ids = [str(x) for x in p.get("evidence_ids", [])]
-        result.verdict_id = str(p.get("verdict_id", ""))
-        result.bag_path = str((p.get("bag") or {}).get("path", ""))
-        contract = self._journal.events(mission_id=mission_id, types=[EventType.CONTRACT_FROZEN])
-        result.contract_id = str(((contract[-1].payload.get("contract") or {}) if contract else {}).get("contract_id", ""))
+        try:
+            end = payload_of(finished[-1], MissionFinished)
+            contract = self._journal.events(mission_id=mission_id, types=[EventType.CONTRACT_FROZEN])
+            frozen = payload_of(contract[-1], ContractFrozen).contract if contract else None
+        except PayloadReadError as exc:
+            result.status = MissionStatus.UNKNOWN.value
+            result.summary = f"repeated request; nothing was run again. The recorded end cannot be read: {exc.message}"
+            goal_handle.abort()
+            return result
+        result.status = end.status or MissionStatus.UNKNOWN.value
+        result.summary = f"repeated request; nothing was run again. Recorded outcome: {end.summary}"
+        result.evidence_seqs = list(end.evidence_seqs)
+        result.evidence_ids = list(end.evidence_ids)
+        result.verdict_id = end.verdict_id
+        result.bag_path = end.bag.path if end.bag is not None else ""
+        result.contract_id = frozen.contract_id if frozen is not None else ""
         (goal_handle.succeed if result.status == MissionStatus.SUCCEEDED.value else goal_handle.abort)()
         return result
 
