@@ -87,6 +87,7 @@ from .payloads import (
     MissionFinished,
     MissionRefused,
     MissionStarted,
+    PayloadShapeError,
     WorldSnapshotCaptured,
     payload_dict,
     payload_of,
@@ -497,6 +498,9 @@ class Journal(abc.ABC):
         snapshot_json = ""
         if isinstance(typed, WorldSnapshotCaptured):
             snapshot = typed.snapshot
+            if snapshot is None:
+                raise PayloadShapeError("WORLD_SNAPSHOT_CAPTURED needs its snapshot: WorldSnapshotCaptured(snapshot=...)",
+                                        type=draft.type.value)
             if draft.snapshot_id and draft.snapshot_id != snapshot.snapshot_id:
                 raise UsageError(
                     "event snapshot_id disagrees with the snapshot it carries",

@@ -161,6 +161,8 @@ def _field(name: str, value: Any, display: str, meta: Any, *, now: float, limit_
 
 def _snapshot_view(ev: JournalEvent, *, now: float, pose_limit_s: float | None) -> dict[str, Any]:
     s = payload_of(ev, WorldSnapshotCaptured).snapshot
+    if s is None:
+        raise KeyError("snapshot")
 
     def limit(meta: Any, extra: float | None = None) -> float | None:
         bounds = [b for b in (meta.max_age_s or None, extra) if b]
@@ -305,6 +307,8 @@ class _Fold:
 
     def _on_world_snapshot_captured(self, ev: JournalEvent) -> None:
         snap = payload_of(ev, WorldSnapshotCaptured).snapshot
+        if snap is None:
+            raise KeyError("snapshot")
         self.snapshot_event = ev
         if snap.pose is not None and snap.pose_meta.availability is Availability.AVAILABLE:
             t = _num(snap.pose_meta.source_stamp) or _num(snap.captured_at) or ev.stamp

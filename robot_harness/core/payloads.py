@@ -291,8 +291,9 @@ class WorldSnapshotCaptured(EventPayload):
     EVENT_TYPE: ClassVar[EventType] = EventType.WORLD_SNAPSHOT_CAPTURED
     event_type: Literal[EventType.WORLD_SNAPSHOT_CAPTURED] = Field(
         EventType.WORLD_SNAPSHOT_CAPTURED, exclude=True, repr=False)
-    snapshot: WorldSnapshot
-    """Always present and valid: the journal refuses the event otherwise."""
+    snapshot: WorldSnapshot | None = None
+    """Present and valid in every event a journal stored (it refuses one without); None only in records
+    built by hand elsewhere (tests, other tools), which still cite their ``bag_ref``."""
     reason: str = ""
     """Why it was captured (``before_model_turn``, ``pre_dispatch``, ``verification``, ...)."""
     bag_ref: EvidenceRef | None = None

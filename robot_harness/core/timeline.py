@@ -126,6 +126,8 @@ def _mission_started(p: MissionStarted) -> str:
 
 def _snapshot(p: WorldSnapshotCaptured) -> str:
     s = p.snapshot
+    if s is None:
+        raise KeyError("snapshot")
     parts = [s.reason]
     pose = _pose(s.pose.x, s.pose.y, s.pose.yaw) if s.pose else ""
     parts.append(_meta("pose", s.pose_meta, pose))

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from ..core.completion import EvidenceRef
 from ..core.errors import HarnessError
+from ..core.payloads import PayloadReadError, ReceiptRecorded, WorldSnapshotCaptured, payload_of
 from ..core.records import FORMAT_VERSION, EventType, JournalEvent
 from .bag import McapEvidenceStore, verify_artifact
 
@@ -107,22 +108,23 @@ def cited_evidence(events: Sequence[JournalEvent]) -> dict[str, tuple[EvidenceRe
     """Every evidence ref the mission's records cite, with who cites it (receipt / snapshot ids)."""
     out: dict[str, tuple[EvidenceRef, list[str]]] = {}
 
-    def add(raw: Any, by: str) -> None:
-        try:
-            ref = EvidenceRef.model_validate(raw)
-        except ValidationError:
-            return
+    def add(ref: EvidenceRef, by: str) -> None:
         entry = out.setdefault(ref.id, (ref, []))
         if by not in entry[1]:
             entry[1].append(by)
 
     for ev in events:
-        if ev.type is EventType.RECEIPT_RECORDED:
-            receipt = ev.payload.get("receipt") or {}
-            for raw in receipt.get("evidence", []):
-                add(raw, receipt.get("receipt_id", ev.event_id))
-        elif ev.type is EventType.WORLD_SNAPSHOT_CAPTURED and ev.payload.get("bag_ref"):
-            add(ev.payload["bag_ref"], ev.snapshot_id or ev.event_id)
+        if ev.type not in (EventType.RECEIPT_RECORDED, EventType.WORLD_SNAPSHOT_CAPTURED):
+            continue
+        try:
+            typed = payload_of(ev)
+        except PayloadReadError:
+            continue  # a record that does not read cites nothing checkable
+        if isinstance(typed, ReceiptRecorded):
+            for ref in typed.receipt.evidence:
+                add(ref, typed.receipt.receipt_id)
+        elif isinstance(typed, WorldSnapshotCaptured) and typed.bag_ref is not None:
+            add(typed.bag_ref, ev.snapshot_id or ev.event_id)
     return out
 
 

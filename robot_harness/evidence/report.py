@@ -26,6 +26,7 @@ from urllib.parse import unquote, urlparse
 from ..core.errors import HarnessError, UsageError
 from ..core.journal import Journal
 from ..core.mission_view import mission_view
+from ..core.payloads import MissionFinished, ReceiptRecorded, payload_of
 from ..core.records import EventType, JournalEvent
 
 __all__ = ["render_report"]
@@ -93,7 +94,8 @@ def _trajectory_png(poses: list[tuple[float, float, float]], places: dict[str, d
 def _find_bag(journal: Journal, events: list[JournalEvent], mission_id: str) -> Path | None:
     """The mission's bag: where its end record says it was written, else ``bags/<mission>/`` beside the journal."""
     finished = next((e for e in reversed(events) if e.type is EventType.MISSION_FINISHED), None)
-    recorded = ((finished.payload.get("bag") or {}).get("path") if finished is not None else None) or ""
+    bag = payload_of(finished, MissionFinished).bag if finished is not None else None
+    recorded = bag.path if bag is not None else ""
     if recorded and Path(recorded).is_file():
         return Path(recorded)
     path = getattr(journal, "path", None)
@@ -253,9 +255,9 @@ def _evidence_images(events: list[JournalEvent], artifacts_dir: Path | None) -> 
     seen: dict[str, str] = {}
     for e in events:
         if e.type is EventType.RECEIPT_RECORDED:
-            for ev in (e.payload.get("receipt") or {}).get("evidence", []):
-                if ev.get("kind") == "artifact" and ev.get("uri") and ev.get("sha256"):
-                    seen.setdefault(ev["uri"], ev["sha256"])
+            for ev in payload_of(e, ReceiptRecorded).receipt.evidence:
+                if ev.kind == "artifact" and ev.uri and ev.sha256:
+                    seen.setdefault(ev.uri, ev.sha256)
     if not seen:
         return []
     return ["<h2>Images cited as evidence</h2>", *(_image(u, h, artifacts_dir) for u, h in seen.items())]

@@ -139,8 +139,6 @@ NOT_YET_CONVERTED = {
     "robot_harness/nodes/supervisor.py",
     # being converted now, one commit each:
     "robot_harness/eval/modes.py",
-    "robot_harness/evidence/audit.py",
-    "robot_harness/evidence/report.py",
     "robot_harness/operator/session.py",
     "robot_harness/runner.py",
 }
