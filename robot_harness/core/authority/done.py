@@ -17,6 +17,7 @@ from ..contracts import ContractCompiler, ContractError, CoverageReviewer, compi
 from ..errors import HarnessError
 from ..gate import CommitGate, GateRejection, TaskState, commit_drafts, original_goal_check
 from ..ports import VerifierPort
+from ..payloads import FreshSnapshotPart, VerdictRecorded
 from ..records import EventDraft, EventType, MissionStatus, RuntimeEvent, WorldSnapshot
 from ..recovery import Failure, FailureKind, RecoveryBudgets
 from ..verifier import Verifier, VerifyRequest
@@ -154,12 +155,12 @@ class DoneAuthority:
         s.verdict_evidence = [verdict.verdict_id, *verdict.evidence_ids, fresh.snapshot_id]
         # The exact request beside the verdict: with the fresh snapshot (journaled too) a replay can
         # re-run the verifier on precisely what it saw.
+        fresh_part = (FreshSnapshotPart(snapshot_id=fresh.snapshot_id, bag_ref=fresh_ref) if fresh_ref is not None
+                      else FreshSnapshotPart(snapshot_id=fresh.snapshot_id))
         verdict_draft = self.ledger.draft(EventType.VERDICT_RECORDED, model_turn_id=turn_id, tool_call_id=invocation_id,
-                                           snapshot_id=fresh.snapshot_id, payload={
-                                               "verdict": verdict.model_dump(mode="json"),
-                                               "request": request.model_dump(mode="json"),
-                                               "fresh_snapshot": {"snapshot_id": fresh.snapshot_id, **(
-                                                   {"bag_ref": fresh_ref.model_dump(mode="json")} if fresh_ref else {})}})
+                                           snapshot_id=fresh.snapshot_id, payload=VerdictRecorded(
+                                               verdict=verdict, request=request.model_dump(mode="json"),
+                                               fresh_snapshot=fresh_part))
         if verdict.goal_verdict is GoalVerdict.VERIFIED_DONE:
             return self._commit(turn_id, invocation_id, verdict, [fresh_draft, verdict_draft])
         self.ledger.append_many([fresh_draft, verdict_draft])

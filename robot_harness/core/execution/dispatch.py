@@ -21,6 +21,7 @@ from ..lifecycle import ManagedAction
 from ..ports import NavigationPort, RobotIO
 from ..preconditions import check_preconditions
 from ..reconcile import ACTIVE_STATUSES, TERMINAL_STATUSES
+from ..payloads import ActionPreconditionChecked
 from ..records import ActionStatus, EventDraft, EventType, ToolCall, ToolResult, ToolResultStatus, WorldSnapshot
 from ..skills import NavigateToArgs, Skill, ToolEnv, resolve_target
 from ..mission.ledger import MissionLedger, StoppedBeforeDispatch
@@ -84,7 +85,7 @@ class Dispatcher:
         )
         check_draft = self.ledger.draft(EventType.ACTION_PRECONDITION_CHECKED, model_turn_id=turn_id,
                                          tool_call_id=call.id, snapshot_id=fresh.snapshot_id,
-                                         payload=report.model_dump(mode="json"))
+                                         payload=ActionPreconditionChecked.model_validate(report.model_dump(mode="json")))
         if not report.ok:
             self.ledger.append_many([snap_draft, check_draft])
             return results.result(call, ToolResultStatus.PRECONDITION_CHANGED, {

@@ -18,7 +18,7 @@ from ..errors import HarnessError, JournalWriteError, StaleRevision
 from ..gate import TaskState, TaskStateFold
 from ..journal import Journal
 from ..lifecycle import ManagedAction
-from ..payloads import LeaseAcquired, StopRequested, payload_of
+from ..payloads import LeaseAcquired, RobotActionStateChanged, StopRequested, payload_of
 from ..records import ActionStatus, ActionView, EventDraft, EventType, JournalEvent
 from .state import StopFlag
 
@@ -107,7 +107,7 @@ class MissionLedger:
         """
         change = action.transition(to, now=now, reason=reason)
         return self.draft(EventType.ROBOT_ACTION_STATE_CHANGED, tool_call_id=action.tool_call_id,
-                          robot_action_id=action.action_id, payload=change)
+                          robot_action_id=action.action_id, payload=RobotActionStateChanged.model_validate(change))
 
     # -- reading ----------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from ..clock import Clock
 from ..completion import EvidenceRef
 from ..errors import HarnessError, RefusalError
 from ..ports import EvidenceRecorder, NavigationPort, SnapshotPort
+from ..payloads import WorldSnapshotCaptured
 from ..records import Availability, EventDraft, EventType, MissionStatus, WorldSnapshot
 from ..verifier import PoseSample
 from .ledger import MissionLedger
@@ -82,9 +83,9 @@ class Observations:
         ref = self.record(SNAPSHOT_TOPIC, snap)
         if ref is not None:
             self.state.snapshot_refs[snap.snapshot_id] = ref
-        return self.ledger.draft(EventType.WORLD_SNAPSHOT_CAPTURED, snapshot_id=snap.snapshot_id,
-                                  payload={"reason": reason, "snapshot": snap.model_dump(mode="json"),
-                                           **({"bag_ref": ref.model_dump(mode="json")} if ref else {})})
+        typed = (WorldSnapshotCaptured(reason=reason, snapshot=snap, bag_ref=ref) if ref is not None
+                 else WorldSnapshotCaptured(reason=reason, snapshot=snap))
+        return self.ledger.draft(EventType.WORLD_SNAPSHOT_CAPTURED, snapshot_id=snap.snapshot_id, payload=typed)
 
     def snapshot_evidence(self, snapshot_id: str) -> list[EvidenceRef]:
         """A snapshot as evidence: its journal ref, and its bag ref when it was recorded."""

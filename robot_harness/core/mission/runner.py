@@ -32,6 +32,7 @@ from ..journal import Journal, JournalReadError
 from ..ports import (EvidenceRecorder, InteractivePlanner, NavigationPort, PlannerPort, PlannerRequest, RobotIO,
                      SnapshotPort, VerifierPort)
 from ..reconcile import Reconciler
+from ..payloads import ModelResponseRecorded, ModelTurnStarted, RuntimeEventDelivered
 from ..records import (ActionView, Availability, EventType, MissionStatus, ModelResponse, RuntimeEvent, ToolResult,
                        WorldSnapshot)
 from ..recovery import Failure
@@ -412,11 +413,10 @@ class MissionRunner:
         # The snapshot, the turn and what it delivers to the model: one commit.
         ledger.append_many([
             snap_draft,
-            ledger.draft(EventType.MODEL_TURN_STARTED, model_turn_id=turn_id, snapshot_id=snap.snapshot_id, payload={
-                "turn_index": turn_index, "context_bytes": context_size(ctx), "context": ctx,
-            }),
+            ledger.draft(EventType.MODEL_TURN_STARTED, model_turn_id=turn_id, snapshot_id=snap.snapshot_id,
+                         payload=ModelTurnStarted(turn_index=turn_index, context_bytes=context_size(ctx), context=ctx)),
             *(ledger.draft(EventType.RUNTIME_EVENT_DELIVERED, model_turn_id=turn_id, tool_call_id=ev.tool_call_id,
-                           robot_action_id=ev.action_id, payload=ev.model_dump(mode="json")) for ev in loop.pending),
+                           robot_action_id=ev.action_id, payload=RuntimeEventDelivered.of(ev)) for ev in loop.pending),
         ])
         loop.pending = []
         response, planner_error = self._ask_planner(s, turn_id, turn_index, ctx)
@@ -424,7 +424,7 @@ class MissionRunner:
         # The response and every tool call in it are recorded in one commit, before any call runs.
         ledger.append_many([
             ledger.draft(EventType.MODEL_RESPONSE_RECORDED, model_turn_id=turn_id, snapshot_id=snap.snapshot_id,
-                         payload={"response": response.model_dump(mode="json"), "error": planner_error}),
+                         payload=ModelResponseRecorded(response=response, error=planner_error)),
             *(ledger.draft(EventType.TOOL_CALL_RECORDED, model_turn_id=turn_id, tool_call_id=call.id,
                            snapshot_id=snap.snapshot_id,
                            payload={"name": call.name, "arguments": call.arguments, "index": index,

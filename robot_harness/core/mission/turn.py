@@ -17,6 +17,7 @@ from ..errors import UsageError
 from ..execution import results
 from ..execution.dispatch import Dispatcher
 from ..lifecycle import ManagedAction
+from ..payloads import ToolResultRecorded
 from ..records import EventType, ToolCall, ToolResult, ToolResultStatus, WorldSnapshot
 from ..skills import ASK_OPERATOR, PROPOSE_DONE, SkillRegistry
 from ..authority.receipts import Receipts
@@ -82,7 +83,7 @@ class TurnExecutor:
             if action is not None:
                 dispatched = action
             drafts = [self.ledger.draft(EventType.TOOL_RESULT_RECORDED, model_turn_id=turn_id, tool_call_id=call.id,
-                                         robot_action_id=result.action_id or "", payload=result.model_dump(mode="json"))]
+                                         robot_action_id=result.action_id or "", payload=ToolResultRecorded.of(result))]
             if action is None and call.name != PROPOSE_DONE:
                 # Everything but an accepted physical action ends here: its receipt
                 # is written with its result, in the same commit. An accepted
