@@ -13,6 +13,20 @@ from typing import Any, Callable
 
 from .core.clock import IdGenerator, SystemClock
 from .core.journal import SqliteJournal
+from .core.payloads import (
+    CommitRecorded,
+    ContractFrozen,
+    MissionFinished,
+    MissionRefused,
+    MissionStarted,
+    ReceiptRecorded,
+    RobotActionStateChanged,
+    ToolCallRecorded,
+    ToolResultRecorded,
+    VerdictRecorded,
+    payload_dict,
+    payload_of,
+)
 from .core.records import EventType, JournalEvent
 from .core.scenario import Scenario
 
@@ -47,45 +61,55 @@ def build_report(events: list[JournalEvent], *, mission_id: str, journal_path: s
     calls: dict[str, dict[str, Any]] = {}
     for e in mine:
         if e.type is EventType.TOOL_CALL_RECORDED:
-            calls[e.tool_call_id] = {"id": e.tool_call_id, "name": e.payload["name"], "arguments": e.payload["arguments"],
+            call = payload_of(e, ToolCallRecorded)
+            calls[e.tool_call_id] = {"id": e.tool_call_id, "name": call.name, "arguments": call.arguments,
                                      "result": None}
         elif e.type is EventType.TOOL_RESULT_RECORDED and e.tool_call_id in calls:
-            r = dict(e.payload)
-            r.pop("kind", None)
-            r.pop("format_version", None)
-            calls[e.tool_call_id]["result"] = r
+            written = payload_dict(payload_of(e, ToolResultRecorded))
+            calls[e.tool_call_id]["result"] = {k: v for k, v in written.items()
+                                               if k not in ("kind", "format_version", "payload_version")}
             if e.robot_action_id:
                 calls[e.tool_call_id]["action_id"] = e.robot_action_id
         elif e.type is EventType.ROBOT_ACTION_STATE_CHANGED and e.tool_call_id in calls:
-            calls[e.tool_call_id]["action_state"] = e.payload["to"]
-            calls[e.tool_call_id]["action_reason"] = e.payload.get("reason", "")
-    last = {e.type: e.payload for e in mine}  # the latest payload of each event type
-    receipts = [e.payload["receipt"] for e in mine if e.type is EventType.RECEIPT_RECORDED]
-    finished = last.get(EventType.MISSION_FINISHED)
-    fin = finished or {}
-    status = finished["status"] if finished else (getattr(mission_result, "status", "") or "UNKNOWN")
-    summary = finished["summary"] if finished else (getattr(mission_result, "summary", "") or "no MISSION_FINISHED record")
-    refused = last.get(EventType.MISSION_REFUSED) if EventType.MISSION_STARTED not in last else None
+            moved = payload_of(e, RobotActionStateChanged)
+            calls[e.tool_call_id]["action_state"] = moved.to.value
+            calls[e.tool_call_id]["action_reason"] = moved.reason
+    last = {e.type: e for e in mine}  # the latest event of each type
+    receipts = [payload_of(e, ReceiptRecorded).receipt for e in mine if e.type is EventType.RECEIPT_RECORDED]
+    finished = payload_of(last[EventType.MISSION_FINISHED], MissionFinished) \
+        if EventType.MISSION_FINISHED in last else None
+    status = finished.status if finished else (getattr(mission_result, "status", "") or "UNKNOWN")
+    summary = finished.summary if finished else (getattr(mission_result, "summary", "") or "no MISSION_FINISHED record")
+    refused = payload_of(last[EventType.MISSION_REFUSED], MissionRefused) \
+        if EventType.MISSION_REFUSED in last and EventType.MISSION_STARTED not in last else None
     if refused:
-        status, summary = "BLOCKED", f"refused ({refused.get('code', '?')}): {refused.get('reason', '')}"
+        code = refused.code if "code" in refused.model_fields_set else "?"
+        status, summary = "BLOCKED", f"refused ({code}): {refused.reason}"
+    contract = payload_of(last[EventType.CONTRACT_FROZEN], ContractFrozen).contract \
+        if EventType.CONTRACT_FROZEN in last else None
+    verdict = payload_of(last[EventType.VERDICT_RECORDED], VerdictRecorded).verdict \
+        if EventType.VERDICT_RECORDED in last else None
+    commit = payload_of(last[EventType.COMMIT_RECORDED], CommitRecorded).commit \
+        if EventType.COMMIT_RECORDED in last else None
+    started = next((payload_of(e, MissionStarted) for e in mine if e.type is EventType.MISSION_STARTED), None)
     return {
         "mission_id": mission_id,
-        "goal": next((e.payload.get("goal") for e in mine if e.type is EventType.MISSION_STARTED), None),
+        "goal": started.goal if started is not None and "goal" in started.model_fields_set else None,
         "status": status,
         "summary": summary,
         "tool_calls": list(calls.values()),
         "event_counts": dict(Counter(e.type.value for e in mine)),
-        "evidence_seqs": list(fin.get("evidence_seqs", [])),
-        "evidence_ids": list(fin.get("evidence_ids", [])),
-        "contract": last.get(EventType.CONTRACT_FROZEN, {}).get("contract"),
-        "verdict": last.get(EventType.VERDICT_RECORDED, {}).get("verdict"),
-        "commit": last.get(EventType.COMMIT_RECORDED, {}).get("commit"),
-        "receipts": [{k: r.get(k) for k in ("receipt_id", "skill", "invocation_id", "status", "state_version")}
-                     for r in receipts],
-        "bag": fin.get("bag", {}),
-        "model_usage": fin.get("model_usage", {}),
+        "evidence_seqs": list(finished.evidence_seqs) if finished else [],
+        "evidence_ids": list(finished.evidence_ids) if finished else [],
+        "contract": contract.model_dump(mode="json") if contract is not None else None,
+        "verdict": verdict.model_dump(mode="json") if verdict is not None else None,
+        "commit": commit.model_dump(mode="json") if commit is not None else None,
+        "receipts": [{"receipt_id": r.receipt_id, "skill": r.skill, "invocation_id": r.invocation_id,
+                      "status": r.status.value, "state_version": r.state_version} for r in receipts],
+        "bag": finished.bag.model_dump(mode="json", exclude_unset=True) if finished and finished.bag else {},
+        "model_usage": finished.model_usage if finished else {},
         "journal": journal_path,
-        "refusal": refused.get("code", "refused") if refused else "",
+        "refusal": (refused.code if "code" in refused.model_fields_set else "refused") if refused else "",
     }
 
 

@@ -180,11 +180,12 @@ def _gated(scenario: Scenario, mode: str, harness: dict[str, Any], ports: SimPor
                            snapshots=ports, planner=planner, navigation=ports, robot_io=ports, sleep=ports.sleep,
                            verifier=verifier)
     out = runner.run(scenario.goal)
+    from ..core.payloads import RecoveryDecided, payload_of
     from ..core.records import EventType
 
     events = journal.events(mission_id=out.mission_id)
     steps = sum(1 for e in events if e.type is EventType.TOOL_CALL_RECORDED)
-    rungs = [e.payload["decision"]["rung"] for e in events if e.type is EventType.RECOVERY_DECIDED]
+    rungs = [payload_of(e, RecoveryDecided).decision.rung.value for e in events if e.type is EventType.RECOVERY_DECIDED]
     recovery = _recovery_outcome(out.status.value, rungs)
     journal.close()
     return out.status.value, out.summary, steps, recovery, int(out.model_usage.get("total_tokens") or 0)

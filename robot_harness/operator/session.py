@@ -27,6 +27,16 @@ from typing import Any
 
 from ..core.completion import CompletionContract, CoverageReport, EvidenceKind, Obligation, ObligationKind
 from ..core.errors import HarnessTimeout, RefusalError, UsageError
+from ..core.payloads import (
+    ActionPreconditionChecked,
+    InteractionRequested,
+    InteractionResolved,
+    MissionFinished,
+    RobotActionOutcome,
+    RobotActionStateChanged,
+    ToolResultRecorded,
+    payload_of,
+)
 from ..core.ports import PlannerRequest
 from ..core.records import EventType, JournalEvent, ModelResponse, ToolCall, ToolResult, ToolResultStatus
 from ..core.skills import PROPOSE_DONE
@@ -259,28 +269,29 @@ class ExternalPlanner:
     def observe(self, event: JournalEvent) -> None:
         """Feed one committed journal event (any mission); tickets it concerns are updated."""
         if event.type is EventType.MISSION_FINISHED and event.mission_id == self.mission_id:
-            status = event.payload.get("status", "")
-            self.abandon(f"session mission {event.mission_id} finished {status}: {event.payload.get('summary', '')}")
+            end = payload_of(event, MissionFinished)
+            self.abandon(f"session mission {event.mission_id} finished {end.status}: {end.summary}")
             return
         ticket = self._tickets.get(event.tool_call_id or "") or self._by_action.get(event.robot_action_id or "")
         if ticket is None:
             return
-        p = event.payload
         if event.type is EventType.TOOL_CALL_RECORDED:
             ticket._update(lambda: ticket.stages.append("recorded"))
         elif event.type is EventType.ACTION_PRECONDITION_CHECKED:
-            ok = bool(p.get("ok"))
+            ok = payload_of(event, ActionPreconditionChecked).ok
             ticket._update(lambda: ticket.stages.append("preconditions held" if ok else "preconditions failed"))
         elif event.type is EventType.INTERACTION_REQUESTED:
-            iid = str(p.get("interaction_id", ""))
-            who = "an operator" if p.get("policy") == "operator" else "the session's owner (the operator token)"
-            why = f"; nobody can answer yet: it {p['waiting_on']}" if p.get("waiting_on") else ""
+            asked = payload_of(event, InteractionRequested)
+            iid = asked.interaction_id
+            who = "an operator" if asked.policy == "operator" else "the session's owner (the operator token)"
+            why = f"; nobody can answer yet: it {asked.waiting_on}" if asked.waiting_on else ""
             ticket._update(lambda: ticket.stages.append(f"waiting for an operator ({iid}): asked of {who}{why}"))
         elif event.type is EventType.INTERACTION_RESOLVED:
-            how = f" (as {p['answered_as']})" if p.get("answered_as") else ""
-            ticket._update(lambda: ticket.stages.append(f"operator answered: {p.get('resolution', '')}{how}"))
+            answered = payload_of(event, InteractionResolved)
+            how = f" (as {answered.answered_as})" if answered.answered_as else ""
+            ticket._update(lambda: ticket.stages.append(f"operator answered: {answered.resolution}{how}"))
         elif event.type is EventType.TOOL_RESULT_RECORDED:
-            result = ToolResult.model_validate(p)
+            result = payload_of(event, ToolResultRecorded).result()
 
             def decide() -> None:
                 ticket.result = result
@@ -295,12 +306,13 @@ class ExternalPlanner:
                 self._by_action[event.robot_action_id] = ticket
                 ticket._update(lambda: setattr(ticket, "action_id", event.robot_action_id or ""))
         elif event.type is EventType.ROBOT_ACTION_STATE_CHANGED:
-            state = {"state": str(p.get("to", p.get("state", ""))), "reason": str(p.get("reason", "")),
-                     "seq": event.seq, "stamp": event.stamp}
+            moved = payload_of(event, RobotActionStateChanged)
+            state = {"state": moved.to.value, "reason": moved.reason, "seq": event.seq, "stamp": event.stamp}
             ticket._update(lambda: ticket.states.append(state))
         elif event.type is EventType.ROBOT_ACTION_OUTCOME:
-            outcome = {"state": str(p.get("state", "")), "reason": str(p.get("reason", "")),
-                       "evidence": p.get("evidence", []), "seq": event.seq}
+            ended = payload_of(event, RobotActionOutcome)
+            outcome = {"state": ended.state.value, "reason": ended.reason, "evidence": ended.evidence,
+                       "seq": event.seq}
             ticket._update(lambda: setattr(ticket, "outcome", outcome))
         else:
             return

@@ -138,9 +138,6 @@ NOT_YET_CONVERTED = {
     "robot_harness/core/engine.py",
     "robot_harness/nodes/supervisor.py",
     # being converted now, one commit each:
-    "robot_harness/eval/modes.py",
-    "robot_harness/operator/session.py",
-    "robot_harness/runner.py",
 }
 NOT_YET_CONVERTED_PACKAGES = ("robot_harness/core/mission/", "robot_harness/core/execution/",
                               "robot_harness/core/authority/")
