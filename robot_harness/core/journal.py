@@ -64,10 +64,12 @@ produces each one for real):
 from __future__ import annotations
 
 import abc
+import bisect
 import collections
 import contextlib
 import dataclasses
 import functools
+import itertools
 import json
 import logging
 import re
@@ -475,11 +477,10 @@ class Journal(abc.ABC):
     def _prepare(self, draft: EventDraft) -> _Prepared:
         if not isinstance(draft, EventDraft):
             raise UsageError(f"append() takes EventDraft records, got {type(draft).__name__}")
-        source = draft.payload
-        if isinstance(source, EventPayload):
-            if source.EVENT_TYPE is not draft.type:
-                validate_draft_payload(draft.type, source)  # raises: another type's model
-            source = payload_dict(source)
+        # A model is dumped through the payloads' adapter (another type's model is refused here); a plain
+        # dict is stored as given once it validates below.
+        source = payload_dict(validate_draft_payload(draft.type, draft.payload)) \
+            if isinstance(draft.payload, EventPayload) else draft.payload
         try:
             plain = to_jsonable_python(source, inf_nan_mode="null")
             redacted = self._redact(plain)
@@ -725,11 +726,10 @@ class MemoryJournal(Journal):
         wanted = self._check_query(types, limit)
         out: list[JournalEvent] = []
         with self._open():
-            for ev, payload_json in self._rows:
+            start = bisect.bisect_right(self._rows, after_seq, key=lambda row: row[0].seq)  # rows are in seq order
+            for ev, payload_json in itertools.islice(self._rows, start, None):
                 if limit is not None and len(out) >= limit:
                     break
-                if ev.seq <= after_seq:
-                    continue
                 if mission_id is not None and ev.mission_id != mission_id:
                     continue
                 if wanted is not None and ev.type not in wanted:
