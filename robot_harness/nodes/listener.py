@@ -47,67 +47,31 @@ class BackgroundListener:
     path: delivery only enqueues. ``flush`` waits (bounded) until everything
     enqueued so far has been handled; ``close`` flushes and ends the thread.
     A listener's exception is logged and swallowed, as the journal does.
+
+    A :class:`JournalFanout` with this one consumer, handed the plain events.
     """
 
     def __init__(self, callback: Listener, *, name: str = "journal-listener") -> None:
         self._callback = callback
-        self._cv = threading.Condition()
-        self._queue: collections.deque[list[JournalEvent]] = collections.deque()
-        self._busy = False
-        self._closed = False
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        self._fanout = JournalFanout(name=name)
+        self._fanout.attach(self._deliver, name=f"journal listener {callback!r}")
+        self._thread = self._fanout._thread  # noqa: SLF001 - the same thread, for whoever joins it
 
     def __call__(self, events: list[JournalEvent]) -> None:
-        with self._cv:
-            if self._closed:
-                return
-            self._queue.append(list(events))
-            self._cv.notify_all()
+        self._fanout(list(events))
 
-    def _run(self) -> None:
-        while True:
-            with self._cv:
-                while not self._queue and not self._closed:
-                    self._cv.wait()
-                if not self._queue:
-                    return  # closed and drained
-                batch = self._queue.popleft()
-                self._busy = True
-            try:
-                self._callback(batch)
-            except Exception:
-                _log.exception("journal listener %r raised; ignored", self._callback)
-            finally:
-                with self._cv:
-                    self._busy = False
-                    self._cv.notify_all()
+    def _deliver(self, batch: Sequence[ConvertedEvent]) -> None:
+        self._callback([c.event for c in batch])
 
     def flush(self, timeout_s: float = 5.0) -> bool:
         """Wait until every batch enqueued so far was handled; False if ``timeout_s`` ran out first."""
-        deadline = time.monotonic() + timeout_s
-        with self._cv:
-            while self._queue or self._busy:
-                left = deadline - time.monotonic()
-                if left <= 0.0:
-                    return False
-                self._cv.wait(left)
-        return True
+        return self._fanout.flush(timeout_s)
 
     def close(self, timeout_s: float = 5.0) -> bool:
         """Flush (bounded), then end the thread. What is still queued after a failed flush is dropped
         (the caller is moving on, e.g. closing the bag those events were for), and so are later
         deliveries. Returns whether it flushed."""
-        flushed = self.flush(timeout_s)
-        with self._cv:
-            self._closed = True
-            dropped = len(self._queue)
-            self._queue.clear()
-            self._cv.notify_all()
-        if dropped:
-            _log.warning("journal listener %r closed with %d batch(es) unhandled", self._callback, dropped)
-        self._thread.join(timeout=max(0.1, timeout_s))
-        return flushed
+        return self._fanout.close(timeout_s)
 
 
 class ConvertedEvent:
@@ -217,7 +181,7 @@ class JournalFanout:
     def __call__(self, events: Sequence[JournalEvent]) -> None:
         """O(1): the journal hands every listener a list of its own, kept as it is."""
         with self._cv:
-            if self._closed or not events:
+            if self._closed:
                 return
             self._queue.append(events)
             self._enqueued += 1
@@ -298,7 +262,8 @@ class JournalFanout:
                         tap.consumer(batch)
                     except Exception as exc:  # noqa: BLE001 - one consumer's failure must not stop the others
                         tap.failures += 1
-                        self._warn(f"{self._name}: {tap.name} raised on events {events[0].seq}..{events[-1].seq}: "
+                        seqs = [getattr(e, "seq", "?") for e in events[:1] + events[-1:]]
+                        self._warn(f"{self._name}: {tap.name} raised on events {'..'.join(map(str, seqs))}: "
                                    f"{type(exc).__name__}: {exc}", exc_info=True)
             with self._cv:
                 self._handled = index + 1
