@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Role", "Provenance", "ContextItem", "ViewBudget", "ContextView", "ROLE_POLICY", "build_view"]
+__all__ = ["Role", "Provenance", "ContextItem", "ViewBudget", "ContextView", "ROLE_POLICY", "build_view", "item_size"]
 
 
 class Role(str, enum.Enum):
@@ -158,7 +158,8 @@ def _render(item: ContextItem) -> dict[str, Any]:
     return out
 
 
-def _size(item: ContextItem) -> int:
+def item_size(item: ContextItem) -> int:
+    """The bytes ``item`` takes in a view (its rendered JSON, plus a separator)."""
     return len(json.dumps(_render(item), sort_keys=True, separators=(",", ":"), default=str)) + 1
 
 
@@ -169,8 +170,12 @@ def build_view(
     now: float,
     budget: ViewBudget = ViewBudget(),
     scope: str = "",
+    sizes: Mapping[str, int] | None = None,
 ) -> ContextView:
-    """Select, from one pool of versioned items, what ``role`` may see now, within budget."""
+    """Select, from one pool of versioned items, what ``role`` may see now, within budget.
+
+    ``sizes``: item id -> ``item_size``, known beforehand for items whose content never changes
+    under their id (a receipt); the rest are sized here."""
     dropped: Counter[str] = Counter()
     policy = ROLE_POLICY[role]
     pool = list(items)
@@ -223,7 +228,7 @@ def build_view(
     chosen: list[ContextItem] = []
     total = 2
     for i in ranked:
-        size = _size(i)
+        size = sizes[i.item_id] if sizes is not None and i.item_id in sizes else item_size(i)
         if len(chosen) >= budget.max_items or total + size > budget.max_bytes:
             dropped["budget"] += 1
             continue

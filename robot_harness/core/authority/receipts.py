@@ -65,7 +65,7 @@ class Receipts:
         outcome, or (``post`` None: supervision cut short, nothing observed after it) UNKNOWN."""
         status = {ActionStatus.SUCCEEDED: ReceiptStatus.SUCCEEDED, ActionStatus.FAILED: ReceiptStatus.FAILED}.get(
             action.state, ReceiptStatus.UNKNOWN)
-        call = next((c for c in self.state.calls if c["id"] == action.tool_call_id), None)
+        call = next((c for c in reversed(self.state.calls) if c["id"] == action.tool_call_id), None)  # the latest, mostly
         arguments = call["arguments"] if call is not None else {}
         evidence = self.observations.snapshot_evidence(post.snapshot_id) if post is not None else []
         return self._drafts(

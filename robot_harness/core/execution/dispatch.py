@@ -81,7 +81,8 @@ class Dispatcher:
         report = check_preconditions(
             nav.preconditions, decision=decision, fresh=fresh,
             target_at_decision=target_decision, target_now=target_now,
-            active_actions=[a.view() for a in s.actions], workspace=navigation_workspace(nav, s.places),
+            active_actions=[a.view() for a in s.actions if not a.terminal],  # only a live one can conflict
+            workspace=navigation_workspace(nav, s.places),
         )
         check_draft = self.ledger.draft(EventType.ACTION_PRECONDITION_CHECKED, model_turn_id=turn_id,
                                          tool_call_id=call.id, snapshot_id=fresh.snapshot_id,

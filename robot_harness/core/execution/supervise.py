@@ -53,11 +53,19 @@ class Tick(str, enum.Enum):
 class _Tracking:
     action: ManagedAction
     deadline: float
-    earlier_goals: set[str]
     why_none: str
+    earlier: list[ManagedAction]
+    """The mission's other actions (their goals' late reports are ignored), read only when one arrives."""
+    _earlier_goals: set[str] | None = None
     terminal: BackendTerminal = BackendTerminal.NONE
     last_progress_journal: float = -math.inf
     uncorrelated_seen: set[tuple[str, str]] = field(default_factory=set)
+
+    def earlier_goals(self) -> set[str]:
+        if self._earlier_goals is None:
+            self._earlier_goals = {a.backend_goal_id for a in self.earlier
+                                   if a is not self.action and a.backend_goal_id}
+        return self._earlier_goals
 
 
 @dataclass(eq=False, kw_only=True)
@@ -90,7 +98,7 @@ class ActionSupervisor:
         started = self.clock.monotonic()
         self._t = _Tracking(
             action=action, deadline=min(started + action.timeout_s, self.state.deadline),
-            earlier_goals={a.backend_goal_id for a in self.state.actions if a is not action and a.backend_goal_id},
+            earlier=self.state.actions,
             why_none=f"no terminal report within {action.timeout_s:.1f} s")
 
     def update(self) -> Tick:
@@ -111,7 +119,7 @@ class ActionSupervisor:
         for ev in self.navigation.poll(min(0.1, t.deadline - now)):
             if not self.config.eval_ablations.evidence_binding and ev.status in _TERMINAL_STATUS:
                 ev = ev.model_copy(update={"goal_id": action.backend_goal_id})  # ablation: any report is "ours"
-            if ev.goal_id != action.backend_goal_id and ev.goal_id in t.earlier_goals:
+            if ev.goal_id != action.backend_goal_id and ev.goal_id in t.earlier_goals():
                 continue  # a late report about an action that is already judged
             if ev.goal_id != action.backend_goal_id:
                 key = (ev.goal_id, ev.status or ev.type)

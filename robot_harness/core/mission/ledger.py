@@ -59,6 +59,9 @@ class MissionLedger:
         self._fold = TaskStateFold()
         self._folded_seq = 0
         self._state: TaskState | None = None
+        self._stale = True
+        """Whether the journal may hold state events not folded yet: after this writer committed one, or
+        after another writer moved the mission (any state change moves its revision, so it is seen here)."""
 
     # -- writing ----------------------------------------------------------------
 
@@ -93,6 +96,8 @@ class MissionLedger:
             raise JournalWriteError(f"mission {self.mission_id} kept moving under this writer "
                                     f"({_STALE_RETRIES} stale revisions in a row)", sqlite_error=None)
         self.seen_revision += sum(1 for e in events if e.type in TRANSITION_TYPES)
+        if any(e.type in _STATE_EVENTS for e in events):
+            self._stale = True
         if self._observer is not None:
             for event in events:
                 self._observe("", None, event)
@@ -117,19 +122,22 @@ class MissionLedger:
             if ev.type is EventType.STOP_REQUESTED and not self._stop:
                 self._stop.request(_stop_reason(ev))
         self.seen_revision = self.journal.revision(self.mission_id)
+        self._stale = True
 
     def task_state(self) -> TaskState:
         """The task state, derived from this mission's journal (the source of truth).
 
-        Reads only the state events committed since the last call and derives
-        the state again only when there are some; each event is folded once.
+        Reads the state events committed since the last read, and only when
+        there can be some (this writer committed one, or another writer moved
+        the mission); each event is folded once, in journal order.
         """
-        new = self.journal.events(mission_id=self.mission_id, after_seq=self._folded_seq, types=_STATE_EVENTS)
-        if new or self._state is None:
+        if self._stale or self._state is None:
+            new = self.journal.events(mission_id=self.mission_id, after_seq=self._folded_seq, types=_STATE_EVENTS)
             self._fold.feed(new)
             if new:
                 self._folded_seq = new[-1].seq
             self._state = self._fold.state
+            self._stale = False
         return self._state
 
     def last_task_state(self) -> TaskState | None:

@@ -8,19 +8,19 @@ with the mission's length. The verifier's pool holds every receipt.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..clock import Clock
-from ..completion import FactStatus, ReceiptStatus
-from ..context import compile_skill_view
+from ..completion import FactStatus, Receipt, ReceiptStatus
+from ..context import SKILL_VIEW_RECEIPTS, compile_skill_view
 from ..errors import UsageError
 from ..gate import TaskState
 from ..records import Pose2D, ToolCall, WorldSnapshot
 from ..skills import ASK_OPERATOR, PROPOSE_DONE, NavigateToArgs, SkillRegistry, resolve_target
-from ..views import ContextItem, ContextView, Provenance, Role, ViewBudget, build_view
+from ..views import ContextItem, ContextView, Provenance, Role, ViewBudget, build_view, item_size
 from .ledger import MissionLedger
 from .state import MissionState
 
@@ -47,6 +47,17 @@ class ProgressViews:
     skills: SkillRegistry
     clock: Clock
     evidenced: Evidenced
+    _items: dict[str, ContextItem] = field(default_factory=dict, init=False, repr=False)
+    """Receipt and failure items by item id: a receipt never changes, so its items are built once."""
+    _sizes: dict[str, int] = field(default_factory=dict, init=False, repr=False)
+    """``views.item_size`` of each cached item."""
+
+    def _cached(self, item_id: str, build: Callable[[], ContextItem]) -> ContextItem:
+        item = self._items.get(item_id)
+        if item is None:
+            item = self._items[item_id] = build()
+            self._sizes[item_id] = item_size(item)
+        return item
 
     def pool(self, task: TaskState, snapshot: WorldSnapshot | None, *, bounded: bool) -> list[ContextItem]:
         """Mission state as versioned, provenance-tagged items (see core/views.py)."""
@@ -75,14 +86,14 @@ class ProgressViews:
         if bounded:  # the newest failures, also those older than the newest receipts (first, as they came)
             failed = failed[-_BOUNDED_RECENT:]
             recent = {r.receipt_id for r in receipts}
-            items.extend(_failure_item(r) for r in failed if r.receipt_id not in recent)
+            items.extend(self._failure_item(r) for r in failed if r.receipt_id not in recent)
         failed_ids = {r.receipt_id for r in failed}
         for r in receipts:
-            items.append(ContextItem(item_id=r.receipt_id, key=f"receipt:{r.invocation_id}", kind="receipt",
-                                     provenance=Provenance.RECEIPT, value={"receipt": r.model_dump(mode="json")},
-                                     source=r.skill, observed_at=r.ended_at, priority=60))
+            items.append(self._cached(r.receipt_id, lambda r=r: ContextItem(
+                item_id=r.receipt_id, key=f"receipt:{r.invocation_id}", kind="receipt", provenance=Provenance.RECEIPT,
+                value={"receipt": r.model_dump(mode="json")}, source=r.skill, observed_at=r.ended_at, priority=60)))
             if r.receipt_id in failed_ids:
-                items.append(_failure_item(r))
+                items.append(self._failure_item(r))
         if snapshot is not None and snapshot.pose is not None:
             items.append(ContextItem(item_id=f"pose:{snapshot.snapshot_id}", key="robot.pose", kind="observation",
                                      provenance=Provenance.OBSERVATION, source="snapshot", value=snapshot.pose.model_dump(),
@@ -108,7 +119,7 @@ class ProgressViews:
         if wide:
             s.wide_view_turns -= 1
         view = build_view(self.pool(task, snapshot, bounded=True), role=Role.PLANNER, now=self.clock.now(),
-                          budget=PLANNER_WIDE_BUDGET if wide else PLANNER_PROGRESS_BUDGET)
+                          budget=PLANNER_WIDE_BUDGET if wide else PLANNER_PROGRESS_BUDGET, sizes=self._sizes)
         obligations = [i.value for i in view.of_kind("obligation")]
         evidenced = self.evidenced(task, snapshot)
         s.turn_done = evidenced | set(task.committed)
@@ -124,12 +135,12 @@ class ProgressViews:
     def verifier_view(self, task: TaskState) -> ContextView:
         """C3: every receipt; no item of planner provenance (so a done proposal's text cannot reach it)."""
         return build_view(self.pool(task, None, bounded=False), role=Role.VERIFIER, now=self.clock.now(),
-                          budget=VERIFIER_BUDGET)
+                          budget=VERIFIER_BUDGET, sizes=self._sizes)
 
     def recovery_view(self) -> ContextView:
         """C4, for a recovery advisor."""
         return build_view(self.pool(self.ledger.task_state(), None, bounded=True), role=Role.RECOVERY,
-                          now=self.clock.now(), budget=RECOVERY_BUDGET)
+                          now=self.clock.now(), budget=RECOVERY_BUDGET, sizes=self._sizes)
 
     def skill_view(self, call: ToolCall, snapshot: WorldSnapshot) -> dict[str, Any]:
         """C2, the skill's view of this call's subgoal, journaled with the call (``{"skill_view": ...}``);
@@ -156,14 +167,26 @@ class ProgressViews:
         view = compile_skill_view(
             contract=task.contract, skill=skill.name, now=self.clock.now(),
             done=s.turn_done | set(task.committed), place=place, target=target, places=s.places,
-            near_m=nav.outcome.xy_m if nav is not None else 0.5, snapshot=snapshot, receipts=task.receipts)
+            near_m=nav.outcome.xy_m if nav is not None else 0.5, snapshot=snapshot,
+            receipts=_latest_of(task.receipts, skill.name, SKILL_VIEW_RECEIPTS))
         return {"skill_view": {"role": view.role.value, "scope": view.scope, "items": view.as_list(),
                                "dropped": dict(view.dropped), "withheld_conflicts": list(view.withheld_conflicts),
                                "bytes": view.bytes}}
 
+    def _failure_item(self, r: Receipt) -> ContextItem:
+        return self._cached(f"failure:{r.receipt_id}", lambda: ContextItem(
+            item_id=f"failure:{r.receipt_id}", key=f"failure:{r.invocation_id}", kind="failure",
+            provenance=Provenance.HARNESS, observed_at=r.ended_at,
+            value={"skill": r.skill, "status": r.status.value, "arguments": r.request.get("arguments", {})},
+            priority=55))
 
-def _failure_item(r: Any) -> ContextItem:
-    return ContextItem(item_id=f"failure:{r.receipt_id}", key=f"failure:{r.invocation_id}",
-                       kind="failure", provenance=Provenance.HARNESS, observed_at=r.ended_at,
-                       value={"skill": r.skill, "status": r.status.value,
-                              "arguments": r.request.get("arguments", {})}, priority=55)
+
+def _latest_of(receipts: Sequence[Receipt], skill: str, n: int) -> list[Receipt]:
+    """The newest ``n`` receipts of ``skill``, oldest first, found from the end (C2 shows no more)."""
+    out: list[Receipt] = []
+    for r in reversed(receipts):
+        if r.skill == skill:
+            out.append(r)
+            if len(out) == n:
+                break
+    return out[::-1]
