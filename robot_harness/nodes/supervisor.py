@@ -26,7 +26,7 @@ from ..core.clock import IdGenerator, SystemClock
 from ..core.config import (HarnessConfig, check_mission_overrides, deep_merge, dotted_overrides, load_harness_config,
                            navigation_workspace)
 from ..compose import default_contract_compiler, mission_runner
-from ..core.engine import MAX_GOAL_CHARS, MissionRunner
+from ..core.mission.runner import MAX_GOAL_CHARS, MissionRunner
 from ..core.errors import HarnessError, HarnessTimeout, JournalWriteError, MissionRefused, RefusalError, UsageError
 from ..core.mission_spec import MissionSpec, StructuredCoverageReviewer, structured_compiler
 from ..operator.session import ExternalPlanner, SessionContractCompiler, SessionHost
