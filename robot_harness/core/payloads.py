@@ -167,8 +167,11 @@ class PosePart(_Part):
     """A pose as a backend reported it; a coordinate the backend sent as NaN reads as None."""
 
     x: float | None = None
+    """Metres in the map frame; None when the backend sent none (or NaN)."""
     y: float | None = None
+    """Metres in the map frame; None when the backend sent none (or NaN)."""
     yaw: float | None = None
+    """Radians; None when the backend sent none."""
 
     def pose(self) -> Pose2D | None:
         """The pose, or None when x or y is missing."""
@@ -182,18 +185,31 @@ class ActionPart(_Part):
     records written by older code or tests may carry only some)."""
 
     action_id: str = ""
+    """The action's id (the event's ``robot_action_id``); "" when not written."""
     tool_call_id: str = ""
+    """The tool call that asked for the action."""
     skill: str = ""
+    """The physical skill (``navigate_to``, ...)."""
     state: ActionStatus | None = None
+    """Its lifecycle state when written; None when not written."""
     revision: int = 0
+    """Its revision when written (0 at creation)."""
     backend_goal_id: str = ""
+    """The backend's goal id, once known."""
     backend_status: str = ""
+    """The backend's last status word, once known."""
     reason: str = ""
+    """Why it is in its state, in words."""
     target: Pose2D | None = None
+    """The goal pose, when the skill has one."""
     decision_snapshot_id: str = ""
+    """The snapshot the planner decided on."""
     outcome_snapshot_id: str = ""
+    """The snapshot the outcome was judged on (outcomes only)."""
     requested_at: float = 0.0
+    """Epoch seconds the action was created."""
     updated_at: float = 0.0
+    """Epoch seconds of its last change."""
 
     def view(self, **base: Any) -> ActionView:
         """An ``ActionView`` of what was written over ``base`` (the fields the caller knows otherwise);
@@ -206,10 +222,13 @@ class DispatchIntent(_Part):
     """What a physical dispatch asked the backend for, recorded before the backend was asked."""
 
     backend: str = ""
+    """The navigation backend's name (``nav2``, ``sim``, ...)."""
     target: Pose2D | None = None
     """The resolved goal pose (None only in records that did not resolve one)."""
     frame_id: str = ""
+    """The frame of ``target``."""
     timeout_s: float | None = None
+    """How long the harness waits for a terminal report before it cancels."""
     arguments: dict[str, Any] = Field(default_factory=dict)
     """The tool call's arguments as the planner gave them."""
 
@@ -222,25 +241,33 @@ class DispatchPart(_Part):
     goal_id: str = ""
     """The backend goal id derived from the key (``durable.goal_uuid_for``)."""
     resources: tuple[str, ...] = ()
+    """The resources the action leases (``base``, ...)."""
     node: str = ""
+    """The plan node (model turn) of the key."""
     attempt: int = 0
+    """The attempt the recovery policy authorized (1 first)."""
     state_version: int = 0
+    """The task state version the dispatch was decided at."""
 
 
 class DispatchPolicy(_Part):
     """Under which policy decision an action was dispatched."""
 
     preconditions: str = ""
+    """``passed``: the pre-dispatch check of the same commit held."""
     approval: str = ""
     """The interaction id of the operator's approval, or ""."""
     authorized_attempt: int = 0
+    """The attempt number the dispatch ran under."""
 
 
 class FreshSnapshotPart(_Part):
     """The snapshot the verifier captured for itself, by id (and its bag message, when recorded)."""
 
     snapshot_id: str = ""
+    """The fresh snapshot's id (its own WORLD_SNAPSHOT_CAPTURED precedes the verdict)."""
     bag_ref: EvidenceRef | None = None
+    """Its message in the mission bag, when one was recorded."""
 
 
 class BagPart(_Part):
@@ -265,6 +292,7 @@ class MissionStarted(EventPayload):
     tools: list[str] = Field(default_factory=list)
     """The skill names offered to the planner."""
     owner: str = ""
+    """Who sent the mission (a name, never a credential)."""
     owner_sha256: str = ""
     """Only in records written before keyed digests: the owner token's plain sha256."""
     owner_hmac: str = ""
@@ -281,6 +309,7 @@ class ModelTurnStarted(EventPayload):
     turn_index: int | None = None
     """0-based turn index within the mission; None only in records that did not write one."""
     context_bytes: int | None = None
+    """Size of the compiled context in bytes (``context.context_size``)."""
     context: dict[str, Any] = Field(default_factory=dict)
     """The compiled planner context (``core/context.py``), as sent."""
 
@@ -307,6 +336,7 @@ class ModelResponseRecorded(EventPayload):
     event_type: Literal[EventType.MODEL_RESPONSE_RECORDED] = Field(
         EventType.MODEL_RESPONSE_RECORDED, exclude=True, repr=False)
     response: ModelResponse | None = None
+    """The response, verbatim (redacted); None only when the planner gave none."""
     error: dict[str, Any] | str | None = None
     """Why the planner gave no usable answer (a structured error), or None."""
 
@@ -327,6 +357,7 @@ class ToolCallRecorded(EventPayload):
     name: str = ""
     """The tool the planner called (it may be unknown to the harness)."""
     arguments: dict[str, Any] = Field(default_factory=dict)
+    """The arguments as the planner gave them (redacted); may be invalid for the tool."""
     index: int | None = None
     """Position of the call within its response."""
     skill_view: dict[str, Any] | None = None
@@ -348,9 +379,13 @@ class ActionPreconditionChecked(EventPayload):
     ok: bool
     """Every check passed; only then was the action dispatched."""
     checks: tuple[Check, ...] = ()
+    """Every check, in the order run, each with its own verdict and detail."""
     decision_snapshot_id: str = ""
+    """The snapshot the planner decided on."""
     fresh_snapshot_id: str = ""
+    """The pre-dispatch snapshot the checks ran on."""
     kind: str = "precondition_report"
+    """``PreconditionReport.kind``."""
 
 
 class ToolResultRecorded(EventPayload):
@@ -363,11 +398,17 @@ class ToolResultRecorded(EventPayload):
     """What the call established immediately, never the physical outcome (None only in hand-written
     records that give none; every harness writer writes it)."""
     tool_call_id: str = ""
+    """The call this result answers (each call gets exactly one)."""
     name: str = ""
+    """The tool's name."""
     content: dict[str, Any] = Field(default_factory=dict)
+    """What the tool returned (an artifact ref, a dispatch summary, ...)."""
     error: dict[str, Any] | None = None
+    """A structured error (``code``, ``message``, ...) when the call failed."""
     action_id: str | None = None
+    """The managed action the call created, if any."""
     kind: str = "tool_result"
+    """``ToolResult.kind``."""
     format_version: int = 1
     """``ToolResult.format_version`` (the record's own version, not the payload's)."""
 
@@ -397,9 +438,11 @@ class RobotActionStarted(EventPayload):
     event_type: Literal[EventType.ROBOT_ACTION_STARTED] = Field(
         EventType.ROBOT_ACTION_STARTED, exclude=True, repr=False)
     intent: DispatchIntent | None = None
+    """None only in journals written before dispatch intents."""
     dispatch: DispatchPart | None = None
     """None only in journals written before dispatch keys."""
     policy: DispatchPolicy | None = None
+    """None only in journals written before policies were recorded."""
     action: ActionPart = Field(default_factory=ActionPart)
     """The action as created (REQUESTED)."""
 
@@ -426,12 +469,15 @@ class RobotActionStateChanged(EventPayload):
     event_type: Literal[EventType.ROBOT_ACTION_STATE_CHANGED] = Field(
         EventType.ROBOT_ACTION_STATE_CHANGED, exclude=True, repr=False)
     to: ActionStatus
+    """The state moved to; always present."""
     from_: ActionStatus | None = Field(default=None, alias="from")
     """The state moved from (stored as ``from``); None only in records that did not write it."""
     reason: str = ""
+    """Why, in words."""
     revision: int = 0
     """The action's revision after this transition (the first transition makes it 1)."""
     backend_goal_id: str = ""
+    """The backend's goal id at the time ("" before acceptance)."""
 
 
 class RobotActionProgress(EventPayload):
@@ -441,7 +487,9 @@ class RobotActionProgress(EventPayload):
     event_type: Literal[EventType.ROBOT_ACTION_PROGRESS] = Field(
         EventType.ROBOT_ACTION_PROGRESS, exclude=True, repr=False)
     distance_remaining: float | None = None
+    """Metres, as the backend reported; None when it reported none."""
     current_pose: PosePart | None = None
+    """The backend's pose estimate in its feedback, if any."""
 
 
 class RobotActionOutcome(EventPayload):
@@ -453,9 +501,11 @@ class RobotActionOutcome(EventPayload):
     state: ActionStatus
     """SUCCEEDED, FAILED or UNKNOWN: the outcome check's verdict, never the backend's word alone."""
     reason: str = ""
+    """Why, in words (the outcome check's reason)."""
     evidence: dict[str, Any] = Field(default_factory=dict)
     """The outcome check's evidence (``reconciled: true`` when judged after a restart)."""
     action: ActionPart = Field(default_factory=ActionPart)
+    """The action as it ended."""
 
 
 class BackendEventUncorrelated(EventPayload):
@@ -465,9 +515,13 @@ class BackendEventUncorrelated(EventPayload):
     event_type: Literal[EventType.BACKEND_EVENT_UNCORRELATED] = Field(
         EventType.BACKEND_EVENT_UNCORRELATED, exclude=True, repr=False)
     goal_id: str = ""
+    """The backend goal the event was about (not this action's)."""
     type: str = ""
+    """The backend event's kind (``feedback``, ``status``)."""
     status: str = ""
+    """The backend status word, if any."""
     note: str = ""
+    """Why it was ignored."""
 
 
 class RuntimeEventDelivered(EventPayload):
@@ -477,11 +531,17 @@ class RuntimeEventDelivered(EventPayload):
     event_type: Literal[EventType.RUNTIME_EVENT_DELIVERED] = Field(
         EventType.RUNTIME_EVENT_DELIVERED, exclude=True, repr=False)
     type: str = "runtime_event"
+    """The runtime event's type (``robot_action_outcome``, ``done_rejected``, ...)."""
     tool_call_id: str = ""
+    """The call it concerns, if any."""
     action_id: str = ""
+    """The action it concerns, if any."""
     state: str = ""
+    """Its state word (an ``ActionStatus`` value, ``gate_rejected``, ...)."""
     detail: dict[str, Any] = Field(default_factory=dict)
+    """What the planner is told about it (``reason``, ...)."""
     kind: str = "runtime_event"
+    """``RuntimeEvent.kind``."""
 
     @classmethod
     def of(cls, event: RuntimeEvent) -> RuntimeEventDelivered:
@@ -497,7 +557,9 @@ class ContractFrozen(EventPayload):
     contract: CompletionContract | None = None
     """None exactly when the compilation failed (then ``error`` says why)."""
     error: dict[str, Any] | None = None
+    """Why the compilation failed (``code``, ``message``, ``details``); None when it did not."""
     state_version: int | None = None
+    """The task state version after this revision; None in a failed compilation."""
     llm_calls: list[dict[str, Any]] = Field(default_factory=list)
     """Model calls made by the contract compiler and the coverage review."""
 
@@ -508,6 +570,7 @@ class ReceiptRecorded(EventPayload):
     EVENT_TYPE: ClassVar[EventType] = EventType.RECEIPT_RECORDED
     event_type: Literal[EventType.RECEIPT_RECORDED] = Field(EventType.RECEIPT_RECORDED, exclude=True, repr=False)
     receipt: Receipt
+    """Always present and valid (the gate folds it into the task state)."""
 
 
 class DoneProposed(EventPayload):
@@ -516,6 +579,7 @@ class DoneProposed(EventPayload):
     EVENT_TYPE: ClassVar[EventType] = EventType.DONE_PROPOSED
     event_type: Literal[EventType.DONE_PROPOSED] = Field(EventType.DONE_PROPOSED, exclude=True, repr=False)
     text: str = ""
+    """The planner's words, verbatim: never evidence."""
 
 
 class VerdictRecorded(EventPayload):
@@ -524,10 +588,12 @@ class VerdictRecorded(EventPayload):
     EVENT_TYPE: ClassVar[EventType] = EventType.VERDICT_RECORDED
     event_type: Literal[EventType.VERDICT_RECORDED] = Field(EventType.VERDICT_RECORDED, exclude=True, repr=False)
     verdict: Verdict
+    """Always present and valid."""
     request: dict[str, Any] | None = None
     """``verifier.VerifyRequest.model_dump(mode="json")``; None in a verdict written by the gate's
     ``commit_drafts`` alone (then nothing can be replayed)."""
     fresh_snapshot: FreshSnapshotPart | None = None
+    """The verifier's own snapshot; None in verdicts written without one."""
 
 
 class CommitRecorded(EventPayload):
@@ -536,6 +602,7 @@ class CommitRecorded(EventPayload):
     EVENT_TYPE: ClassVar[EventType] = EventType.COMMIT_RECORDED
     event_type: Literal[EventType.COMMIT_RECORDED] = Field(EventType.COMMIT_RECORDED, exclude=True, repr=False)
     commit: Commit
+    """Always present and valid; it follows its verdict in the same transaction."""
 
 
 class GateRejected(EventPayload):
@@ -544,8 +611,11 @@ class GateRejected(EventPayload):
     EVENT_TYPE: ClassVar[EventType] = EventType.GATE_REJECTED
     event_type: Literal[EventType.GATE_REJECTED] = Field(EventType.GATE_REJECTED, exclude=True, repr=False)
     verdict_id: str = ""
+    """The refused verdict."""
     code: str = ""
+    """``GateRejection.code``."""
     message: str = ""
+    """Why, in words (the first field that did not match)."""
 
 
 class RecoveryDecided(EventPayload):
@@ -554,8 +624,11 @@ class RecoveryDecided(EventPayload):
     EVENT_TYPE: ClassVar[EventType] = EventType.RECOVERY_DECIDED
     event_type: Literal[EventType.RECOVERY_DECIDED] = Field(EventType.RECOVERY_DECIDED, exclude=True, repr=False)
     failure: Failure
+    """The structured failure; always present."""
     decision: RecoveryDecision
+    """The rung chosen and the budget left; always present."""
     llm_calls: list[dict[str, Any]] = Field(default_factory=list)
+    """Model calls the recovery advisor made (redacted)."""
 
 
 class FactRecorded(EventPayload):
@@ -564,6 +637,7 @@ class FactRecorded(EventPayload):
     EVENT_TYPE: ClassVar[EventType] = EventType.FACT_RECORDED
     event_type: Literal[EventType.FACT_RECORDED] = Field(EventType.FACT_RECORDED, exclude=True, repr=False)
     fact: Fact
+    """Always present and valid."""
 
 
 class RobotActionReconciled(EventPayload):
@@ -575,8 +649,11 @@ class RobotActionReconciled(EventPayload):
     finding: str = ""
     """A ``reconcile.Finding`` value, ``acknowledgment_lost`` or ``operator_cleared``."""
     backend_status: str = ""
+    """What the backend said about the goal ("" when not asked)."""
     detail: str = ""
+    """What was found, in words (for ``operator_cleared``: who and why)."""
     goal_id: str = ""
+    """The backend goal looked up ("" when none)."""
     action_state: str = ""
     """The state the reconciliation moved the action to, or ""."""
 
@@ -587,10 +664,13 @@ class LeaseAcquired(EventPayload):
     EVENT_TYPE: ClassVar[EventType] = EventType.LEASE_ACQUIRED
     event_type: Literal[EventType.LEASE_ACQUIRED] = Field(EventType.LEASE_ACQUIRED, exclude=True, repr=False)
     resource: str
+    """The resource leased (``base``, ``camera``, ...); always present."""
     owner: str
     """The action id (physical skills) or tool call id (capabilities) holding it."""
     expires_at: float = 0.0
+    """Epoch seconds after which an unrenewed lease may be settled."""
     skill: str = ""
+    """The skill its owner runs."""
     intent: dict[str, Any] | None = None
     """A keyed capability's dispatch intent (``key``, ``tool_call_id``, ...); absent for physical actions."""
 
@@ -601,10 +681,13 @@ class LeaseReleased(EventPayload):
     EVENT_TYPE: ClassVar[EventType] = EventType.LEASE_RELEASED
     event_type: Literal[EventType.LEASE_RELEASED] = Field(EventType.LEASE_RELEASED, exclude=True, repr=False)
     resource: str
+    """Always present."""
     owner: str
+    """The owner that held it; always present."""
     why: str = ""
     """A ``durable.ReleaseReason`` value."""
     detail: str = ""
+    """What ended it, in words."""
     operator: str = ""
     """Who cleared it (``operator_cleared`` only)."""
 
@@ -615,8 +698,11 @@ class LeaseBlocked(EventPayload):
     EVENT_TYPE: ClassVar[EventType] = EventType.LEASE_BLOCKED
     event_type: Literal[EventType.LEASE_BLOCKED] = Field(EventType.LEASE_BLOCKED, exclude=True, repr=False)
     resource: str
+    """Always present."""
     owner: str
+    """The owner whose outcome is unknown; always present."""
     reason: str = ""
+    """Why the outcome is unknown, in words."""
 
 
 class StopRequested(EventPayload):
@@ -625,6 +711,7 @@ class StopRequested(EventPayload):
     EVENT_TYPE: ClassVar[EventType] = EventType.STOP_REQUESTED
     event_type: Literal[EventType.STOP_REQUESTED] = Field(EventType.STOP_REQUESTED, exclude=True, repr=False)
     reason: str = ""
+    """The operator's reason, in words (may be "")."""
     source: str = ""
     """Which surface sent it (``stop_service``, ``mission_cancel``, ...)."""
 
@@ -636,23 +723,35 @@ class InteractionRequested(EventPayload):
     event_type: Literal[EventType.INTERACTION_REQUESTED] = Field(
         EventType.INTERACTION_REQUESTED, exclude=True, repr=False)
     interaction_id: str
+    """Unique within the journal; always present."""
     kind: str = ""
     """An ``interactions.InteractionKind`` value."""
     prompt: str = ""
+    """What the operator is asked, in words."""
     call: dict[str, Any] | None = None
     """For an approval: ``{tool_call_id, name, arguments, arguments_sha256}``."""
     choices: tuple[str, ...] = ()
+    """For a question, the answers offered (any answer when empty)."""
     owner: str = ""
+    """The mission's owner (a name)."""
     policy: str = ""
     """An ``interactions.ApprovalPolicy`` value; "" (older records) means the owner rule."""
     key_id: str = ""
+    """The id of the token key the digests were made with."""
     owner_hmac: str = ""
+    """Keyed digest of the owner credential."""
     sender_hmac: str = ""
+    """Keyed digest of the sender's credential (it never approves under ``operator``)."""
     approvers: tuple[dict[str, Any], ...] = ()
+    """``{name, hmac}`` of each configured approver."""
     owner_sha256: str = ""
+    """Only in records from before keyed digests: the owner token's plain sha256."""
     waiting_on: str = ""
+    """Why nobody can answer (names the missing setting), or ""."""
     requested_at: float = 0.0
+    """Epoch seconds it was asked."""
     expires_at: float = 0.0
+    """Epoch seconds after which the harness dismisses it."""
 
 
 class InteractionResolved(EventPayload):
@@ -662,11 +761,15 @@ class InteractionResolved(EventPayload):
     event_type: Literal[EventType.INTERACTION_RESOLVED] = Field(
         EventType.INTERACTION_RESOLVED, exclude=True, repr=False)
     interaction_id: str
+    """The interaction answered; always present."""
     resolution: str = ""
     """An ``interactions.Resolution`` value."""
     answer: str = ""
+    """A free-text answer, or ""."""
     choice: str = ""
+    """The choice picked, or ""."""
     operator: str = ""
+    """Who answered (a name; ``harness`` when the harness dismissed it)."""
     answered_as: str = ""
     """The credential kind (``owner``, ``operator``, ``approver:<name>``, ``harness``; "" in older records)."""
     resolved_at: float | str = ""
@@ -681,12 +784,17 @@ class MissionFinished(EventPayload):
     status: str = ""
     """A ``records.MissionStatus`` value."""
     summary: str = ""
+    """Why it ended so, in words."""
     evidence_seqs: list[int] = Field(default_factory=list)
+    """Seqs of the events the status rests on."""
     evidence_ids: list[str] = Field(default_factory=list)
+    """Evidence ids (``bag:``, ``artifact:``, ``journal:``) the status rests on."""
     bag: BagPart | None = None
+    """The bag's summary; None or empty when no bag was recorded."""
     verdict_id: str = ""
     """The last verdict's id, or ""."""
     model_usage: dict[str, Any] = Field(default_factory=dict)
+    """Tokens and calls by role (planner, compiler, recovery, ...)."""
     internal_error: Any = None
     """Only when the mission ended on an internal error: what was raised."""
     reconciled: list[dict[str, Any]] = Field(default_factory=list)
@@ -699,10 +807,15 @@ class MissionRefused(EventPayload):
     EVENT_TYPE: ClassVar[EventType] = EventType.MISSION_REFUSED
     event_type: Literal[EventType.MISSION_REFUSED] = Field(EventType.MISSION_REFUSED, exclude=True, repr=False)
     code: str = ""
+    """Why, as a code (``busy``, ``not_active``, ``invalid_goal``, ...)."""
     reason: str = ""
+    """Why, in words."""
     source: str = ""
+    """Which surface sent the request (``mission_action``, ``mcp``, ...)."""
     goal: str = ""
+    """The goal as sent (cut to the admission limit)."""
     owner: str = ""
+    """Who sent it (a name)."""
 
 
 # ============================================================================ the adapter
@@ -773,8 +886,9 @@ def payload_of(event: Any, model: type[P] | None = None) -> EventPayload:
                 if cache is not None and "_typed_payload" in cache:
                     cache["_typed_payload"] = (type_, data, typed)
     if model is not None and not isinstance(typed, model):
-        raise PayloadShapeError(f"a {getattr(type_, 'value', type_)} payload is a {type(typed).__name__}, "
-                                f"not a {model.__name__}", expected=model.__name__, type=str(getattr(type_, "value", type_)))
+        name = str(getattr(type_, "value", type_))
+        raise PayloadShapeError(f"a {name} payload is a {type(typed).__name__}, not a {model.__name__}",
+                                expected=model.__name__, type=name)
     return typed
 
 
