@@ -144,20 +144,22 @@ class _Part(BaseModel):
     model_config = ConfigDict(frozen=True, extra="allow")
 
 
-def _lift(data: Any, *, key: str, unless: str, fields: Any, sources: tuple[str, ...] = ()) -> Any:
-    """An older shape read as today's: when ``unless`` is absent, move ``fields`` found in a nested
-    ``sources`` dict (or, with no sources, at the top level) under ``key``. Anything else is left as is."""
+def _wrap_bare(data: Any, *, key: str, fields: tuple[str, ...]) -> Any:
+    """An older record that is the nested record itself: move ``fields`` under ``key`` (unless ``key`` is there)."""
+    if not isinstance(data, Mapping) or key in data or not any(f in data for f in fields):
+        return data
+    return {**{k: v for k, v in data.items() if k not in fields}, key: {f: data[f] for f in fields if f in data}}
+
+
+def _lift_nested(data: Any, *, unless: str, fields: tuple[str, ...], sources: tuple[str, ...]) -> Any:
+    """An older record that nests today's top-level ``fields`` in one of ``sources``: copy them up
+    (unless ``unless`` is already at the top level)."""
     if not isinstance(data, Mapping) or unless in data:
         return data
-    if sources:
-        nested = next((data[k] for k in sources if isinstance(data.get(k), Mapping)), None)
-        if nested is None:
-            return data
-        return {**data, **{f: nested[f] for f in fields if f in nested}}
-    moved = {f: data[f] for f in fields if f in data}
-    if not moved:
+    nested = next((data[k] for k in sources if isinstance(data.get(k), Mapping)), None)
+    if nested is None:
         return data
-    return {**{k: v for k, v in data.items() if k not in moved}, key: moved}
+    return {**data, **{f: nested[f] for f in fields if f in nested}}
 
 
 # ============================================================================ nested parts
@@ -346,7 +348,7 @@ class ModelResponseRecorded(EventPayload):
         """An older record whose payload is the response itself."""
         if isinstance(data, Mapping) and not any(k in data for k in ("tool_calls", "done", "text")):
             return data
-        return _lift(data, key="response", unless="response", fields=("tool_calls", "done", "text", "meta"))
+        return _wrap_bare(data, key="response", fields=("tool_calls", "done", "text", "meta"))
 
 
 class ToolCallRecorded(EventPayload):
@@ -367,7 +369,7 @@ class ToolCallRecorded(EventPayload):
     @classmethod
     def _nested_call(cls, data: Any) -> Any:
         """An older record that nests the call (``tool_call`` or ``call``)."""
-        return _lift(data, key="", unless="name", fields=("name", "arguments"), sources=("tool_call", "call"))
+        return _lift_nested(data, unless="name", fields=("name", "arguments"), sources=("tool_call", "call"))
 
 
 class ActionPreconditionChecked(EventPayload):
@@ -416,7 +418,7 @@ class ToolResultRecorded(EventPayload):
     @classmethod
     def _nested_result(cls, data: Any) -> Any:
         """An older record that nests the result (``result``)."""
-        return _lift(data, key="", unless="status", fields=tuple(ToolResult.model_fields), sources=("result",))
+        return _lift_nested(data, unless="status", fields=tuple(ToolResult.model_fields), sources=("result",))
 
     @classmethod
     def of(cls, result: ToolResult) -> ToolResultRecorded:
@@ -452,7 +454,7 @@ class RobotActionStarted(EventPayload):
         """An older record whose payload is the action itself."""
         if isinstance(data, Mapping) and "skill" not in data:
             return data
-        return _lift(data, key="action", unless="action", fields=tuple(ActionView.model_fields))
+        return _wrap_bare(data, key="action", fields=tuple(ActionView.model_fields))
 
     @property
     def target(self) -> Pose2D | None:

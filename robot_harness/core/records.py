@@ -402,7 +402,8 @@ class JournalEvent(_Frozen):
             return NotImplemented
         return self.__dict__ == other.__dict__
 
-    __hash__ = _Frozen.__hash__
+    def __hash__(self) -> int:
+        return hash((self.seq, self.event_id, self.type))
 
 
 Record = Annotated[
