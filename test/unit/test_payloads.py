@@ -21,9 +21,10 @@ PACKAGE = ROOT / "robot_harness"
 RECORDED = sorted((ROOT / "test" / "replay" / "regression").glob("*.jsonl"))
 
 
-@pytest.fixture
-def journal():
-    j = open_journal(None, clock=ManualClock(), ids=IdGenerator(seed=3))
+@pytest.fixture(params=["memory", "sqlite"])
+def journal(request, tmp_path):
+    j = open_journal(None if request.param == "memory" else tmp_path / "j.db", clock=ManualClock(),
+                     ids=IdGenerator(seed=3))
     yield j
     j.close()
 
