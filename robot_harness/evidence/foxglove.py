@@ -46,6 +46,22 @@ from ..core.records import (
     Pose2D,
     WorldSnapshot,
 )
+from ..core.payloads import (
+    ActionPreconditionChecked,
+    ContractFrozen,
+    InteractionResolved,
+    MissionFinished,
+    MissionStarted,
+    RecoveryDecided,
+    RobotActionOutcome,
+    RobotActionProgress,
+    RobotActionStarted,
+    RobotActionStateChanged,
+    ToolResultRecorded,
+    VerdictRecorded,
+    WorldSnapshotCaptured,
+    payload_of,
+)
 from ..core.timeline import summary_line
 
 __all__ = [
@@ -261,38 +277,49 @@ _MISSION_LEVEL = {"SUCCEEDED": L.INFO, "FAILED": L.ERROR, "BLOCKED": L.ERROR}
 _VERDICT_LEVEL = {"verified_done": L.INFO, "blocked": L.ERROR}
 _REFUSED_RESULTS = frozenset({"rejected", "precondition_changed", "error", "denied"})
 _GOOD_RESOLUTIONS = frozenset({"approve", "answer"})
+_LEVEL_BY_PAYLOAD = frozenset({E.MISSION_FINISHED, E.ROBOT_ACTION_STATE_CHANGED, E.ROBOT_ACTION_OUTCOME,
+                               E.VERDICT_RECORDED, E.TOOL_RESULT_RECORDED, E.ACTION_PRECONDITION_CHECKED,
+                               E.INTERACTION_RESOLVED, E.CONTRACT_FROZEN})
+"""The event types whose line's level depends on what the payload says."""
+_DERIVING = frozenset({E.MISSION_STARTED, E.WORLD_SNAPSHOT_CAPTURED, E.ROBOT_ACTION_STARTED,
+                       E.ROBOT_ACTION_STATE_CHANGED, E.ROBOT_ACTION_OUTCOME, E.ROBOT_ACTION_PROGRESS,
+                       E.VERDICT_RECORDED})
+"""The event types that feed a derived topic (the rest give only a log line)."""
 
 
 def _level(event: JournalEvent) -> LogLevel:
-    p = event.payload
     t = event.type
     if t in _FIXED_LEVEL:
         return _FIXED_LEVEL[t]
-    if t is E.MISSION_FINISHED:
-        return _MISSION_LEVEL.get(str(p.get("status")), L.WARN)
-    if t is E.ROBOT_ACTION_STATE_CHANGED:
-        return _ACTION_LEVEL.get(str(p.get("to")), L.INFO)
-    if t is E.ROBOT_ACTION_OUTCOME:
-        return _ACTION_LEVEL.get(str(p.get("state")), L.INFO)
-    if t is E.VERDICT_RECORDED:
-        return _VERDICT_LEVEL.get(str((p.get("verdict") or {}).get("goal_verdict")), L.WARN)
-    if t is E.TOOL_RESULT_RECORDED:
-        return L.WARN if str((p.get("result") or p).get("status")) in _REFUSED_RESULTS else L.INFO
-    if t is E.ACTION_PRECONDITION_CHECKED:
-        return L.DEBUG if p.get("ok") else L.WARN
-    if t is E.INTERACTION_RESOLVED:
-        return L.INFO if p.get("resolution") in _GOOD_RESOLUTIONS else L.WARN
-    if t is E.CONTRACT_FROZEN:
-        if p.get("error"):
+    if t not in _LEVEL_BY_PAYLOAD:
+        return L.DEBUG
+    p = payload_of(event)
+    if isinstance(p, MissionFinished):
+        return _MISSION_LEVEL.get(p.status, L.WARN)
+    if isinstance(p, RobotActionStateChanged):
+        return _ACTION_LEVEL.get(p.to.value, L.INFO)
+    if isinstance(p, RobotActionOutcome):
+        return _ACTION_LEVEL.get(p.state.value, L.INFO)
+    if isinstance(p, VerdictRecorded):
+        return _VERDICT_LEVEL.get(p.verdict.goal_verdict.value, L.WARN)
+    if isinstance(p, ToolResultRecorded):
+        return L.WARN if p.status is not None and p.status.value in _REFUSED_RESULTS else L.INFO
+    if isinstance(p, ActionPreconditionChecked):
+        return L.DEBUG if p.ok else L.WARN
+    if isinstance(p, InteractionResolved):
+        return L.INFO if p.resolution in _GOOD_RESOLUTIONS else L.WARN
+    if isinstance(p, ContractFrozen):
+        if p.error:
             return L.ERROR
-        coverage = (p.get("contract") or {}).get("coverage") or {}
-        return L.WARN if coverage and not coverage.get("ok", True) else L.INFO
+        coverage = p.contract.coverage if p.contract is not None else None
+        return L.WARN if coverage is not None and not coverage.ok else L.INFO
     return L.DEBUG
 
 
-def _recovery(p: Mapping[str, Any]) -> str:
-    f, d = p["failure"], p["decision"]
-    return f"{f['failure_kind']}: {f.get('reason', '')} -> {d['rung']}" + (f": {d['reason']}" if d.get("reason") else "")
+def _recovery(event: JournalEvent) -> str:
+    p = payload_of(event, RecoveryDecided)
+    f, d = p.failure, p.decision
+    return f"{f.failure_kind.value}: {f.reason} -> {d.rung.value}" + (f": {d.reason}" if d.reason else "")
 
 
 _OWN_SUMMARIES = {E.RECOVERY_DECIDED: _recovery}
@@ -302,7 +329,7 @@ def _text(event: JournalEvent) -> str:
     own = _OWN_SUMMARIES.get(event.type)
     if own is not None:
         try:
-            return " ".join(own(event.payload).split())
+            return " ".join(own(event).split())
         except Exception:  # noqa: BLE001 - an unexpected payload falls back to the timeline's rendering
             pass
     return summary_line(event)[0]
@@ -445,10 +472,12 @@ class DerivedTopics:
         return out
 
     def _derive(self, event: JournalEvent) -> list[Derived]:
-        p = event.payload
         t = event.type
-        if t is E.MISSION_STARTED:
-            places = places_from_config(p.get("config") or {}, stamp=event.stamp)
+        if t not in _DERIVING:
+            return []
+        p = payload_of(event)
+        if isinstance(p, MissionStarted):
+            places = places_from_config(p.config, stamp=event.stamp)
             if places is None:
                 return []
             self._places = places
@@ -456,45 +485,45 @@ class DerivedTopics:
             return [places, LogLine(stamp=event.stamp, level=L.INFO, name=f"{_LOGGER}.supervisor",
                                     msg=f"[{event.seq}] places in {places.frame_id}: {listed}"[:_MAX_LOG_CHARS],
                                     seq=event.seq, event_type=t.value, mission_id=event.mission_id)]
-        if t is E.WORLD_SNAPSHOT_CAPTURED:
-            snapshot = WorldSnapshot.model_validate(p["snapshot"])
+        if isinstance(p, WorldSnapshotCaptured):
+            snapshot = p.snapshot
             out: list[Derived] = [SnapshotUpdate(stamp=event.stamp, snapshot=snapshot)]
             pose = snapshot_pose(snapshot)
             if pose is not None and self._path.add(pose):
                 self._pose = pose
                 out += [pose, self._path_update()]
             return out
-        if t is E.ROBOT_ACTION_STARTED:
-            view = ActionView.model_validate(p["action"])
-            self._backend[view.action_id] = str((p.get("intent") or {}).get("backend", ""))
+        if isinstance(p, RobotActionStarted):
+            view = ActionView.model_validate(p.action.model_dump(mode="json", exclude_unset=True))
+            self._backend[view.action_id] = p.intent.backend if p.intent is not None else ""
             return [self._action(event, view)]
-        if t is E.ROBOT_ACTION_STATE_CHANGED:
+        if isinstance(p, RobotActionStateChanged):
             known = self._actions.get(event.robot_action_id)
             base = known.action if known is not None else ActionView(
-                action_id=event.robot_action_id, tool_call_id=event.tool_call_id, skill="", state=ActionStatus(p["to"]))
-            update: dict[str, Any] = {"state": ActionStatus(p["to"]), "updated_at": event.stamp}
-            if "revision" in p:
-                update["revision"] = int(p["revision"])
-            if p.get("reason"):
-                update["reason"] = str(p["reason"])
-            if p.get("backend_goal_id"):
-                update["backend_goal_id"] = str(p["backend_goal_id"])
+                action_id=event.robot_action_id, tool_call_id=event.tool_call_id, skill="", state=p.to)
+            update: dict[str, Any] = {"state": p.to, "updated_at": event.stamp}
+            if "revision" in p.model_fields_set:
+                update["revision"] = p.revision
+            if p.reason:
+                update["reason"] = p.reason
+            if p.backend_goal_id:
+                update["backend_goal_id"] = p.backend_goal_id
             return [self._action(event, base.model_copy(update=update))]
-        if t is E.ROBOT_ACTION_OUTCOME:
+        if isinstance(p, RobotActionOutcome):
             # The final transition (same commit, earlier seq) already showed this state; a new state is
             # only possible when that transition was not seen.
-            view = ActionView.model_validate(p["action"])
+            view = ActionView.model_validate(p.action.model_dump(mode="json", exclude_unset=True))
             known = self._actions.get(view.action_id)
             latest = self._action(event, view)
             return [latest] if known is None or known.action.state is not view.state else []
-        if t is E.ROBOT_ACTION_PROGRESS:
-            d = p.get("distance_remaining")
-            cp = p.get("current_pose")
+        if isinstance(p, RobotActionProgress):
+            cp = p.current_pose
             return [ProgressUpdate(stamp=event.stamp, mission_id=event.mission_id, action_id=event.robot_action_id,
-                                   distance_remaining=float(d) if isinstance(d, (int, float)) else None,
-                                   current_pose=Pose2D.model_validate(cp) if isinstance(cp, Mapping) else None)]
-        if t is E.VERDICT_RECORDED:
-            return [VerdictUpdate(stamp=event.stamp, mission_id=event.mission_id, verdict=dict(p["verdict"]))]
+                                   distance_remaining=p.distance_remaining,
+                                   current_pose=cp.pose() if cp is not None else None)]
+        if isinstance(p, VerdictRecorded):
+            return [VerdictUpdate(stamp=event.stamp, mission_id=event.mission_id,
+                                  verdict=p.verdict.model_dump(mode="json"))]
         return []
 
     def _action(self, event: JournalEvent, view: ActionView) -> ActionStateUpdate:

@@ -136,13 +136,20 @@ def test_a_rejected_goal_is_an_error_line_and_a_failed_action():
 # ----------------------------------------------------------------- single events
 
 
+VERDICT = {"verdict_id": "v-1", "mission_id": "m-1", "contract_id": "c-1", "contract_revision": 1, "state_version": 2,
+           "plan_node_id": "turn-1", "invocation_id": "call-1", "goal_verdict": "continue", "steps": []}
+"""A whole verdict record as the verifier writes it (the journal refuses a partial one)."""
+RECOVERY = {"failure": {"failure_id": "fail-1", "failure_kind": "action_failed", "reason": "aborted"},
+            "decision": {"failure_id": "fail-1", "rung": "local_replan", "reason": "budget left",
+                         "authorized": ["local_replan"], "budgets_left": {"local_replan": 1}}}
+"""A whole recovery decision as the engine journals it."""
+
+
 @pytest.mark.parametrize(("type_", "payload", "level", "role"), [
     (E.GATE_REJECTED, {"verdict_id": "v-1", "message": "stale state version"}, "WARN", "gate"),
     (E.STOP_REQUESTED, {"reason": "person in the aisle", "source": "cli"}, "WARN", "operator"),
-    (E.VERDICT_RECORDED, {"verdict": {"verdict_id": "v-2", "goal_verdict": "continue", "contract_revision": 1,
-                                      "state_version": 2, "steps": []}}, "WARN", "verifier"),
-    (E.VERDICT_RECORDED, {"verdict": {"verdict_id": "v-3", "goal_verdict": "blocked", "contract_revision": 1,
-                                      "state_version": 2, "steps": []}}, "ERROR", "verifier"),
+    (E.VERDICT_RECORDED, {"verdict": {**VERDICT, "verdict_id": "v-2", "goal_verdict": "continue"}}, "WARN", "verifier"),
+    (E.VERDICT_RECORDED, {"verdict": {**VERDICT, "verdict_id": "v-3", "goal_verdict": "blocked"}}, "ERROR", "verifier"),
     (E.ROBOT_ACTION_OUTCOME, {"state": "UNKNOWN", "reason": "pose stale"}, "WARN", "dispatcher"),
     (E.MISSION_FINISHED, {"status": "BLOCKED", "summary": "journal unavailable"}, "ERROR", "supervisor"),
     (E.MISSION_FINISHED, {"status": "CANCELLED", "summary": "stopped"}, "WARN", "supervisor"),
@@ -152,8 +159,7 @@ def test_a_rejected_goal_is_an_error_line_and_a_failed_action():
     (E.TOOL_RESULT_RECORDED, {"result": {"name": "navigate_to", "status": "precondition_changed"}}, "WARN", "supervisor"),
     (E.ACTION_PRECONDITION_CHECKED, {"ok": False, "checks": [{"name": "pose_fresh", "ok": False}]}, "WARN", "dispatcher"),
     (E.CONTRACT_FROZEN, {"error": {"code": "uncompilable", "message": "no such place"}}, "ERROR", "contracts"),
-    (E.RECOVERY_DECIDED, {"failure": {"failure_kind": "action_failed", "reason": "aborted"},
-                          "decision": {"rung": "local_replan", "reason": "budget left"}}, "WARN", "recovery"),
+    (E.RECOVERY_DECIDED, RECOVERY, "WARN", "recovery"),
     (E.FACT_RECORDED, {"fact": {"status": "OBSERVED", "key": "robot.pose"}}, "DEBUG", "supervisor"),
 ])
 def test_levels_and_roles(type_, payload, level, role):
@@ -163,8 +169,7 @@ def test_levels_and_roles(type_, payload, level, role):
 
 
 def test_recovery_lines_say_what_failed_and_what_was_chosen():
-    line = fx.log_line(ev(E.RECOVERY_DECIDED, {"failure": {"failure_kind": "action_failed", "reason": "aborted"},
-                                               "decision": {"rung": "local_replan", "reason": "budget left"}}))
+    line = fx.log_line(ev(E.RECOVERY_DECIDED, RECOVERY))
     assert line is not None and line.msg.endswith("action_failed: aborted -> local_replan: budget left")
 
 

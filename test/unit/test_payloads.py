@@ -135,11 +135,9 @@ READS = re.compile(r"payload\.get\(|payload\[")
 ALIASES = re.compile(r"=\s*[\w.]+\.payload\s*$")
 """``p = event.payload`` (then ``p["x"]``): the same dict read under another name."""
 
-NOT_YET_CONVERTED: frozenset[str] = frozenset({
-    # Readers still written against the payload dicts. This list must only shrink and become empty
-    # (engine.py, nodes/supervisor.py and core/mission|execution|authority were on it while converted):
-    "robot_harness/evidence/foxglove.py",  # _level and _derive alias event.payload (owner: the Foxglove bridge)
-})
+NOT_YET_CONVERTED: frozenset[str] = frozenset()
+"""Readers still written against the payload dicts: none (engine.py, nodes/supervisor.py,
+core/mission|execution|authority and evidence/foxglove.py were on it while they were converted)."""
 NOT_YET_CONVERTED_PACKAGES: tuple[str, ...] = ()
 """Package folders likewise (``robot_harness/core/<package>/``); empty."""
 
