@@ -613,7 +613,6 @@ class Journal(abc.ABC):
 
     # -- reading -----------------------------------------------------------
 
-    @abc.abstractmethod
     def events(
         self,
         *,
@@ -622,7 +621,17 @@ class Journal(abc.ABC):
         types: Iterable[EventType] | None = None,
         limit: int | None = None,
     ) -> list[JournalEvent]:
-        """Events with ``seq > after_seq``, ordered by seq, optionally filtered."""
+        """Events with ``seq > after_seq``, ordered by seq, optionally filtered (by mission, by type, at
+        most ``limit``). A negative limit or an unknown type is a ``UsageError``."""
+        wanted = self._check_query(types, limit)
+        if wanted == () or limit == 0:
+            return []
+        return self._events(mission_id=mission_id, after_seq=after_seq, wanted=wanted, limit=limit)
+
+    @abc.abstractmethod
+    def _events(self, *, mission_id: str | None, after_seq: int, wanted: tuple[EventType, ...] | None,
+                limit: int | None) -> list[JournalEvent]:
+        """The backend's query behind ``events``, with the arguments checked."""
 
     @abc.abstractmethod
     def last_seq(self) -> int:
@@ -715,15 +724,8 @@ class MemoryJournal(Journal):
         with self._open():
             yield self._index
 
-    def events(
-        self,
-        *,
-        mission_id: str | None = None,
-        after_seq: int = 0,
-        types: Iterable[EventType] | None = None,
-        limit: int | None = None,
-    ) -> list[JournalEvent]:
-        wanted = self._check_query(types, limit)
+    def _events(self, *, mission_id: str | None, after_seq: int, wanted: tuple[EventType, ...] | None,
+                limit: int | None) -> list[JournalEvent]:
         out: list[JournalEvent] = []
         with self._open():
             start = bisect.bisect_right(self._rows, after_seq, key=lambda row: row[0].seq)  # rows are in seq order
@@ -1160,17 +1162,8 @@ class SqliteJournal(Journal):
     def _row_to_event(row: Sequence[Any]) -> JournalEvent:
         return event_from_row(row)
 
-    def events(
-        self,
-        *,
-        mission_id: str | None = None,
-        after_seq: int = 0,
-        types: Iterable[EventType] | None = None,
-        limit: int | None = None,
-    ) -> list[JournalEvent]:
-        wanted = self._check_query(types, limit)
-        if wanted == () or limit == 0:
-            return []
+    def _events(self, *, mission_id: str | None, after_seq: int, wanted: tuple[EventType, ...] | None,
+                limit: int | None) -> list[JournalEvent]:
         where = ["seq > ?"]
         params: list[Any] = [int(after_seq)]
         if mission_id is not None:

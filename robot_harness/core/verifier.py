@@ -391,6 +391,13 @@ def _show(value: Any) -> str:
     return "<free text withheld>"
 
 
+def _acknowledged(r: Receipt) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """The I/O result of a receipt whose problems were checked (so it has one) and its receiver's ack."""
+    io = _io_result(r)
+    assert io is not None
+    return io, io["ack"]
+
+
 def _io_result(r: Receipt) -> Mapping[str, Any] | None:
     """What the robot I/O returned for a speak/send_message call (the tools nest it under ``receipt``)."""
     views = _result_views(r)
@@ -940,12 +947,9 @@ class Verifier:
             target = _nav_target(r, request.places)
             if target is None or target.distance_to(place.pose) > self.config.xy_tolerance_m:
                 continue  # a navigation elsewhere is neither for nor against
-            if r.pose_at_end is None:
-                problems.append((_Sev.AMBIGUOUS, f"{r.receipt_id} recorded no pose at its end", [r.receipt_id]))
-                continue
-            err = self._pose_error(r.pose_at_end, place)
-            if err:
-                problems.append((_Sev.VIOLATED, f"{r.receipt_id} ended {err}", _receipt_ids(r)))
+            problem = self._end_pose_problem(r, place, missing="recorded no pose at its end", verb="ended")
+            if problem is not None:
+                problems.append(problem)
                 continue
             hit = r
             break
@@ -967,6 +971,16 @@ class Verifier:
         return _Outcome(StepVerdict.SATISFIED, "predicate", f"{reason}; fresh pose in {fresh.snapshot_id} still there",
                         evidence, hit.ended_at, (hit,))
 
+    def _end_pose_problem(self, r: Receipt, place: _Place, *, missing: str,
+                          verb: str) -> tuple[_Sev, str, list[str]] | None:
+        """Why ``r``'s pose at its end does not put it at ``place`` (ambiguous: no pose; violated: elsewhere)."""
+        if r.pose_at_end is None:
+            return _Sev.AMBIGUOUS, f"{r.receipt_id} {missing}", [r.receipt_id]
+        err = self._pose_error(r.pose_at_end, place)
+        if err:
+            return _Sev.VIOLATED, f"{r.receipt_id} {verb} {err}", _receipt_ids(r)
+        return None
+
     def _image_captured(self, ob: Obligation, request: VerifyRequest, caps: list[Receipt]) -> _Outcome:
         spec = ob.params.get("place")
         place = self._resolve(spec, request.places) if spec is not None else None
@@ -982,12 +996,9 @@ class Verifier:
                 problems.append((_Sev.AMBIGUOUS, f"{r.receipt_id} carries no artifact uri+sha256", [r.receipt_id]))
                 continue
             if place is not None:  # cheaper than re-hashing the file
-                if r.pose_at_end is None:
-                    problems.append((_Sev.AMBIGUOUS, f"{r.receipt_id} recorded no pose", [r.receipt_id]))
-                    continue
-                err = self._pose_error(r.pose_at_end, place)
-                if err:
-                    problems.append((_Sev.VIOLATED, f"{r.receipt_id} was captured {err}", _receipt_ids(r)))
+                problem = self._end_pose_problem(r, place, missing="recorded no pose", verb="was captured")
+                if problem is not None:
+                    problems.append(problem)
                     continue
             try:
                 self._artifact_check(*art)
@@ -1043,9 +1054,7 @@ class Verifier:
             if found:
                 problems.extend(found)
                 continue
-            io = _io_result(r)
-            assert io is not None
-            ack = io["ack"]
+            io, ack = _acknowledged(r)
             said = " the text the contract names" if want_text is not None else ""
             if speech:
                 why = (f"{r.receipt_id} spoke the report{said}; acknowledged by {_show(ack['by'])} "
@@ -1067,9 +1076,7 @@ class Verifier:
             if found:
                 problems.extend(found)
                 continue
-            io = _io_result(r)
-            assert io is not None
-            ack = io["ack"]
+            io, ack = _acknowledged(r)
             which = "the sentence the contract names" if want_text is not None else "a sentence"
             where = f" at {place.label}" if place is not None else ""
             return _Outcome(StepVerdict.SATISFIED, "predicate",

@@ -104,7 +104,7 @@ def test_a_mission_waiting_on_an_operator_reports_waiting_user():
     stages = []
     clock = ManualClock()
     runner, robot, journal, _ = make([GO_OFFICE, {"done": "arrived"}], operator=answer_once("approve"), clock=clock)
-    runner._on_update = lambda stage, action, event: stages.append(stage) if stage else None  # noqa: SLF001
+    runner.on_update = lambda stage, action, event: stages.append(stage) if stage else None
     runner.run("go to the office", owner="alice", owner_token_sha256=token_sha256(TOKEN))
     assert "waiting_user" in stages
 

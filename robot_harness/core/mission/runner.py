@@ -105,6 +105,7 @@ class _Mission:
     recovery: Recovery
 
 
+@dataclass(eq=False, kw_only=True)
 class MissionRunner:
     """Runs one mission at a time through the closed loop.
 
@@ -114,58 +115,49 @@ class MissionRunner:
     recovery policy with its advisor).
     """
 
-    def __init__(
-        self,
-        *,
-        config: HarnessConfig,
-        journal: Journal,
-        clock: Clock,
-        ids: IdGenerator,
-        skills: SkillRegistry,
-        snapshots: SnapshotPort,
-        planner: PlannerPort,
-        navigation: NavigationPort,
-        verifier: VerifierPort,
-        contract_compiler: ContractCompiler,
-        coverage_reviewer: CoverageReviewer,
-        recovery: Any,
-        progress_verifier_config: VerifierConfig,
-        robot_io: RobotIO | None = None,
-        recorder: EvidenceRecorder | None = None,
-        on_update: Observer | None = None,
-        sleep: Callable[[float], None] | None = None,
-    ) -> None:
-        self.config = config
-        self.journal = journal
-        self.clock = clock
-        self.ids = ids
-        self.skills = skills
-        self.snapshots = snapshots
-        self.planner = planner
-        self.navigation = navigation
-        self.robot_io = robot_io
-        self.verifier = verifier
-        self.contract_compiler = contract_compiler
-        self.coverage_reviewer = coverage_reviewer
-        self.recovery = recovery
-        """The recovery policy: the recovery node (via a port with the same ``decide``) or the same policy in-process."""
-        self.recorder = recorder
-        self._on_update = on_update
-        self._sleep = sleep or (lambda s: self.navigation.poll(s))
-        """A bounded wait (for an operator's answer); by default the backend poll, which also advances a test clock."""
-        self.gate = CommitGate(ids=ids, clock=clock)
-        self._tool_specs = tuple(skills.tool_specs())
-        self._physical_skills = frozenset(sk.name for sk in skills if sk.physical)
+    config: HarnessConfig
+    journal: Journal
+    clock: Clock
+    ids: IdGenerator
+    skills: SkillRegistry
+    snapshots: SnapshotPort
+    planner: PlannerPort
+    navigation: NavigationPort
+    verifier: VerifierPort
+    contract_compiler: ContractCompiler
+    coverage_reviewer: CoverageReviewer
+    recovery: Any
+    """The recovery policy: the recovery node (via a port with the same ``decide``) or the same policy in-process."""
+    progress_verifier_config: VerifierConfig
+    """The verifier's settings, for the in-process check of which obligations are already evidenced."""
+    robot_io: RobotIO | None = None
+    recorder: EvidenceRecorder | None = None
+    on_update: Observer | None = None
+    """Watches every mission (feedback, MCP sessions); read when a mission starts."""
+    sleep: Callable[[float], None] | None = None
+    """A bounded wait (for an operator's answer); by default the backend poll, which also advances a test clock."""
+
+    def __post_init__(self) -> None:
+        self.gate = CommitGate(ids=self.ids, clock=self.clock)
+        self._tool_specs = tuple(self.skills.tool_specs())
+        self._physical_skills = frozenset(sk.name for sk in self.skills if sk.physical)
         self._stop = StopFlag()
         self._blocked = Blocked()
         self._usage = ModelUsage(new_usage())
         """Across missions: the components' call lists are read on from where the last mission left them."""
-        self._progress_verifier = Verifier(progress_verifier_config, semantic=None, artifact_check=_no_artifact_check,
-                                           ids=IdGenerator(0), clock=clock, name="progress")
+        self._progress_verifier = Verifier(self.progress_verifier_config, semantic=None,
+                                           artifact_check=_no_artifact_check, ids=IdGenerator(0), clock=self.clock,
+                                           name="progress")
         self._m: _Mission | None = None
-        self.reconciler = Reconciler(journal=journal, navigation=navigation, snapshots=snapshots, clock=clock,
-                                     lookup_timeout_s=config.navigation.lookup_timeout_s,
-                                     outcome=config.navigation.outcome, on_events=self._notify)
+        self.reconciler = Reconciler(journal=self.journal, navigation=self.navigation, snapshots=self.snapshots,
+                                     clock=self.clock, lookup_timeout_s=self.config.navigation.lookup_timeout_s,
+                                     outcome=self.config.navigation.outcome, on_events=self._notify)
+
+    def _wait(self, seconds: float) -> None:
+        if self.sleep is not None:
+            self.sleep(seconds)
+        else:
+            self.navigation.poll(seconds)
 
     # -- public ---------------------------------------------------------------
 
@@ -210,7 +202,7 @@ class MissionRunner:
 
     def _build(self, state: MissionState) -> _Mission:
         ledger = MissionLedger(journal=self.journal, mission_id=state.mission_id, stop=self._stop,
-                               observer=self._on_update)
+                               observer=self.on_update)
         observations = Observations(state=state, ledger=ledger, snapshots=self.snapshots, recorder=self.recorder,
                                     navigation=self.navigation, clock=self.clock)
         receipts = Receipts(state=state, ledger=ledger, observations=observations, ids=self.ids, clock=self.clock,
@@ -229,7 +221,7 @@ class MissionRunner:
                                 leases=leases, navigation=self.navigation, robot_io=self.robot_io, ids=self.ids,
                                 clock=self.clock, blocked=self._blocked)
         operator = OperatorDesk(config=self.config, state=state, ledger=ledger, skills=self.skills, clock=self.clock,
-                                stop=self._stop, sleep=self._sleep)
+                                stop=self._stop, sleep=self._wait)
         turns = TurnExecutor(config=self.config, state=state, ledger=ledger, skills=self.skills, dispatcher=dispatcher,
                              operator=operator, receipts=receipts, clock=self.clock, stop=self._stop)
         recovery = Recovery(config=self.config, state=state, ledger=ledger, views=views, usage=self._usage,
@@ -495,11 +487,11 @@ class MissionRunner:
 
     def _notify(self, events: Any) -> None:
         """The reconciler's writes, to the same observer as the mission's own."""
-        if self._on_update is None:
+        if self.on_update is None:
             return
         for event in events:
             try:
-                self._on_update("", None, event)
+                self.on_update("", None, event)
             except Exception:  # noqa: BLE001 - an observer only watches
                 _log.exception("the update observer raised on a reconciler event; ignored")
 
