@@ -108,7 +108,13 @@ class BackgroundSpinner:
             self.executor = SingleThreadedExecutor(context=context)
             self.kind = "single_threaded"
         self.context = context
-        self.node = Node(name, namespace=namespace or None, context=context)
+        # A node-local remap of its own name: ``ros2 launch`` starts the process with
+        # ``--ros-args -r __node:=<launch name>``, a global remap that would rename this helper
+        # to its parent's name too (Nav2's lifecycle nodes pin their helper nodes' names the
+        # same way). Local arguments win over global ones; the namespace and topic remaps
+        # still apply.
+        self.node = Node(name, namespace=namespace or None, context=context,
+                         cli_args=["--ros-args", "-r", f"__node:={name}"])
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._spin, name=f"{name}-spinner", daemon=True)
         self.error: BaseException | None = None

@@ -878,7 +878,10 @@ class _Navigator(HarnessLifecycleNode):
     def __init__(self, robot: SimRobot, *, context: Context) -> None:
         # No parameter services: bt_navigator has no parameters here, and every
         # service costs a wait-set entry on each executor wake-up.
-        super().__init__("bt_navigator", context=context, start_parameter_services=False)
+        # Its own name pinned by a node-local remap, so a launch name given to the sim process
+        # (``--ros-args -r __node:=...``) does not rename it too (see ``BackgroundSpinner``).
+        super().__init__("bt_navigator", context=context, start_parameter_services=False,
+                         cli_args=["--ros-args", "-r", "__node:=bt_navigator"])
         self._robot = robot
         self._group = ReentrantCallbackGroup()
         self._server: ActionServer | None = None
