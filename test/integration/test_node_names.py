@@ -7,6 +7,7 @@ service (with a duplicate name, ``ros2 param get`` reaches whichever node answer
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import time
 from pathlib import Path
@@ -30,6 +31,9 @@ def _install_lib() -> Path | None:
 
 LIB = _install_lib()
 pytestmark = pytest.mark.skipif(LIB is None, reason="robot_harness is not built/installed (run make setup)")
+DOMAIN = random.SystemRandom().choice([d for d in range(0, 233) if str(d) != os.environ.get("ROS_DOMAIN_ID")])
+"""A domain of this module's own: it counts every node on the graph, and another test's graph may
+still be shutting down on the run's domain (never assume you are alone)."""
 
 
 def launched(exe: str, name: str, *params: str, param_file: str) -> subprocess.Popen:
@@ -37,7 +41,8 @@ def launched(exe: str, name: str, *params: str, param_file: str) -> subprocess.P
     args = [str(LIB / exe), "--ros-args", "-r", f"__node:={name}", "--params-file", str(CONFIG / param_file)]
     for p in params:
         args += ["-p", p]
-    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "ROS_DOMAIN_ID": str(DOMAIN)})
 
 
 def stop(proc: subprocess.Popen) -> str:
@@ -53,7 +58,7 @@ def stop(proc: subprocess.Popen) -> str:
 @pytest.fixture
 def probe():
     ctx = rclpy.Context()
-    rclpy.init(context=ctx)
+    rclpy.init(context=ctx, domain_id=DOMAIN)
     node = Node("test_node_names_probe", context=ctx)
     ex = SingleThreadedExecutor(context=ctx)
     ex.add_node(node)
