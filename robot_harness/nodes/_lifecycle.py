@@ -27,12 +27,13 @@ and activates only if configuring succeeded (``_util.autostart``).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
 from ._util import autostart, declare_params, transition_failed
+from .diagnostics import Check, Diagnostics, lifecycle_check
 
 __all__ = ["ConfigureError", "HarnessLifecycleNode"]
 
@@ -64,6 +65,14 @@ class HarnessLifecycleNode(LifecycleNode):
         self._active = False
         self.transition_error: Exception | None = None
         """Why the last configure failed (``_util.transition_failed``); None after one that succeeded."""
+        # /diagnostics from construction on, so a node whose configure failed reports ERROR with why.
+        # The subclass's tasks are asked for on the first publish (its __init__ has returned by then).
+        if not self.has_parameter("diagnostic_period_s"):
+            self.declare_parameter("diagnostic_period_s", 1.0)
+        self.diagnostics = Diagnostics(self, hardware_id=self.get_fully_qualified_name(),
+                                       period_s=float(self.get_parameter("diagnostic_period_s").value),
+                                       tasks_factory=self.diagnostic_tasks)
+        self.diagnostics.add("lifecycle", self._lifecycle_diagnostic)
 
     @property
     def active(self) -> bool:
@@ -76,6 +85,15 @@ class HarnessLifecycleNode(LifecycleNode):
     def autostart_if_asked(self) -> bool:
         """Configure and activate now when the ``autostart`` parameter is true; True when active."""
         return bool(self._p.get("autostart")) and autostart(self)
+
+    def diagnostic_tasks(self) -> dict[str, Callable[[], Check]]:
+        """The node's own ``/diagnostics`` tasks (name -> check), asked for once, on the first publish."""
+        return {}
+
+    def _lifecycle_diagnostic(self) -> Check:
+        err = self.transition_error
+        return lifecycle_check(self._state_machine.current_state[1],
+                               (getattr(err, "message", None) or str(err)) if err is not None else None)
 
     # -- hooks ---------------------------------------------------------------------
 
@@ -139,6 +157,7 @@ class HarnessLifecycleNode(LifecycleNode):
         """Release what configure made (helper threads included) even without a cleanup transition."""
         self._active = False
         self._release_quietly()
+        self.diagnostics.stop()
         super().destroy_node()
 
     def _release_quietly(self) -> None:
