@@ -47,3 +47,35 @@ def test_nodes_publish_diagnostics():
         for n in nodes:
             n.destroy_node()
         rclpy.try_shutdown(context=ctx)
+
+
+def test_subclass_tasks_and_a_raising_task():
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticStatus
+    from rclpy.parameter import Parameter
+
+    from robot_harness.nodes._lifecycle import HarnessLifecycleNode
+    from robot_harness.nodes.diagnostics import Check, Level
+
+    class Probe(HarnessLifecycleNode):
+        def __init__(self, **kw):
+            super().__init__("diag_sub", **kw)
+            self.value = 7  # set after the base class: the tasks are asked for lazily
+
+        def diagnostic_tasks(self):
+            return {"value": lambda: Check(Level.OK, f"value {self.value}"), "boom": lambda: 1 / 0}
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    try:
+        node = Probe(context=ctx, namespace="robot2", parameter_overrides=[Parameter("diagnostic_period_s", value=0.0)])
+        try:
+            by_name = {s.name: s for s in node.diagnostics.statuses()}
+            assert by_name["/robot2/diag_sub: value"].message == "value 7"
+            assert by_name["/robot2/diag_sub: boom"].level == DiagnosticStatus.ERROR
+            assert "ZeroDivisionError" in by_name["/robot2/diag_sub: boom"].message
+            assert by_name["/robot2/diag_sub: lifecycle"].level == DiagnosticStatus.WARN
+        finally:
+            node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=ctx)
