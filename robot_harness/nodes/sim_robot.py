@@ -613,7 +613,13 @@ class SimRobot:
                 msg_type, topic, qos, event_callbacks=PublisherEventCallbacks(use_default_callbacks=False)
             )
 
-        self._pose_pub = pub(PoseWithCovarianceStamped, self.pose_topic, 10)
+        # AMCL's own pose QoS (nav2_amcl/src/amcl_node.cpp, kilted, AmclNode::initPubSub:
+        # KeepLast(1).transient_local().reliable()): a TRANSIENT_LOCAL reader such as
+        # nav2_simple_commander's BasicNavigator matches it and a late joiner gets the last pose.
+        amcl_qos = QoSProfile(
+            depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
+        )
+        self._pose_pub = pub(PoseWithCovarianceStamped, self.pose_topic, amcl_qos)
         self._odom_pub = pub(Odometry, "/odom", 10)
         self._battery_pub = pub(BatteryState, "/battery_state", 10)
         self._camera_pub = pub(Image, "/camera/image_raw", 5)
