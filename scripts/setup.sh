@@ -45,17 +45,10 @@ fi
 # shellcheck source=/dev/null
 source "$ROOT/scripts/_ros_env.sh" --no-install
 paths=("$ROOT")
-if ! "$VENV/bin/python" - <<'PYEOF' 2>/dev/null
-import os, sys
-for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
-    if prefix and os.path.isfile(os.path.join(prefix, "share", "nav2_msgs", "package.xml")) \
-       and "/.ws/install/" not in prefix + "/":
-        sys.exit(0)
-sys.exit(1)
-PYEOF
-then
-  paths+=("$ROOT/stubs/nav2_msgs")
-fi
+# The nav2_msgs stand-in only where no real nav2_msgs is on AMENT_PREFIX_PATH;
+# with a real one, nav2_stub.sh removes a stub built earlier from $WS.
+stub_paths=$(bash "$ROOT/scripts/nav2_stub.sh" "$WS")
+[ -z "$stub_paths" ] || paths+=("$stub_paths")
 # Interface and build files by content; Python, scripts, launch and config
 # files by name only (they are symlinked into the install space, so editing
 # one needs no rebuild, but adding one does).
