@@ -64,18 +64,18 @@ class SupervisorNode(HarnessLifecycleNode):
             "harness_config_json": "",
             "artifacts_dir": "",
             "nav_action": "navigate_to_pose",
-            "capture_service": "/snapshot_aggregator/capture",
-            "planner_service": "/planner/plan_turn",
-            "verifier_service": "/verifier/verify",
+            "capture_service": "snapshot_aggregator/capture",
+            "planner_service": "planner/plan_turn",
+            "verifier_service": "verifier/verify",
             "verifier_timeout_s": 15.0,
-            "recovery_service": "/recovery/decide",
+            "recovery_service": "recovery/decide",
             "recovery_timeout_s": 0.0,
             "backend_lifecycle_node": "bt_navigator",
-            "camera_topic": "/camera/image_raw",
-            "speech_topic": "/speech/say",
-            "message_topic": "/robot_harness/messages",
-            "mission_action": "/robot_harness/mission",
-            "salient_snapshot_topic": "/snapshot_aggregator/snapshot",
+            "camera_topic": "camera/image_raw",
+            "speech_topic": "speech/say",
+            "message_topic": "robot_harness/messages",
+            "mission_action": "robot_harness/mission",
+            "salient_snapshot_topic": "snapshot_aggregator/snapshot",
             "planner_timeout_s": 240.0,
             "warm_up_timeout_s": 20.0,
             "journal_busy_timeout_ms": 2000,
@@ -216,7 +216,7 @@ class SupervisorNode(HarnessLifecycleNode):
                               camera_topic=p["camera_topic"], speech_topic=p["speech_topic"], message_topic=p["message_topic"])
         self._backend_state = None
         if p["backend_lifecycle_node"]:
-            self._backend_state = self.create_client(GetState, f"/{p['backend_lifecycle_node'].strip('/')}/get_state",
+            self._backend_state = self.create_client(GetState, _lifecycle_service(p['backend_lifecycle_node']),
                                                      callback_group=self._group)
         self._mission_server = ActionServer(
             self, Mission, p["mission_action"], execute_callback=self._execute,
@@ -1007,6 +1007,13 @@ class SupervisorNode(HarnessLifecycleNode):
                                              payload={"reason": "salient_event", "snapshot": snap.model_dump(mode="json")})])
         except HarnessError as exc:
             self.get_logger().error(f"could not persist salient snapshot {snap.snapshot_id}: {exc}")
+
+
+def _lifecycle_service(node: str) -> str:
+    """``<node>/get_state``: relative (under this node's namespace, as Nav2's clients name
+    ``bt_navigator``) unless the parameter names the node absolutely (``/robot1/bt_navigator``)."""
+    node = node.strip().rstrip("/")
+    return f"{node}/get_state"
 
 
 def _pose(v: dict) -> Any:

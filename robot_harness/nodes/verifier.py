@@ -31,7 +31,7 @@ __all__ = ["VerifierNode", "main"]
 class VerifierNode(HarnessLifecycleNode):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("verifier", params={
-            "capture_service": "/snapshot_aggregator/capture",
+            "capture_service": "snapshot_aggregator/capture",
             "capture_timeout_s": 2.0,
             "verification_json": "",
             "id_seed": -1,
