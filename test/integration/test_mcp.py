@@ -88,6 +88,11 @@ def test_skills_are_tools_with_the_planners_schemas_and_a_motion_is_verified_not
                 progress.append(message or "")
             waited = await s.call_tool("harness_await_action", {"action_id": action_id, "timeout_s": 60},
                                        progress_callback=on_progress)
+            # The SDK runs each progress callback as a task of its own (mcp 2.x jsonrpc_dispatcher
+            # spawns it), so the response can be seen before the last callback has run: wait for it.
+            deadline = time.monotonic() + 5
+            while not any("verified outcome" in m for m in progress) and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
             resource = await s.read_resource(accepted.structured_content["outcome_uri"])
             done = await s.call_tool(PROPOSE_DONE, {"summary": "I am at the spot, trust me"})
             bad = await s.call_tool("navigate_to", {"place": "the moon"})
