@@ -1,15 +1,20 @@
-"""Test-wide set-up: loopback-only DDS, a random domain per run, source first.
+"""Test-wide set-up: loopback-only DDS, a random domain per run and per test, source first.
 
 Every DDS participant a test starts uses the shipped loopback profile and a
 ROS_DOMAIN_ID chosen at random for this run (unless the caller set one), so
-parallel runs on one machine do not see each other.
+parallel runs on one machine do not see each other; each test then moves to a
+domain of its own (``own_domain``), so a graph an earlier test left shutting
+down does not answer this one's goals.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 # Sources first: robot_harness/__init__ extends __path__ to the install space,
@@ -25,6 +30,22 @@ os.environ.pop("ROS_STATIC_PEERS", None)
 # A fresh domain for every test run (RH_TEST_DOMAIN_ID pins one for debugging);
 # subprocesses the tests start inherit it.
 os.environ["ROS_DOMAIN_ID"] = os.environ.get("RH_TEST_DOMAIN_ID") or str(random.SystemRandom().randint(0, 232))
+
+
+_RNG = random.SystemRandom()
+# Every test gets a domain of its own (its processes and its in-process contexts read the environment):
+# a graph another test left shutting down must not take this test's goals, so no two tests in a row
+# share one (a shuffled cycle over 0-232, the run's domain last). RH_TEST_DOMAIN_ID pins one for all.
+_ORDER = [d for d in range(0, 233) if str(d) != os.environ["ROS_DOMAIN_ID"]]
+_RNG.shuffle(_ORDER)
+_DOMAINS = itertools.cycle([*_ORDER, int(os.environ["ROS_DOMAIN_ID"])])
+
+
+@pytest.fixture(autouse=True)
+def own_domain(monkeypatch):
+    """A ROS_DOMAIN_ID of this test's own (module comment above); never assume you are alone."""
+    if not os.environ.get("RH_TEST_DOMAIN_ID"):
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(next(_DOMAINS)))
 
 
 def pytest_report_header(config):  # noqa: D103 - pytest hook

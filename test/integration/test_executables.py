@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import subprocess
 import threading
 import time
@@ -38,16 +37,6 @@ def start(exe: str, *params: str, param_file: str) -> subprocess.Popen:
     for p in params:
         args += ["-p", p]
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-@pytest.fixture(autouse=True)
-def own_domain(monkeypatch):
-    """A ROS_DOMAIN_ID of this test's own for its processes and its client (both read the environment):
-    another test's graph may still be shutting down on the run's domain, and a second supervisor there
-    would take this test's mission goal (never assume you are alone)."""
-    taken = os.environ.get("ROS_DOMAIN_ID")
-    monkeypatch.setenv("ROS_DOMAIN_ID", str(random.SystemRandom().choice(
-        [d for d in range(0, 233) if str(d) != taken])))
 
 
 @pytest.fixture

@@ -133,7 +133,8 @@ def test_up_comes_up_without_a_robot_refuses_missions_with_the_reason_and_recove
         sim = _sim(tmp_path, [], "ok")
         admitted = _mission_until(goal, 0)
         assert admitted.returncode == 0, admitted.stderr[-3000:]
-        assert json.loads(admitted.stdout)["status"] == "SUCCEEDED", admitted.stdout
+        sim_log = (tmp_path / "sim-ok.log").read_text()[-3000:]  # why a goal was rejected, when one was
+        assert json.loads(admitted.stdout)["status"] == "SUCCEEDED", admitted.stdout + "\n--- sim:\n" + sim_log
     finally:
         if sim is not None:
             _stop(sim)

@@ -15,7 +15,7 @@ import yaml
 from robot_harness.bringup import BringUp
 from robot_harness.client import MissionClient
 
-from .test_executables import LIB, own_domain, ros_client, start, wait_until_world_is_observed  # noqa: F401 (fixtures)
+from .test_executables import LIB, ros_client, start, wait_until_world_is_observed  # noqa: F401 (fixtures)
 
 PLACES = {"dock": {"x": 0.0, "y": 0.0, "yaw": 0.0}, "spot": {"x": 1.5, "y": 0.5, "yaw": 0.0}}
 TURNS = [{"tool_calls": [{"name": "navigate_to", "arguments": {"place": "spot"}}]}, {"done": "at the spot"}]
