@@ -106,6 +106,7 @@ __all__ = [
     "InteractionResolved",
     "MissionFinished",
     "MissionRefused",
+    "ResponseDropped",
 ]
 
 PAYLOAD_FORMAT_VERSION = 1
@@ -820,6 +821,23 @@ class MissionRefused(EventPayload):
     """Who sent it (a name)."""
 
 
+class ResponseDropped(EventPayload):
+    """``RESPONSE_DROPPED``: an answer that was not for this request, dropped (written by the supervisor alone)."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.RESPONSE_DROPPED
+    event_type: Literal[EventType.RESPONSE_DROPPED] = Field(EventType.RESPONSE_DROPPED, exclude=True, repr=False)
+    service: str = ""
+    """The service that answered (its resolved name)."""
+    call: str = ""
+    """What was asked (``planner turn``, ``verification``, ``recovery``, ``snapshot capture``)."""
+    expected_mission_id: str = ""
+    expected_request_id: str = ""
+    received_mission_id: str = ""
+    received_request_id: str = ""
+    note: str = ""
+    """What was done instead (asked again, or treated as no answer)."""
+
+
 # ============================================================================ the adapter
 
 PAYLOAD_MODELS: Mapping[EventType, type[EventPayload]] = {
@@ -829,7 +847,7 @@ PAYLOAD_MODELS: Mapping[EventType, type[EventPayload]] = {
         RobotActionProgress, RobotActionOutcome, BackendEventUncorrelated, RuntimeEventDelivered, ContractFrozen,
         ReceiptRecorded, DoneProposed, VerdictRecorded, CommitRecorded, GateRejected, RecoveryDecided, FactRecorded,
         RobotActionReconciled, LeaseAcquired, LeaseReleased, LeaseBlocked, StopRequested, InteractionRequested,
-        InteractionResolved, MissionFinished, MissionRefused,
+        InteractionResolved, MissionFinished, MissionRefused, ResponseDropped,
     )
 }
 """The payload model of each event type (every ``EventType`` member has one; a test checks it)."""

@@ -362,6 +362,10 @@ class EventType(str, enum.Enum):
     """A mission request was refused before anything ran (busy, not active, invalid goal, backend not
     active, no fresh pose): ``code``, ``reason``, ``source``. Not a state change: the id stays free, and
     the same request sent again later may be admitted."""
+    RESPONSE_DROPPED = "RESPONSE_DROPPED"
+    """A response from another harness node (planner, verifier, recovery, snapshot capture) whose
+    mission or request id is not the request's: dropped, never acted on (another graph on the domain,
+    or a late answer to an earlier call). ``service``, expected and received ids."""
 
 
 class EventDraft(_Frozen):

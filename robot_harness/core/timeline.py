@@ -42,6 +42,7 @@ from .payloads import (
     ModelResponseRecorded,
     ModelTurnStarted,
     ReceiptRecorded,
+    ResponseDropped,
     RobotActionOutcome,
     RobotActionProgress,
     RobotActionReconciled,
@@ -312,6 +313,11 @@ def _refused(p: MissionRefused) -> str:
     return f"refused ({code}) from {source}: {p.reason}"
 
 
+def _dropped(p: ResponseDropped) -> str:
+    return (f"dropped a {p.call or 'response'} from {p.service or '?'} for mission {p.received_mission_id or '?'} "
+            f"request {p.received_request_id or '?'} (asked: {p.expected_mission_id} {p.expected_request_id}); {p.note}")
+
+
 def _resolved(p: InteractionResolved) -> str:
     said = p.answer or p.choice
     return f"{p.interaction_id} {p.resolution}" + (f" {said!r}" if said else "") + f" by {p.operator or '?'}"
@@ -329,6 +335,7 @@ _SUMMARIES: dict[EventType, Callable[[Any], str]] = {
     EventType.ROBOT_ACTION_RECONCILED: _reconciled,
     EventType.STOP_REQUESTED: _stop,
     EventType.MISSION_REFUSED: _refused,
+    EventType.RESPONSE_DROPPED: _dropped,
     EventType.INTERACTION_REQUESTED: _requested,
     EventType.INTERACTION_RESOLVED: _resolved,
     EventType.CONTRACT_FROZEN: _contract,

@@ -82,6 +82,7 @@ class PlannerNode(HarnessLifecycleNode):
         self._backend = None
 
     def _on_plan_turn(self, request, response):
+        response.mission_id, response.request_id = request.mission_id, request.request_id  # correlation, always
         if not self._active or self._backend is None:
             response.ok, response.error = False, "planner is not active"
             return response

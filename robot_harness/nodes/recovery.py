@@ -66,6 +66,7 @@ class RecoveryNode(HarnessLifecycleNode):
         self._policy = None
 
     def _on_decide(self, request: Any, response: Any) -> Any:
+        response.mission_id, response.request_id = request.mission_id, request.request_id  # correlation, always
         if not self._active or self._policy is None:
             response.ok, response.error = False, "recovery is not active"
             return response

@@ -11,9 +11,10 @@ import json
 import queue
 import threading
 import time
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from action_msgs.msg import GoalStatus, GoalStatusArray
 from geometry_msgs.msg import PoseStamped
@@ -38,7 +39,7 @@ try:  # Nav2 on a robot; the test-only stand-in here. Same interface either way.
 except ImportError:  # pragma: no cover - depends on the installation
     NavigateToPose = None  # type: ignore[assignment]
 
-__all__ = ["RosSnapshotPort", "RosPlannerPort", "RosVerifierPort", "RosRecoveryPort", "Nav2NavigationPort", "RosRobotIO",
+__all__ = ["DropSink", "new_request_id", "correlated", "RosSnapshotPort", "RosPlannerPort", "RosVerifierPort", "RosRecoveryPort", "Nav2NavigationPort", "RosRobotIO",
            "GOAL_STATUS_NAMES", "recovery_call_budget"]
 
 GOAL_STATUS_NAMES = {
@@ -52,8 +53,42 @@ GOAL_STATUS_NAMES = {
 }
 
 
+DropSink = Callable[[dict[str, str]], None]
+"""Told of every response dropped for carrying another mission's or request's ids (the supervisor journals it)."""
+
+
+def new_request_id(kind: str) -> str:
+    """A request id unique to one call (``<kind>-<12 hex>``); a retry of the same call keeps it."""
+    return f"{kind}-{uuid.uuid4().hex[:12]}"
+
+
+def correlated(response: Any, request: Any, *, service: str, call: str, logger: Any = None,
+               sink: DropSink | None = None, note: str = "") -> bool:
+    """True when ``response`` echoes ``request``'s mission_id and request_id; otherwise it is dropped:
+    logged, handed to ``sink`` (to be journaled) and False. A response for another mission or request
+    comes from another graph's node on the same domain (same service name), or is a late answer to an
+    earlier call: acting on it would run this mission on someone else's decision."""
+    if response.mission_id == request.mission_id and response.request_id == request.request_id:
+        return True
+    record = {"service": service, "call": call,
+              "expected_mission_id": request.mission_id, "expected_request_id": request.request_id,
+              "received_mission_id": response.mission_id, "received_request_id": response.request_id,
+              "note": note}
+    if logger is not None:
+        logger.warning(f"{call} ({service}): dropped a response for mission {response.mission_id!r} request "
+                       f"{response.request_id!r}; asked for mission {request.mission_id!r} request "
+                       f"{request.request_id!r} ({note})")
+    if sink is not None:
+        try:
+            sink(record)
+        except Exception as exc:  # noqa: BLE001 - the drop stands; the sink's own failure is its to report
+            if logger is not None:
+                logger.error(f"dropped response not recorded: {type(exc).__name__}: {exc}")
+    return False
+
+
 def _call_idempotent(client: Any, request: Any, timeout_s: float, what: str, *, attempts: int = 3,
-                     logger: Any = None) -> Any:
+                     logger: Any = None, sink: DropSink | None = None) -> Any:
     """Call a read-only service, asking again if no answer came (``attempts`` in all).
 
     ``wait_for_service`` returns as soon as the request path is matched; the
@@ -62,25 +97,36 @@ def _call_idempotent(client: Any, request: Any, timeout_s: float, what: str, *, 
     capture of a fresh client unanswered for 2 s, about 1 run in 20; and, on a
     loaded CI host, two in a row). Asking again is safe only because these
     calls change nothing; each retry is logged.
+
+    A response carrying another mission's or request's ids is dropped (``correlated``) and counts as
+    no answer: asked again while attempts remain, else ``BackendUnavailable``.
     """
+    service = getattr(client, "srv_name", what)
     for attempt in range(1, attempts + 1):
+        last = attempt == attempts
         try:
-            return wait_future(client.call_async(request), timeout_s, what)
+            response = wait_future(client.call_async(request), timeout_s, what)
         except HarnessTimeout:
-            if attempt == attempts:
+            if last:
                 raise
             if logger is not None:
                 logger.warning(f"{what}: no answer within {timeout_s:.1f} s; asking again ({attempt + 1}/{attempts})")
-    raise AssertionError("unreachable")
+            continue
+        if correlated(response, request, service=service, call=what, logger=logger, sink=sink,
+                      note="treated as no answer" if last else f"asking again ({attempt + 1}/{attempts})"):
+            return response
+    raise BackendUnavailable(f"{what}: every answer was for another mission or request (another graph on this "
+                             f"ROS domain serves {service}?)", service=service)
 
 
 class RosSnapshotPort:
     """Captures snapshots through the aggregator's ``capture`` service."""
 
-    def __init__(self, node: Node, service: str, *, timeout_s: float = 2.0) -> None:
+    def __init__(self, node: Node, service: str, *, timeout_s: float = 2.0, on_dropped: DropSink | None = None) -> None:
         from ..srv import CaptureSnapshot
 
         self._srv_type = CaptureSnapshot
+        self._on_dropped = on_dropped
         self._node = node
         self._client = node.create_client(CaptureSnapshot, service, callback_group=ReentrantCallbackGroup())
         self._retired: list[Any] = []
@@ -101,9 +147,9 @@ class RosSnapshotPort:
     def capture(self, *, reason: str, mission_id: str) -> WorldSnapshot:
         if not self._client.wait_for_service(timeout_sec=self._timeout_s):
             raise BackendUnavailable(f"snapshot service {self._service} is not available", service=self._service)
-        req = self._srv_type.Request(mission_id=mission_id, reason=reason)
+        req = self._srv_type.Request(mission_id=mission_id, reason=reason, request_id=new_request_id("capture"))
         resp = _call_idempotent(self._client, req, self._timeout_s, f"snapshot capture ({self._service})",
-                                logger=self._logger)
+                                logger=self._logger, sink=self._on_dropped)
         if not resp.ok:
             raise BackendUnavailable(f"snapshot capture refused: {resp.error}", service=self._service)
         return cv.msg_to_snapshot(resp.snapshot)
@@ -117,10 +163,12 @@ class RosSnapshotPort:
 class RosPlannerPort:
     """Asks the planner node for one model turn through ``plan_turn``."""
 
-    def __init__(self, node: Node, service: str, *, timeout_s: float = 60.0) -> None:
+    def __init__(self, node: Node, service: str, *, timeout_s: float = 60.0, on_dropped: DropSink | None = None) -> None:
         from ..srv import PlanTurn
 
         self._srv_type = PlanTurn
+        self._on_dropped = on_dropped
+        self._logger = node.get_logger()
         self._client = node.create_client(PlanTurn, service, callback_group=ReentrantCallbackGroup())
         self._timeout_s = timeout_s
         self._service = service
@@ -137,8 +185,14 @@ class RosPlannerPort:
             for t in request.tools
         ]
         req = self._srv_type.Request(mission_id=request.mission_id, model_turn_id=request.model_turn_id,
-                                     turn_index=request.turn_index, context_json=json.dumps(request.context), tools=tools)
+                                     turn_index=request.turn_index, context_json=json.dumps(request.context), tools=tools,
+                                     request_id=new_request_id("turn"))
         resp = wait_future(self._client.call_async(req), self._timeout_s, "planner turn")
+        # A model turn is not asked twice (it may cost a model call): an answer for another request is no answer.
+        if not correlated(resp, req, service=self._service, call="planner turn", logger=self._logger,
+                          sink=self._on_dropped, note="treated as no answer"):
+            raise BackendUnavailable(f"planner turn: the answer from {self._service} was for another mission or "
+                                     "request (another graph on this ROS domain?); not acted on", service=self._service)
         if not resp.ok:
             meta: dict[str, Any] = {}
             if resp.response_json:
@@ -160,10 +214,12 @@ class RosVerifierPort:
     an unreachable verifier or a refused request is an error, never a verdict.
     """
 
-    def __init__(self, node: Node, service: str, *, timeout_s: float = 10.0) -> None:
+    def __init__(self, node: Node, service: str, *, timeout_s: float = 10.0, on_dropped: DropSink | None = None) -> None:
         from ..srv import Verify
 
         self._srv_type = Verify
+        self._on_dropped = on_dropped
+        self._logger = node.get_logger()
         self._client = node.create_client(Verify, service, callback_group=ReentrantCallbackGroup())
         self._timeout_s = timeout_s
         self._service = service
@@ -174,8 +230,10 @@ class RosVerifierPort:
 
         if not self._client.wait_for_service(timeout_sec=min(5.0, self._timeout_s)):
             raise BackendUnavailable(f"verifier service {self._service} is not available", service=self._service)
-        req = self._srv_type.Request(request_json=request.model_dump_json())
-        resp = _call_idempotent(self._client, req, self._timeout_s, f"verification ({self._service})", attempts=2)
+        req = self._srv_type.Request(mission_id=request.mission_id, request_id=new_request_id("verify"),
+                                     request_json=request.model_dump_json())
+        resp = _call_idempotent(self._client, req, self._timeout_s, f"verification ({self._service})", attempts=2,
+                                logger=self._logger, sink=self._on_dropped)
         if not resp.ok:
             raise BackendUnavailable(f"verifier refused: {resp.error}", service=self._service)
         return Verdict.model_validate_json(resp.verdict_json), WorldSnapshot.model_validate_json(resp.snapshot_json)
@@ -218,7 +276,8 @@ class RosRecoveryPort:
     so: a dead recovery node never leaves a failure unanswered.
     """
 
-    def __init__(self, node: Node, service: str, *, fallback: Any, timeout_s: float = 2.0, attempts: int = 2) -> None:
+    def __init__(self, node: Node, service: str, *, fallback: Any, timeout_s: float = 2.0, attempts: int = 2,
+                 on_dropped: DropSink | None = None) -> None:
         """``timeout_s`` bounds each ask, ``attempts`` how many asks in all (see ``recovery_call_budget``).
 
         Without an advisor the node answers in milliseconds, so a short wait and
@@ -236,6 +295,11 @@ class RosRecoveryPort:
         self._service = service
         self._fallback = fallback
         self._calls: list[Any] = []
+        self._on_dropped = on_dropped
+        self._logger = node.get_logger()
+        self.mission_id = ""
+        """The mission the next decisions are for (the recovery policy's ``decide`` does not carry it):
+        set by the supervisor when it builds a mission's runner; sent and checked with every ask."""
 
     def drain_calls(self) -> list[Any]:
         """The recovery node's advisor's model calls since the last drain (``core.ports.ModelCallSource``)."""
@@ -253,8 +317,10 @@ class RosRecoveryPort:
             why = f"recovery service {self._service} is not available"
         else:
             try:
-                resp = _call_idempotent(self._client, self._srv_type.Request(request_json=body), self._timeout_s,
-                                        f"recovery ({self._service})", attempts=self._attempts)
+                req = self._srv_type.Request(mission_id=self.mission_id, request_id=new_request_id("recover"),
+                                             request_json=body)
+                resp = _call_idempotent(self._client, req, self._timeout_s, f"recovery ({self._service})",
+                                        attempts=self._attempts, logger=self._logger, sink=self._on_dropped)
                 if resp.ok:
                     try:
                         self._calls.extend(json.loads(resp.llm_calls_json or "[]"))
@@ -262,7 +328,7 @@ class RosRecoveryPort:
                         pass  # a malformed list of records costs the records, not the decision
                     return RecoveryDecision.model_validate_json(resp.decision_json)
                 why = f"recovery refused: {resp.error}"
-            except HarnessTimeout as exc:
+            except (HarnessTimeout, BackendUnavailable) as exc:
                 why = exc.message
         decision = self._fallback.decide(failure, spent=spent, context=context, budgets=budgets)
         return decision.model_copy(update={"advice": f"{why}; decided in the supervisor by the same policy"})

@@ -420,6 +420,7 @@ class SnapshotAggregator(HarnessLifecycleNode):
     def _on_capture(
         self, request: CaptureSnapshot.Request, response: CaptureSnapshot.Response
     ) -> CaptureSnapshot.Response:
+        response.mission_id, response.request_id = request.mission_id, request.request_id  # correlation, always
         if self._builder is None or not self._active:
             response.ok = False
             response.error = "snapshot_aggregator is not active"

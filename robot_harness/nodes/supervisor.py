@@ -172,13 +172,15 @@ class SupervisorNode(HarnessLifecycleNode):
         self._spinner = BackgroundSpinner(context=self.context, name=f"{self.get_name()}_dispatch",
                                           namespace=self.get_namespace()).start()
         io_node = self._spinner.node
-        self._snapshots = RosSnapshotPort(io_node, p["capture_service"])
-        self._planner = RosPlannerPort(io_node, p["planner_service"], timeout_s=float(p["planner_timeout_s"]))
+        dropped = self._journal_dropped
+        self._snapshots = RosSnapshotPort(io_node, p["capture_service"], on_dropped=dropped)
+        self._planner = RosPlannerPort(io_node, p["planner_service"], timeout_s=float(p["planner_timeout_s"]),
+                                       on_dropped=dropped)
         self._nav = Nav2NavigationPort(io_node, p["nav_action"], clock=self._wall)
         # Empty verifier_service: the verifier runs in this process (tests, a
         # robot without the verifier node); the gate is the same either way.
-        self._verifier = RosVerifierPort(io_node, p["verifier_service"], timeout_s=float(p["verifier_timeout_s"])) \
-            if p["verifier_service"] else None
+        self._verifier = RosVerifierPort(io_node, p["verifier_service"], timeout_s=float(p["verifier_timeout_s"]),
+                                         on_dropped=dropped) if p["verifier_service"] else None
         self._recovery_port = None
         if p["recovery_service"]:
             from ..core.recovery import RecoveryBudgets, RecoveryPolicy
@@ -193,7 +195,7 @@ class SupervisorNode(HarnessLifecycleNode):
             else:
                 timeout_s, attempts = recovery_call_budget(self._config.recovery.advisor, self._config.recovery.llm)
             self._recovery_port = RosRecoveryPort(io_node, p["recovery_service"], fallback=fallback,
-                                                  timeout_s=timeout_s, attempts=attempts)
+                                                  timeout_s=timeout_s, attempts=attempts, on_dropped=dropped)
         self._recorder = None
         self._recorder_spinner = None
         if p["record_evidence"]:
@@ -489,6 +491,17 @@ class SupervisorNode(HarnessLifecycleNode):
             return f" (not journaled: {exc.message})"
         return ""
 
+    def _journal_dropped(self, record: dict[str, str]) -> None:
+        """Journal a response dropped for carrying another mission's or request's ids (``ros_ports.correlated``)."""
+        journal = self._journal
+        if journal is None:
+            return
+        try:
+            journal.append([EventDraft(type=EventType.RESPONSE_DROPPED, mission_id=record["expected_mission_id"],
+                                       payload=record)])
+        except HarnessError as exc:
+            self.get_logger().error(f"dropped response not journaled: {exc}")
+
     def _on_cancel(self, goal_handle: Any) -> CancelResponse:
         mission_id = goal_handle.request.mission_id or self._runner_mission_id()
         if self._runner is not None and self._busy.locked() and mission_id == self._runner_mission_id():
@@ -576,7 +589,7 @@ class SupervisorNode(HarnessLifecycleNode):
             assert self._journal is not None
             try:
                 goal, structured = self._mission_inputs(config, cv.msg_to_mission_spec(req))
-                runner = self._new_runner(config, self._planner, on_update, **structured)
+                runner = self._new_runner(config, self._planner, on_update, mission_id=mission_id, **structured)
                 outcome = runner.run(goal, mission_id=mission_id, owner=req.owner,
                                      credentials=self._credentials.for_mission(req.owner_token))
             except UsageError as exc:
@@ -619,9 +632,12 @@ class SupervisorNode(HarnessLifecycleNode):
         compiler = structured_compiler(spec, config=config)
         return compiler.description, {"contract_compiler": compiler, "coverage_reviewer": StructuredCoverageReviewer()}
 
-    def _new_runner(self, config: HarnessConfig, planner: Any, on_update: Any, **kw: Any) -> MissionRunner:
+    def _new_runner(self, config: HarnessConfig, planner: Any, on_update: Any, *, mission_id: str,
+                    **kw: Any) -> MissionRunner:
         """Build the admitted mission's runner and publish it; a Stop that came first applies to it."""
         assert self._journal is not None
+        if self._recovery_port is not None:
+            self._recovery_port.mission_id = mission_id  # sent and checked with each recovery ask
         runner = mission_runner(
             config=config, journal=self._journal, clock=self._wall, ids=self._ids,
             skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
@@ -741,7 +757,7 @@ class SupervisorNode(HarnessLifecycleNode):
             def run() -> None:
                 why = "ended"
                 try:
-                    runner = self._new_runner(config, planner, self._publish_action_state,
+                    runner = self._new_runner(config, planner, self._publish_action_state, mission_id=mission_id,
                                               contract_compiler=SessionContractCompiler(),
                                               coverage_reviewer=SessionContractCompiler())
                     outcome = runner.run(f"MCP operator session ({caller or 'mcp'}): operator-directed tool calls; "
@@ -910,7 +926,7 @@ class SupervisorNode(HarnessLifecycleNode):
         return response
 
     def _on_check(self, request: Any, response: Any) -> Any:
-
+        response.mission_id, response.request_id = request.mission_id, request.request_id
         assert self._config is not None and self._journal is not None
         try:
             skill = default_skills(self._config.navigation).get(request.skill)

@@ -79,6 +79,7 @@ class VerifierNode(HarnessLifecycleNode):
         self._verifier = None
 
     def _on_verify(self, request: Any, response: Any) -> Any:
+        response.mission_id, response.request_id = request.mission_id, request.request_id  # correlation, always
         if not self._active or self._verifier is None or self._snapshots is None:
             response.ok, response.error = False, "verifier is not active"
             return response
@@ -86,6 +87,10 @@ class VerifierNode(HarnessLifecycleNode):
             req = VerifyRequest.model_validate_json(request.request_json)
         except ValidationError as exc:
             response.ok, response.error = False, f"malformed verify request: {exc.error_count()} problem(s): {exc.errors(include_url=False)[:3]}"
+            return response
+        if request.mission_id and req.mission_id != request.mission_id:
+            response.ok, response.error = False, (f"malformed verify request: sent for mission {request.mission_id!r} "
+                                                  f"but its body is mission {req.mission_id!r}")
             return response
         try:
             fresh = self._snapshots.capture(reason="verification", mission_id=req.mission_id)

@@ -36,6 +36,9 @@ class SlowRecovery:
         from robot_harness.srv import Recover
 
         self.advised = 0
+        self.answer_for: tuple[str, str] | None = None
+        """(mission_id, request_id) to answer with instead of the request's: another graph's node."""
+        self.asked: list[tuple[str, str]] = []
         self._lock = threading.Lock()
         self.policy = RecoveryPolicy(advisor=self._advise)
         self.srv = node.create_service(Recover, SERVICE, self._on_decide)
@@ -50,6 +53,8 @@ class SlowRecovery:
         import json
 
         body = json.loads(request.request_json)
+        self.asked.append((request.mission_id, request.request_id))
+        response.mission_id, response.request_id = self.answer_for or (request.mission_id, request.request_id)
         decision = self.policy.decide(Failure.model_validate(body["failure"]), spent={})
         response.ok, response.decision_json = True, decision.model_dump_json()
         return response
@@ -107,6 +112,31 @@ def test_one_ask_that_outlasts_the_advisor_gets_its_answer_and_runs_it_once(grap
     assert decision.rung is Rung.HUMAN_HANDOFF and "advisor chose" in decision.advice
     time.sleep(0.5)
     assert slow.advised == 1
+
+
+def test_an_answer_for_another_mission_or_request_is_dropped_recorded_and_never_acted_on(
+        graph: tuple[Node, SlowRecovery]) -> None:
+    """The server answers with another mission's ids (another graph on the domain): each answer is dropped
+    and handed to the sink (the supervisor journals it), the ask is repeated with the same ids, and the
+    decision is the caller's own fallback, saying why, never the foreign answer (HUMAN_HANDOFF here)."""
+    client, slow = graph
+    slow.answer_for = ("mission-other", "recover-other")
+    dropped: list[dict[str, str]] = []
+    port = RosRecoveryPort(client, SERVICE, fallback=RecoveryPolicy(), timeout_s=ADVISOR_S + 2.0, attempts=2,
+                           on_dropped=dropped.append)
+    port.mission_id = "mission-mine"
+    decision: RecoveryDecision = port.decide(failure(), spent={})
+    assert decision.rung is Rung.LOCAL_REPLAN and "another mission or request" in decision.advice
+    assert "decided in the supervisor" in decision.advice
+    assert len(slow.asked) == 2 and slow.asked[0] == slow.asked[1] and slow.asked[0][0] == "mission-mine"
+    assert slow.asked[0][1].startswith("recover-")
+    assert [(d["expected_mission_id"], d["received_mission_id"], d["received_request_id"]) for d in dropped] == \
+        [("mission-mine", "mission-other", "recover-other")] * 2
+    assert dropped[0]["expected_request_id"] == slow.asked[0][1] and dropped[0]["service"] == SERVICE
+    assert "asking again" in dropped[0]["note"] and "no answer" in dropped[1]["note"]
+    # The same server answering with the request's own ids is acted on.
+    slow.answer_for = None
+    assert port.decide(failure(), spent={}).rung is Rung.HUMAN_HANDOFF
 
 
 def test_recovery_call_budget() -> None:
