@@ -81,12 +81,15 @@ def _file(name, path):
 
 
 def _default_params(share):
-    """The package's per-node files combined into one document (robot_harness.bringup's NODE_SPECS)."""
+    """The package's per-node files combined into one document: robot_harness.bringup's NODE_SPECS,
+    then config/lifecycle_manager.yaml when the package ships one (the manager is no in-process node)."""
     import yaml
 
+    paths = [os.path.join(share, "config", spec.param_file) for spec in NODE_SPECS]
+    manager = os.path.join(share, "config", "lifecycle_manager.yaml")
     docs = []
-    for spec in NODE_SPECS:
-        with open(os.path.join(share, "config", spec.param_file)) as f:
+    for path in paths + ([manager] if os.path.isfile(manager) else []):
+        with open(path) as f:
             docs.append(yaml.safe_load(f) or {})
     return dump_params(merge_params(docs))
 
