@@ -337,3 +337,26 @@ def test_success_needs_get_state_to_agree_and_a_node_reporting_inactive_is_down(
         _stop_all(procs)
         client.close()
     assert "Traceback" not in procs[0].text(), procs[0].text()[-3000:]
+
+
+def test_a_node_that_never_comes_back_leaves_the_system_down_after_bond_respawn_max_duration():
+    client = Client("")
+    procs: list[Proc] = []
+    try:
+        liar = Liar(client)
+        liar.honest = True
+        procs.append(manager("", "autostart:=true", "bond_respawn_max_duration:=2.0", names="['liar']"))
+        mgr = procs[0]
+        mgr.wait_line("Managed nodes are active", 15.0)
+        mark = len(mgr.lines)
+        for srv in liar._srvs:  # silent from now on, as a dead process is
+            client.node.destroy_service(srv)
+        mgr.wait_line("CRITICAL FAILURE: SERVER liar IS DOWN after not receiving a heartbeat for", BOND_TIMEOUT_S + 3.0,
+                      after=mark)
+        mgr.wait_line("Failed to re-establish connection from a server crash after maximum timeout.", 6.0, after=mark)
+        assert "Starting managed nodes bringup" not in "\n".join(mgr.lines[mark:])
+        assert not client.is_active()[0]
+    finally:
+        _stop_all(procs)
+        client.close()
+    assert "Traceback" not in procs[0].text(), procs[0].text()[-3000:]
