@@ -122,9 +122,10 @@ class LifecycleManager(Node):
 
         self._GetState, self._ChangeState, self._ManageNodes = GetState, ChangeState, ManageNodes
         self.declare_parameter("node_names", Parameter.Type.STRING_ARRAY)
+        self.declare_parameter("autostart", False)
+        self.declare_parameter("attempt_respawn_reconnection", True)
         loose = ParameterDescriptor(dynamic_typing=True)  # bond_timeout:=1 (an int) is still a duration
-        for name, default in (("autostart", False), ("bond_timeout", 4.0), ("service_timeout", 5.0),
-                              ("bond_respawn_max_duration", 10.0), ("attempt_respawn_reconnection", True),
+        for name, default in (("bond_timeout", 4.0), ("service_timeout", 5.0), ("bond_respawn_max_duration", 10.0),
                               ("bond_heartbeat_period", 0.25), ("transition_timeout", 60.0),
                               ("diagnostic_period_s", 1.0)):
             self.declare_parameter(name, default, loose)
