@@ -1,20 +1,40 @@
 """ROS adapter for the simulated quadruped: a stand-in for the robot plus Nav2.
 
-``SimRobot`` owns two nodes around one ``SimWorld``:
+``SimRobot`` owns three nodes around one ``SimWorld``:
 
 * ``sim_robot`` (plain node): its publishers carry the robot's sensors
-  (localization, odometry, battery, camera) plus two sim-only truth channels
-  (``/sim_robot/ground_truth``, ``/sim_robot/goal_log``) that the harness
-  under test must never use. A 50 Hz tick steps the world by the elapsed ROS
-  clock time and publishes every stream that is due.
+  (localization ``amcl_pose``, ``odom``, ``battery_state``,
+  ``camera/image_raw``) plus two sim-only truth channels (``~/ground_truth``,
+  ``~/goal_log``) that the harness under test must never use. A 50 Hz tick
+  steps the world by the elapsed ROS clock time and publishes every stream
+  that is due.
   It also stands in for the robot's speaker and message outbox: it listens on
   the speech and message topics and acknowledges each payload on
   ``<topic>/ack`` (std_msgs/String JSON: ``by``, ``at``, ``sha256`` of the
   exact payload, and ``message_id``/``to`` for messages), the receiving side
   of the delivery contract that ``RosRobotIO`` waits for.
 * ``bt_navigator`` (lifecycle node): serves ``navigate_to_pose`` exactly where
-  Nav2 serves it, and answers ``/bt_navigator/get_state`` as
+  Nav2 serves it, and answers ``bt_navigator/get_state`` as
   ``nav2_simple_commander`` expects.
+* ``amcl`` (lifecycle node): the lifecycle face of the sim's localization, so
+  ``BasicNavigator.waitUntilNav2Active()`` (localizer ``amcl``) finds it
+  active; once configured it takes ``initialpose`` and relocalizes the world
+  (``SimWorld.relocalize``: only the estimate jumps, as in Nav2). See
+  ``_Amcl`` for how far it follows AMCL, and where it does not.
+
+Every name is relative, so the whole robot moves under a namespace
+(``SimRobot(namespace=...)`` in-process, ``--ros-args -r __ns:=/x`` for the
+executable; both apply to all three nodes) and resolves, at the root, to the
+names it always had (``/amcl_pose``, ``/sim_robot/ground_truth``, ...). The
+helper nodes pin their own names with a node-local remap, so a launch
+``name=`` (``-r __node:=NAME``, a global remap) renames only ``sim_robot``.
+
+The pose is published whatever ``amcl``'s lifecycle state (Nav2's AMCL
+publishes nothing until it is active and has an initial pose): the sim's
+localization is initialised from ``start`` and always on, which is what the
+harness's own tests rely on (``autostart:=false`` with only ``bt_navigator``
+activated still gives a pose). With ``autostart`` (the default) ``amcl`` is
+active from the start anyway, like an AMCL with ``set_initial_pose: true``.
 
 All world access goes through one lock; the world itself stays single-threaded
 and ROS-free. The navigate_to_pose execute callback blocks a worker thread for
@@ -40,7 +60,7 @@ publishing schedule does not depend on how busy the executor is. The executor
 is the harness's MultiThreadedExecutor (:mod:`robot_harness.nodes.executors`):
 rclpy's own re-submits a callback that is queued but not yet started on every
 loop without waiting (ros2/rclpy#1452), a busy loop that starved everything in
-the process (measured: /amcl_pose fell from 20 Hz to 1-3 Hz while the process
+the process (measured: amcl_pose fell from 20 Hz to 1-3 Hz while the process
 burned a full core). The executor only serves requests (goals, cancels,
 lifecycle, parameters).
 """
@@ -64,7 +84,7 @@ from typing import Any, TextIO
 import rclpy
 from builtin_interfaces.msg import Duration as DurationMsg
 from builtin_interfaces.msg import Time as TimeMsg
-from geometry_msgs.msg import PoseStamped, PoseWithCovarianceStamped, Quaternion
+from geometry_msgs.msg import PoseStamped, PoseWithCovariance, PoseWithCovarianceStamped, Quaternion
 from nav2_msgs.action import NavigateToPose
 from nav_msgs.msg import Odometry
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
@@ -77,7 +97,7 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.publisher import Publisher
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_system_default
 from rcl_interfaces.msg import ParameterDescriptor
 from sensor_msgs.msg import BatteryState, Image
 from std_msgs.msg import String
@@ -139,7 +159,7 @@ class DieMode(str, enum.Enum):
     feedback; new goals and cancel requests are refused at once. (A true
     non-answer is not possible: rclpy cannot destroy an action server under a
     spinning executor, ros2/rclpy#1385, and a never-finishing goal callback
-    busy-loops the executor.) ``/bt_navigator/get_state`` keeps answering.
+    busy-loops the executor.) ``bt_navigator/get_state`` keeps answering.
     """
 
 
@@ -173,7 +193,8 @@ def _pose_stamped(pose: Pose2D, stamp_ns: int, frame_id: str = "map") -> PoseSta
     return msg
 
 
-def _msg_to_pose(msg: PoseStamped) -> Pose2D:
+def _msg_to_pose(msg: PoseStamped | PoseWithCovariance) -> Pose2D:
+    """The planar pose of a ``PoseStamped`` or a ``PoseWithCovariance`` (both hold a ``pose``)."""
     q = msg.pose.orientation
     yaw = math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
     return Pose2D(x=msg.pose.position.x, y=msg.pose.position.y, yaw=yaw)
@@ -358,12 +379,13 @@ class SimRobot:
         config: SimConfig | None = None,
         context: Context | None = None,
         die_mode: DieMode = DieMode.SILENT,
-        pose_topic: str = "/amcl_pose",
+        pose_topic: str = "amcl_pose",
         autostart: bool = True,
         truth_log_path: str = "",
-        speech_topic: str = "/speech/say",
-        message_topic: str = "/robot_harness/messages",
+        speech_topic: str = "speech/say",
+        message_topic: str = "robot_harness/messages",
         parameter_overrides: Sequence[Parameter] | None = None,
+        namespace: str = "",
     ) -> None:
         self._context = context or rclpy.utilities.get_default_context()
         self._lock = threading.RLock()
@@ -376,7 +398,9 @@ class SimRobot:
         self._deliveries: list[dict[str, Any]] = []
         self._external_sent: set[int] = set()
         self._external_bound: set[int] = set()
-        self.node = Node("sim_robot", context=self._context, parameter_overrides=list(parameter_overrides or ()))
+        self.namespace = namespace
+        self.node = Node("sim_robot", context=self._context, namespace=namespace,
+                         parameter_overrides=list(parameter_overrides or ()))
         try:
             settings = _read_settings(
                 self.node,
@@ -399,16 +423,18 @@ class SimRobot:
         self._last_step_ns = self._t0_ns
         self._tick_thread: threading.Thread | None = None
         self._build_io()
-        self.navigator = _Navigator(self, context=self._context)
+        self.navigator = _Navigator(self, context=self._context, namespace=namespace)
+        self.amcl = _Amcl(self, context=self._context, namespace=namespace)
         self._context.on_shutdown(self._on_context_shutdown)
         if settings.autostart:
+            autostart_node(self.amcl)
             autostart_node(self.navigator)
 
     # ----------------------------------------------------------------- public
 
     @property
-    def nodes(self) -> tuple[Node, Node]:
-        return (self.node, self.navigator)
+    def nodes(self) -> tuple[Node, Node, Node]:
+        return (self.node, self.navigator, self.amcl)
 
     @property
     def goal_log(self) -> list[GoalEvent]:
@@ -428,7 +454,7 @@ class SimRobot:
         return self._silenced
 
     def add_to_executor(self, executor: Executor) -> None:
-        """Serve both nodes' requests on ``executor`` and start the world ticking."""
+        """Serve every node's requests on ``executor`` and start the world ticking."""
         for n in self.nodes:
             executor.add_node(n)
         self.start()
@@ -461,7 +487,7 @@ class SimRobot:
         return goals_done and not (thread is not None and thread.is_alive())
 
     def destroy(self) -> None:
-        """``stop()``, detach both nodes from their executor, destroy them. Safe to repeat.
+        """``stop()``, detach every node from its executor, destroy them. Safe to repeat.
 
         Use the order ``stop()``, ``executor.shutdown()``, ``destroy()``. If the
         executor is still spinning, the action server is not destroyed here
@@ -553,6 +579,11 @@ class SimRobot:
             )
         self._write_truth()
 
+    def relocalize(self, pose: Pose2D) -> None:
+        """The localization estimate jumps to ``pose`` (``amcl``'s initialpose); the robot does not move."""
+        with self._lock:
+            self.world.relocalize(pose.x, pose.y, pose.yaw)
+
     def cancel_goal(self, index: int) -> bool:
         with self._lock:
             done = self.world.cancel(index)
@@ -620,14 +651,14 @@ class SimRobot:
             depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
         )
         self._pose_pub = pub(PoseWithCovarianceStamped, self.pose_topic, amcl_qos)
-        self._odom_pub = pub(Odometry, "/odom", 10)
-        self._battery_pub = pub(BatteryState, "/battery_state", 10)
-        self._camera_pub = pub(Image, "/camera/image_raw", 5)
-        self._truth_pub = pub(PoseStamped, "/sim_robot/ground_truth", 10)
+        self._odom_pub = pub(Odometry, "odom", 10)
+        self._battery_pub = pub(BatteryState, "battery_state", 10)
+        self._camera_pub = pub(Image, "camera/image_raw", 5)
+        self._truth_pub = pub(PoseStamped, "~/ground_truth", 10)
         log_qos = QoSProfile(
             depth=100, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
         )
-        self._log_pub = pub(String, "/sim_robot/goal_log", log_qos)
+        self._log_pub = pub(String, "~/goal_log", log_qos)
         self._speech_ack_pub = pub(String, f"{self.speech_topic}/ack", 10)
         self._message_ack_pub = pub(String, f"{self.message_topic}/ack", 10)
         no_events = SubscriptionEventCallbacks(use_default_callbacks=False)
@@ -881,12 +912,12 @@ class _Navigator(HarnessLifecycleNode):
     the single source of truth about goals.
     """
 
-    def __init__(self, robot: SimRobot, *, context: Context) -> None:
+    def __init__(self, robot: SimRobot, *, context: Context, namespace: str = "") -> None:
         # No parameter services: bt_navigator has no parameters here, and every
         # service costs a wait-set entry on each executor wake-up.
         # Its own name pinned by a node-local remap, so a launch name given to the sim process
         # (``--ros-args -r __node:=...``) does not rename it too (see ``BackgroundSpinner``).
-        super().__init__("bt_navigator", context=context, start_parameter_services=False,
+        super().__init__("bt_navigator", context=context, namespace=namespace, start_parameter_services=False,
                          cli_args=["--ros-args", "-r", "__node:=bt_navigator"])
         self._robot = robot
         self._group = ReentrantCallbackGroup()
@@ -1036,6 +1067,76 @@ class _Navigator(HarnessLifecycleNode):
             return _Result(error_code=_Result.NONE, error_msg=claim or "canceled")
         goal_handle.abort()
         return _Result(error_code=_Result.UNKNOWN, error_msg=claim or view.reason or view.status.value.lower())
+
+
+class _Amcl(HarnessLifecycleNode):
+    """``amcl``: the lifecycle node Nav2 clients wait for, and the sim's ``initialpose`` input.
+
+    What it takes from nav2_amcl (``nav2_amcl/src/amcl_node.cpp``, navigation2 branch
+    kilted at 71a1d84f49dc48e226c96619188ee12054824ff3): the name
+    ``amcl`` (BasicNavigator's default localizer); ``initialpose`` is
+    subscribed once configured (``initPubSub`` runs in ``on_configure``) with
+    ``SystemDefaultsQoS``, which rclpy spells ``qos_profile_system_default``;
+    a pose whose frame is not the global frame (``map``, leading slash
+    stripped) is ignored with a warning, and one that arrives while not active
+    is kept and applied on activation (``init_pose_received_on_inactive``).
+    Where it differs: an empty frame is taken as ``map`` (the harness's goals
+    use either), and the pose itself is published by the ``sim_robot`` node
+    whatever this node's state (module docstring). A relocalization moves only
+    the estimate (``SimWorld.relocalize``); nothing is journaled, the world is
+    the truth.
+    """
+
+    _FRAMES = ("", "map")
+
+    def __init__(self, robot: SimRobot, *, context: Context, namespace: str = "") -> None:
+        # Pinned and without parameter services, as bt_navigator (see _Navigator.__init__).
+        super().__init__("amcl", context=context, namespace=namespace, start_parameter_services=False,
+                         cli_args=["--ros-args", "-r", "__node:=amcl"])
+        self._robot = robot
+        self._sub: Any = None
+        self._listening = False
+        self._pending: Pose2D | None = None
+
+    def build(self, params: dict[str, Any]) -> None:
+        # Created once and kept (like bt_navigator's server); only heard between configure and cleanup.
+        if self._sub is None:
+            self._sub = self.create_subscription(
+                PoseWithCovarianceStamped, "initialpose", self._on_initial_pose, qos_profile_system_default,
+                event_callbacks=SubscriptionEventCallbacks(use_default_callbacks=False),
+            )
+        self._listening = True
+
+    def activated(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._relocalize(pending)
+
+    def release(self) -> None:
+        self._listening = False
+        self._pending = None
+
+    def _on_initial_pose(self, msg: PoseWithCovarianceStamped) -> None:
+        if not self._listening or self._robot.silenced:
+            return
+        frame = msg.header.frame_id.lstrip("/")
+        if frame not in self._FRAMES:
+            self.get_logger().warning(
+                f"ignoring initial pose in frame '{msg.header.frame_id}'; initial poses must be in 'map'")
+            return
+        pose = _msg_to_pose(msg.pose)
+        if not all(math.isfinite(v) for v in (pose.x, pose.y, pose.yaw)):
+            self.get_logger().error("initialpose is malformed (not finite); rejecting")
+            return
+        if not self._active:
+            self._pending = pose
+            self.get_logger().warning("initial pose received, but amcl is not active: applied on activation")
+            return
+        self._relocalize(pose)
+
+    def _relocalize(self, pose: Pose2D) -> None:
+        self._robot.relocalize(pose)
+        self.get_logger().info(f"relocalized: estimate now x={pose.x:.3f} y={pose.y:.3f} yaw={pose.yaw:.3f}")
 
 
 # --------------------------------------------------------------------------- executable

@@ -7,10 +7,12 @@ time moves only through ``step(dt)``, and randomness comes from a seeded RNG,
 so a scenario plays out the same way every time it is stepped the same way.
 
 Two poses are kept apart on purpose. The TRUE pose is where the robot really
-is; the LOCALIZED pose is what its localization believes (truth plus any
-injected offset). The controller drives on the localized pose, as Nav2 does,
-so a localization fault leaves the truth off-goal while the navigator reports
-success: exactly the kind of lie the harness has to catch.
+is; the LOCALIZED pose is what its localization believes: the truth seen
+through a rigid correction (a rotation, then a translation, like the
+map->odom transform AMCL keeps), the identity until a ``localization_jump``
+fault or a ``relocalize`` moves it. The controller drives on the localized
+pose, as Nav2 does, so a localization fault leaves the truth off-goal while
+the navigator reports success: exactly the kind of lie the harness has to catch.
 
 Some faults live on the robot's outside, so the world only decides them and
 its adapters carry them out the same way: ``pose_silent`` (``pose_dropout``:
@@ -456,6 +458,8 @@ class SimWorld:
         self._battery = self.config.battery_start
         self._offset_x = 0.0
         self._offset_y = 0.0
+        self._offset_yaw = 0.0
+        """The localization correction: localized = R(offset_yaw) * true + (offset_x, offset_y)."""
         self._frozen: StampedPose | None = None
         self._noise: PoseNoiseFault | None = None
         self._dead = False
@@ -480,8 +484,13 @@ class SimWorld:
 
     @property
     def localized_pose(self) -> Pose2D:
-        """What the robot believes (truth plus injected offset); the controller drives on it."""
-        return Pose2D(x=self._x + self._offset_x, y=self._y + self._offset_y, yaw=self._yaw)
+        """What the robot believes (truth through the localization correction); the controller drives on it."""
+        x, y = self._x, self._y
+        if self._offset_yaw == 0.0:
+            return Pose2D(x=x + self._offset_x, y=y + self._offset_y, yaw=self._yaw)
+        c, s = math.cos(self._offset_yaw), math.sin(self._offset_yaw)
+        return Pose2D(x=c * x - s * y + self._offset_x, y=s * x + c * y + self._offset_y,
+                      yaw=normalize_angle(self._yaw + self._offset_yaw))
 
     def published_pose(self) -> StampedPose:
         """The next localization sample to publish.
@@ -638,6 +647,29 @@ class SimWorld:
     def abort(self, reason: str, goal_index: int | None = None) -> bool:
         """Abort the active goal (e.g. the navigator is deactivating); the robot stops."""
         return self._finish_active(GoalStatus.ABORTED, reason, goal_index)
+
+    def relocalize(self, x: float, y: float, yaw: float) -> None:
+        """The localization is told where the robot is (AMCL's ``initialpose``): the estimate jumps there.
+
+        Only the estimate moves, as in Nav2: the true pose, the odometry, the
+        battery and every goal stay as they are, and no event is logged (the
+        world is the truth; nobody journals it). From now on the localized pose
+        follows the truth through the new correction, so a later
+        ``localization_jump`` adds its offset on top. A running goal carries on
+        toward its target on the new estimate (back to walking if the estimate
+        left the target). While a ``frozen_pose`` fault holds the published
+        sample stays frozen; a dead robot's estimate moves but nothing publishes it.
+        """
+        yaw = normalize_angle(yaw)
+        self._offset_yaw = normalize_angle(yaw - self._yaw)
+        c, s = math.cos(self._offset_yaw), math.sin(self._offset_yaw)
+        self._offset_x = x - (c * self._x - s * self._y)
+        self._offset_y = y - (s * self._x + c * self._y)
+        g = self._active
+        if g is not None and g.phase is _Phase.ROTATING:
+            est = self.localized_pose
+            if math.hypot(g.target.x - est.x, g.target.y - est.y) > ARRIVAL_TOLERANCE_M:
+                g.phase = _Phase.DRIVING
 
     def step(self, dt: float) -> None:
         """Advance the world by ``dt`` sim seconds (split into small substeps)."""
@@ -809,6 +841,8 @@ class SimWorld:
             self._rotate_to_goal_yaw(g, h)
 
     def _turn_toward(self, desired: float, h: float) -> float:
+        """Turn toward ``desired``, a heading in the localized frame (where targets are); the residual error."""
+        desired = desired - self._offset_yaw if self._offset_yaw != 0.0 else desired
         err = normalize_angle(desired - self._yaw)
         limit = self.config.yaw_rate * h
         turn = max(-limit, min(limit, err))
@@ -841,6 +875,6 @@ class SimWorld:
         self._v = 0.0
         residual = self._turn_toward(g.target.yaw, h)
         if abs(residual) <= _YAW_DONE_RAD:
-            self._yaw = g.target.yaw
+            self._yaw = g.target.yaw if self._offset_yaw == 0.0 else normalize_angle(g.target.yaw - self._offset_yaw)
             self._v = self._w = 0.0
             self._end(g, GoalStatus.SUCCEEDED, "")

@@ -305,6 +305,61 @@ def test_bt_navigator_reports_active(make_rig: Callable[..., Rig]) -> None:
     assert res.current_state.id == 3 and res.current_state.label == "active"
 
 
+def test_a_namespace_moves_every_node_and_every_name_under_it(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(fast(), namespace="/robot1")
+    assert sorted(n.get_fully_qualified_name() for n in rig.robot.nodes) == [
+        "/robot1/amcl", "/robot1/bt_navigator", "/robot1/sim_robot"]
+    moved = {"amcl_pose", "odom", "battery_state", "camera/image_raw", "sim_robot/ground_truth", "sim_robot/goal_log",
+             "speech/say", "speech/say/ack", "robot_harness/messages", "robot_harness/messages/ack", "initialpose",
+             "navigate_to_pose/_action/status"}
+
+    def topics() -> set[str]:
+        return {name for name, _types in rig.client.get_topic_names_and_types()}
+
+    wait_until(lambda: {f"/robot1/{t}" for t in moved} <= topics(), 5.0, "every sim topic under /robot1")
+    # (The rig's own client is at the root: its navigate_to_pose endpoints are there.)
+    assert not {f"/{t}" for t in moved if not t.startswith("navigate_to_pose")} & topics(), sorted(topics())
+    poses = rig.collect(PoseWithCovarianceStamped, "/robot1/amcl_pose", QoSProfile(
+        depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    wait_until(lambda: len(poses) >= 1, 5.0, "/robot1/amcl_pose")
+    cli = rig.client.create_client(GetState, "/robot1/amcl/get_state")
+    assert cli.wait_for_service(timeout_sec=5.0)
+    assert wait_future(cli.call_async(GetState.Request()), 3.0, "get_state").current_state.label == "active"
+
+
+def test_amcl_relocalizes_on_initialpose_in_map_only_and_holds_one_until_active(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(fast())
+    pub = rig.client.create_publisher(PoseWithCovarianceStamped, "/initialpose", 10)
+    wait_until(lambda: pub.get_subscription_count() >= 1, 5.0, "amcl subscribing /initialpose")
+    time.sleep(0.2)  # the subscriber's side of discovery
+
+    def initial(x: float, y: float, yaw: float, frame: str = "map") -> None:
+        msg = PoseWithCovarianceStamped()
+        msg.header.frame_id = frame
+        msg.pose.pose = nav_goal(x, y, yaw).pose.pose
+        pub.publish(msg)
+
+    def estimate() -> tuple[float, float, float]:
+        with rig.robot._lock:
+            p = rig.robot.world.localized_pose
+        return p.x, p.y, p.yaw
+
+    initial(1.0, -1.0, 0.5, frame="/map")  # AMCL strips the leading slash
+    wait_until(lambda: estimate() == pytest.approx((1.0, -1.0, 0.5)), 3.0, "the relocalized estimate")
+    initial(2.0, 1.0, 0.0, frame="odom")  # ignored with a warning, as AMCL ignores a non-global frame
+    time.sleep(0.5)
+    assert estimate() == pytest.approx((1.0, -1.0, 0.5))
+    assert rig.robot.world.true_pose.x == 0.0 and rig.robot.world.true_pose.y == 0.0, "only the estimate moves"
+    assert rig.robot.goal_log == [], "a relocalization is no goal event"
+    # Received while inactive: kept, applied on activation (AMCL's init_pose_received_on_inactive).
+    rig.robot.amcl.trigger_deactivate()
+    initial(-3.0, 0.0, 0.0, frame="")
+    time.sleep(0.5)
+    assert estimate() == pytest.approx((1.0, -1.0, 0.5))
+    rig.robot.amcl.trigger_activate()
+    assert estimate() == pytest.approx((-3.0, 0.0, 0.0))
+
+
 def test_goals_are_rejected_unless_active(make_rig: Callable[..., Rig]) -> None:
     rig = make_rig(fast(), autostart=False)
     rig.robot.navigator.trigger_configure()

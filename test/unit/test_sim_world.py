@@ -230,6 +230,35 @@ def test_localization_jump_leaves_truth_off_goal_while_navigator_succeeds() -> N
     assert w.published_pose().pose == w.localized_pose
 
 
+def test_relocalize_moves_only_the_estimate_and_the_robot_then_drives_on_it() -> None:
+    w = make_world({"kind": "localization_jump", "at_s": 5.0, "dx": 0.5}, speed=2.0, start={"x": 1.0, "y": 2.0, "yaw": 0.3})
+    w.submit_goal(3.0, 2.0, 0.0)
+    run(w, 0.3)
+    truth, events, odometer = w.true_pose, len(w.events), w.odometer_m
+    w.relocalize(-1.0, 0.5, math.pi / 2)
+    # The estimate jumps to the given pose; the robot, its odometry and the goal log do not move.
+    est = w.localized_pose
+    assert (est.x, est.y, est.yaw) == (pytest.approx(-1.0), pytest.approx(0.5), pytest.approx(math.pi / 2))
+    assert w.true_pose == truth and w.odometer_m == odometer and len(w.events) == events
+    assert w.published_pose().pose == est
+    assert w.goal(1).status is GoalStatus.ACTIVE
+    # The controller drives on the new estimate: the goal succeeds where the estimate says it is.
+    run_until_done(w, 1)
+    assert w.goal(1).status is GoalStatus.SUCCEEDED
+    end = w.localized_pose
+    assert end.distance_to(Pose2D(x=3.0, y=2.0)) <= ARRIVAL_TOLERANCE_M
+    assert end.yaw == pytest.approx(0.0, abs=1e-6)
+    assert w.true_pose.distance_to(end) > 1.0, "only the estimate was moved: the truth ends elsewhere"
+    # A later localization_jump adds its offset on top of the correction, in the map frame.
+    before = w.localized_pose
+    run(w, 5.0)
+    assert w.localized_pose.x == pytest.approx(before.x + 0.5) and w.localized_pose.y == pytest.approx(before.y)
+    # Relocalizing onto the truth gives the identity back.
+    t = w.true_pose
+    w.relocalize(t.x, t.y, t.yaw)
+    assert w.localized_pose == w.true_pose
+
+
 def test_localization_jump_at_s_without_goal() -> None:
     w = make_world({"kind": "localization_jump", "at_s": 0.5})
     run(w, 0.48)

@@ -1,0 +1,371 @@
+"""The sim as nav2_simple_commander's ``BasicNavigator`` sees it, checked against the real executable.
+
+nav2_simple_commander is not installable here, so ``_Commander`` below redoes, entity for
+entity and check for check, what ``BasicNavigator`` does in Kilted's source, and drives the
+installed ``sim_robot`` process with it: ``setInitialPose`` then ``waitUntilNav2Active()``
+(``amcl`` active, an ``amcl_pose`` received, ``bt_navigator`` active), ``goToPose`` with
+feedback until SUCCEEDED, and a second goal ended by ``cancelTask``. Once at the root and
+once with the process under ``-r __ns:=/robot3`` and the commander in ``/robot3`` too.
+
+Upstream source read (every "upstream" comment below names its file):
+navigation2 branch ``kilted`` at commit 71a1d84f49dc48e226c96619188ee12054824ff3,
+``nav2_simple_commander/nav2_simple_commander/robot_navigator.py`` (RN) and
+``nav2_amcl/src/amcl_node.cpp`` (AMCL).
+
+Where the test leaves upstream, it says so: every wait is bounded (upstream's loops are
+not), the commander spins its own executor (upstream's ``rclpy.spin_*(self, ...)`` does the
+same with the global one), and the initial pose is sent once the publisher has matched
+(a volatile message sent before discovery is lost, and against a localizer that already
+publishes a pose, as this sim and an AMCL with ``set_initial_pose: true`` do,
+``_waitForInitialPose`` is satisfied by that pose and does not send it again).
+"""
+from __future__ import annotations
+
+import enum
+import math
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import rclpy
+from action_msgs.msg import GoalStatus
+from geometry_msgs.msg import PoseStamped, PoseWithCovarianceStamped
+from lifecycle_msgs.srv import GetState
+from nav2_msgs.action import NavigateToPose
+from rclpy.action import ActionClient
+from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
+from rclpy.executors import SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import QoSDurabilityPolicy, QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
+from rclpy.task import Future
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = REPO / "config"
+
+UPSTREAM = "navigation2 kilted 71a1d84f49dc48e226c96619188ee12054824ff3"
+
+
+def _install_lib() -> Path | None:
+    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
+        candidate = Path(prefix) / "lib" / "robot_harness"
+        if (candidate / "sim_robot").exists():
+            return candidate
+    return None
+
+
+LIB = _install_lib()
+pytestmark = pytest.mark.skipif(LIB is None, reason="robot_harness is not built/installed (run make setup)")
+
+GET_STATE_POLL_S = 2.0
+"""RN ``_waitForNodeToActivate``: ``time.sleep(2)`` after every ``get_state`` call, the last one included."""
+SERVICE_WAIT_S = 1.0
+"""RN: ``wait_for_service(timeout_sec=1.0)`` / ``wait_for_server(timeout_sec=1.0)``, repeated."""
+INITIAL_POSE_SPIN_S = 1.0
+"""RN ``_waitForInitialPose``: ``spin_once(self, timeout_sec=1.0)`` between two initial poses."""
+TASK_SPIN_S = 0.10
+"""RN ``isTaskComplete``: ``spin_until_future_complete(self, result_future, timeout_sec=0.10)``."""
+BUDGET_S = 15.0
+"""Our bound on each of upstream's unbounded waits (the sim process starts in a few seconds)."""
+
+
+class TaskResult(enum.Enum):
+    """RN ``TaskResult`` (``getResult`` maps the action status onto it)."""
+
+    UNKNOWN = 0
+    SUCCEEDED = 1
+    CANCELED = 2
+    FAILED = 3
+
+
+class _Commander(Node):
+    """BasicNavigator's entities and checks that ``waitUntilNav2Active``/``goToPose``/``cancelTask`` use."""
+
+    def __init__(self, context: rclpy.Context, namespace: str) -> None:
+        # RN BasicNavigator.__init__(node_name='basic_navigator', namespace='').
+        super().__init__("basic_navigator", namespace=namespace, context=context)
+        self.executor_ = SingleThreadedExecutor(context=context)
+        self.executor_.add_node(self)
+        self.incompatible: list[str] = []
+        # RN: initial_pose is a PoseStamped whose header.frame_id is 'map'.
+        self.initial_pose = PoseStamped()
+        self.initial_pose.header.frame_id = "map"
+        self.goal_handle: Any = None
+        self.result_future: Future | None = None
+        self.feedback: Any = None
+        self.feedbacks = 0
+        self.status: int | None = None
+        self.initial_pose_received = False
+        self.poses: list[PoseWithCovarianceStamped] = []
+        # RN amcl_pose_qos: TRANSIENT_LOCAL, RELIABLE, KEEP_LAST, depth 1.
+        amcl_pose_qos = QoSProfile(
+            durability=QoSDurabilityPolicy.TRANSIENT_LOCAL,
+            reliability=QoSReliabilityPolicy.RELIABLE,
+            history=QoSHistoryPolicy.KEEP_LAST,
+            depth=1,
+        )
+        # RN: ActionClient(self, NavigateToPose, 'navigate_to_pose').
+        self.nav_to_pose_client = ActionClient(self, NavigateToPose, "navigate_to_pose")
+        # RN: subscription 'amcl_pose' (amcl_pose_qos) -> _amclPoseCallback.
+        self.localization_pose_sub = self.create_subscription(
+            PoseWithCovarianceStamped, "amcl_pose", self._amcl_pose_callback, amcl_pose_qos,
+            event_callbacks=SubscriptionEventCallbacks(incompatible_qos=self._on_incompatible("amcl_pose")))
+        # RN: publisher 'initialpose', QoS depth 10 (rclpy's default: reliable, volatile).
+        self.initial_pose_pub = self.create_publisher(
+            PoseWithCovarianceStamped, "initialpose", 10,
+            event_callbacks=PublisherEventCallbacks(incompatible_qos=self._on_incompatible("initialpose")))
+        # Not BasicNavigator's: the sim's ground truth, to tell a relocalization from a move.
+        self.truth: list[PoseStamped] = []
+        self.create_subscription(
+            PoseStamped, "sim_robot/ground_truth", self.truth.append, 10,
+            event_callbacks=SubscriptionEventCallbacks(incompatible_qos=self._on_incompatible("ground_truth")))
+
+    def _on_incompatible(self, what: str):
+        def record(info: Any) -> None:
+            self.incompatible.append(f"{what}: last policy kind {info.last_policy_kind}, count {info.total_count}")
+        return record
+
+    def close(self) -> None:
+        self.nav_to_pose_client.destroy()
+        self.executor_.remove_node(self)
+        self.executor_.shutdown(timeout_sec=2.0)
+        self.destroy_node()
+
+    # -- spinning (RN calls rclpy.spin_until_future_complete(self, ...) / rclpy.spin_once(self, ...))
+
+    def spin_until(self, future: Future, timeout_s: float, what: str) -> Any:
+        self.executor_.spin_until_future_complete(future, timeout_sec=timeout_s)
+        assert future.done(), f"{what}: no answer within {timeout_s} s"
+        return future.result()
+
+    def spin_for(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self.executor_.spin_once(timeout_sec=min(0.05, max(0.0, end - time.monotonic())))
+
+    # -- RN setInitialPose / _setInitialPose / _amclPoseCallback
+
+    def set_initial_pose(self, initial_pose: PoseStamped) -> None:
+        self.initial_pose_received = False
+        self.initial_pose = initial_pose
+        self._set_initial_pose()
+
+    def _set_initial_pose(self) -> None:
+        # RN _setInitialPose: pose, frame_id and stamp copied from initial_pose; covariance left zero.
+        msg = PoseWithCovarianceStamped()
+        msg.pose.pose = self.initial_pose.pose
+        msg.header.frame_id = self.initial_pose.header.frame_id
+        msg.header.stamp = self.initial_pose.header.stamp
+        self.initial_pose_pub.publish(msg)
+
+    def _amcl_pose_callback(self, msg: PoseWithCovarianceStamped) -> None:
+        # RN: any amcl_pose message counts as "initial pose received".
+        self.initial_pose_received = True
+        self.poses.append(msg)
+
+    def _feedback_callback(self, msg: Any) -> None:
+        self.feedback = msg.feedback
+        self.feedbacks += 1
+
+    # -- RN waitUntilNav2Active and its helpers
+
+    def wait_until_nav2_active(self, navigator: str = "bt_navigator", localizer: str = "amcl") -> None:
+        # RN waitUntilNav2Active: _waitForNodeToActivate(localizer) (not for 'robot_localization'),
+        # _waitForInitialPose() when localizer == 'amcl', then _waitForNodeToActivate(navigator).
+        self.wait_for_node_to_activate(localizer)
+        if localizer == "amcl":
+            self.wait_for_initial_pose()
+        self.wait_for_node_to_activate(navigator)
+
+    def wait_for_node_to_activate(self, node_name: str) -> None:
+        # RN _waitForNodeToActivate: client of f'{node_name}/get_state' (relative: the caller's
+        # namespace), wait_for_service(1.0) until there, then GetState every 2 s until 'active'.
+        state_client = self.create_client(GetState, f"{node_name}/get_state")
+        try:
+            deadline = time.monotonic() + BUDGET_S
+            while not state_client.wait_for_service(timeout_sec=SERVICE_WAIT_S):
+                assert time.monotonic() < deadline, f"{self.get_namespace()}: {node_name}/get_state never appeared"
+            state = "unknown"
+            while state != "active":
+                assert time.monotonic() < deadline, f"{node_name} still '{state}' after {BUDGET_S} s"
+                result = self.spin_until(state_client.call_async(GetState.Request()), 5.0, f"{node_name}/get_state")
+                if result is not None:
+                    state = result.current_state.label
+                time.sleep(GET_STATE_POLL_S)
+        finally:
+            self.destroy_client(state_client)
+
+    def wait_for_initial_pose(self) -> None:
+        # RN _waitForInitialPose: while not initial_pose_received: _setInitialPose(); spin_once(1.0).
+        deadline = time.monotonic() + BUDGET_S
+        while not self.initial_pose_received:
+            assert time.monotonic() < deadline, f"no amcl_pose within {BUDGET_S} s"
+            self._set_initial_pose()
+            self.executor_.spin_once(timeout_sec=INITIAL_POSE_SPIN_S)
+
+    # -- RN goToPose / isTaskComplete / getResult / cancelTask
+
+    def go_to_pose(self, pose: PoseStamped, behavior_tree: str = "") -> bool:
+        deadline = time.monotonic() + BUDGET_S
+        while not self.nav_to_pose_client.wait_for_server(timeout_sec=SERVICE_WAIT_S):
+            assert time.monotonic() < deadline, "navigate_to_pose server never appeared"
+        goal_msg = NavigateToPose.Goal()
+        goal_msg.pose = pose
+        goal_msg.behavior_tree = behavior_tree
+        send_goal_future = self.nav_to_pose_client.send_goal_async(goal_msg, self._feedback_callback)
+        self.goal_handle = self.spin_until(send_goal_future, 5.0, "goal response")
+        if not self.goal_handle or not self.goal_handle.accepted:
+            return False  # RN: setTaskError(UNKNOWN, '... was rejected!'), returns None
+        self.result_future = self.goal_handle.get_result_async()
+        return True
+
+    def is_task_complete(self) -> bool:
+        if not self.result_future:
+            return True  # RN: task was cancelled or completed
+        self.executor_.spin_until_future_complete(self.result_future, timeout_sec=TASK_SPIN_S)
+        result_response = self.result_future.result()
+        if result_response:
+            self.status = result_response.status
+            return True
+        return False
+
+    def get_result(self) -> TaskResult:
+        return {
+            GoalStatus.STATUS_SUCCEEDED: TaskResult.SUCCEEDED,
+            GoalStatus.STATUS_ABORTED: TaskResult.FAILED,
+            GoalStatus.STATUS_CANCELED: TaskResult.CANCELED,
+        }.get(self.status, TaskResult.UNKNOWN)
+
+    def cancel_task(self) -> None:
+        # RN cancelTask: goal_handle.cancel_goal_async(), spun to completion; the result comes later.
+        if self.result_future:
+            assert self.goal_handle is not None
+            self.spin_until(self.goal_handle.cancel_goal_async(), 5.0, "cancel response")
+
+    def run_task(self, timeout_s: float) -> TaskResult:
+        """RN's usage loop ``while not nav.isTaskComplete(): nav.getFeedback()``, bounded; then getResult()."""
+        deadline = time.monotonic() + timeout_s
+        while not self.is_task_complete():
+            assert time.monotonic() < deadline, f"task not complete after {timeout_s} s (status {self.status})"
+        return self.get_result()
+
+
+def pose_stamped(x: float, y: float, yaw: float) -> PoseStamped:
+    p = PoseStamped()
+    p.header.frame_id = "map"
+    p.pose.position.x, p.pose.position.y = x, y
+    p.pose.orientation.z, p.pose.orientation.w = math.sin(yaw / 2.0), math.cos(yaw / 2.0)
+    return p
+
+
+def planar(msg: Any) -> tuple[float, float, float]:
+    q = msg.orientation
+    return msg.position.x, msg.position.y, math.atan2(2.0 * (q.w * q.z + q.x * q.y), 1.0 - 2.0 * (q.y * q.y + q.z * q.z))
+
+
+def near(a: tuple[float, float, float], b: tuple[float, float, float], tol_xy: float, tol_yaw: float = 0.05) -> bool:
+    dyaw = math.atan2(math.sin(a[2] - b[2]), math.cos(a[2] - b[2]))
+    return math.hypot(a[0] - b[0], a[1] - b[1]) <= tol_xy and abs(dyaw) <= tol_yaw
+
+
+def start_sim(namespace: str) -> subprocess.Popen:
+    """As test_executables starts it: the installed executable with the shipped parameter file.
+
+    Under a namespace the file's ``sim_robot:`` section does not match ``/robot3/sim_robot``
+    (rcl matches fully qualified names; Nav2's launch files rewrite theirs for a namespace),
+    so only ``-p`` applies there: the file's values are the defaults, and nothing here needs more.
+    """
+    args = [str(LIB / "sim_robot"), "--ros-args", "--params-file", str(CONFIG / "sim_robot.yaml"), "-p", "speed:=3.0"]
+    if namespace:
+        args += ["-r", f"__ns:={namespace}"]
+    return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def stop_sim(proc: subprocess.Popen) -> str:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate(timeout=5)
+    return out or ""
+
+
+@pytest.fixture
+def context() -> Iterator[rclpy.Context]:
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)  # the test's own ROS_DOMAIN_ID (conftest own_domain), inherited by the sim
+    yield ctx
+    rclpy.try_shutdown(context=ctx)
+
+
+@pytest.mark.parametrize("namespace", ["", "/robot3"])
+def test_basic_navigator_brings_up_relocalizes_navigates_and_cancels(context: rclpy.Context, namespace: str) -> None:
+    proc = start_sim(namespace)
+    nav = _Commander(context, namespace)
+    out = ""
+    try:
+        # A careful client's one addition (module docstring): send the initial pose once it can arrive.
+        # Not a check of its own (upstream has none): without a subscriber the checks below fail.
+        deadline = time.monotonic() + 10.0
+        while nav.initial_pose_pub.get_subscription_count() < 1 and time.monotonic() < deadline:
+            assert proc.poll() is None, "the sim process ended"
+            nav.spin_for(0.1)
+
+        # Upstream's examples: nav.setInitialPose(initial_pose); nav.waitUntilNav2Active().
+        # Not the sim's start (0, 0, 0): the estimate must jump there while the robot stays put.
+        initial = (1.0, -0.5, 0.5)
+        nav.set_initial_pose(pose_stamped(*initial))
+        nav.wait_until_nav2_active()
+        assert nav.initial_pose_received
+        assert nav.incompatible == [], nav.incompatible  # checked again at the end
+
+        # AMCL (initialPoseReceived -> handleInitialPose) takes the pose in the 'map' frame; the next
+        # amcl_pose is the relocalized estimate. Resent each second as _waitForInitialPose would (a
+        # reliable writer's first sample can still beat the reader's side of discovery).
+        deadline, resend = time.monotonic() + 5.0, time.monotonic() + INITIAL_POSE_SPIN_S
+        while not (nav.poses and near(planar(nav.poses[-1].pose.pose), initial, 1e-3, 1e-3)):
+            assert time.monotonic() < deadline, f"amcl_pose never showed the initial pose: {nav.poses[-1:]}"
+            if time.monotonic() > resend:
+                nav._set_initial_pose()
+                resend = time.monotonic() + INITIAL_POSE_SPIN_S
+            nav.spin_for(0.05)
+        assert nav.poses[-1].header.frame_id == "map"
+        nav.spin_for(0.3)
+        assert nav.truth and near(planar(nav.truth[-1].pose), (0.0, 0.0, 0.0), 1e-6, 1e-6), \
+            "a relocalization moves the estimate only, never the robot"
+
+        # goToPose on the new estimate: 1 m ahead of it in the map frame, with feedback, SUCCEEDED.
+        goal = (2.0, -0.5, 0.0)
+        assert nav.go_to_pose(pose_stamped(*goal)), "NavigateToPose goal was rejected"
+        assert nav.run_task(timeout_s=15.0) is TaskResult.SUCCEEDED
+        assert nav.feedbacks >= 1 and nav.feedback is not None and nav.feedback.current_pose.header.frame_id == "map"
+        nav.spin_for(0.3)
+        assert near(planar(nav.poses[-1].pose.pose), goal, 0.03), planar(nav.poses[-1].pose.pose)
+        # The robot walked the same 1 m, in its own frame: the correction rotates by initial yaw - 0.
+        truth_end = (math.cos(initial[2]), -math.sin(initial[2]), -initial[2])
+        assert near(planar(nav.truth[-1].pose), truth_end, 0.03), planar(nav.truth[-1].pose)
+
+        # A second goal, far away, ended by cancelTask once it is running: CANCELED.
+        assert nav.go_to_pose(pose_stamped(20.0, -0.5, 0.0))
+        deadline = time.monotonic() + 5.0
+        start_feedbacks = nav.feedbacks
+        while nav.feedbacks < start_feedbacks + 2:
+            assert time.monotonic() < deadline, "no feedback for the second goal"
+            nav.spin_for(0.05)
+        nav.cancel_task()
+        assert nav.run_task(timeout_s=5.0) is TaskResult.CANCELED
+        assert nav.feedback.distance_remaining > 10.0, "the goal was cancelled, not reached"
+
+        nav.spin_for(0.5)  # QoS events are delivered by the executor, like messages
+        assert nav.incompatible == [], nav.incompatible
+        assert proc.poll() is None, "the sim process ended during the test"
+    finally:
+        nav.close()
+        out = stop_sim(proc)
+    assert "Traceback" not in out, out[-3000:]
