@@ -25,9 +25,11 @@
 Every name is relative, so the whole robot moves under a namespace
 (``SimRobot(namespace=...)`` in-process, ``--ros-args -r __ns:=/x`` for the
 executable; both apply to all three nodes) and resolves, at the root, to the
-names it always had (``/amcl_pose``, ``/sim_robot/ground_truth``, ...). The
-helper nodes pin their own names with a node-local remap, so a launch
-``name=`` (``-r __node:=NAME``, a global remap) renames only ``sim_robot``.
+names it always had (``/amcl_pose``, ``/sim_robot/ground_truth``, ...). Each
+node pins its own name with a node-local remap, so a launch ``name=``
+(``-r __node:=NAME``, a global remap) renames none of them: ``~/`` topics stay
+under ``sim_robot`` and the parameter file's ``sim_robot:`` section keeps
+applying.
 
 The pose is published whatever ``amcl``'s lifecycle state (Nav2's AMCL
 publishes nothing until it is active and has an initial pose): the sim's
@@ -399,8 +401,10 @@ class SimRobot:
         self._external_sent: set[int] = set()
         self._external_bound: set[int] = set()
         self.namespace = namespace
+        # Pinned like the helpers (module docstring): a launch name renames none of the sim's nodes.
         self.node = Node("sim_robot", context=self._context, namespace=namespace,
-                         parameter_overrides=list(parameter_overrides or ()))
+                         parameter_overrides=list(parameter_overrides or ()),
+                         cli_args=["--ros-args", "-r", "__node:=sim_robot"])
         try:
             settings = _read_settings(
                 self.node,

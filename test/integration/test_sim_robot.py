@@ -452,6 +452,23 @@ def test_parameters_override_the_config() -> None:
         ctx.destroy()
 
 
+def test_a_launch_name_renames_none_of_the_sims_nodes_and_the_namespace_moves_them_all() -> None:
+    # What launch_ros gives a process for Node(name='robot_sim', namespace='robot2'): global remaps.
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx, args=["sim_robot", "--ros-args", "-r", "__node:=robot_sim", "-r", "__ns:=/robot2"])
+    try:
+        robot = SimRobot(config=fast(), context=ctx, autostart=False)
+        try:
+            assert sorted(n.get_fully_qualified_name() for n in robot.nodes) == [
+                "/robot2/amcl", "/robot2/bt_navigator", "/robot2/sim_robot"]
+            assert robot._truth_pub.topic_name == "/robot2/sim_robot/ground_truth"
+        finally:
+            robot.destroy()
+    finally:
+        rclpy.try_shutdown(context=ctx)
+        ctx.destroy()
+
+
 def test_executable_exits_with_code_3_when_die_fires(tmp_path: Path) -> None:
     """The standalone executable (die_mode exit) dies for real, configured through --ros-args.
 
