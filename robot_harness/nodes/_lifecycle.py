@@ -101,7 +101,8 @@ class HarnessLifecycleNode(LifecycleNode):
         """Create the node's resources from ``params``; raise :class:`ConfigureError` to refuse."""
 
     def activating(self) -> None:
-        """Work before the node serves requests (warm-ups, reconciliation)."""
+        """Work before the node serves requests (warm-ups, reconciliation); raise :class:`ConfigureError`
+        to refuse the activation (the node stays inactive, the reason kept as ``transition_error``)."""
 
     def activated(self) -> None:
         """Work once the node serves requests (timers, servers that call back into it)."""
@@ -128,7 +129,11 @@ class HarnessLifecycleNode(LifecycleNode):
         return super().on_configure(state)
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
-        self.activating()
+        self.transition_error = None
+        try:
+            self.activating()
+        except ConfigureError as exc:  # activation refused (e.g. the node's names are taken): stays inactive
+            return transition_failed(self, exc.what, exc.cause)
         self._active = True
         self.activated()
         return super().on_activate(state)
@@ -159,6 +164,12 @@ class HarnessLifecycleNode(LifecycleNode):
         self._release_quietly()
         self.diagnostics.stop()
         super().destroy_node()
+        # rclpy's LifecycleNode never destroys its state machine, which holds the rcl node: without this
+        # the node (and its lifecycle services) stay on the ROS graph until the process exits, and a
+        # graph stopped in a process that goes on (BringUp.stop) looks alive to every other graph.
+        machine = getattr(self, "_state_machine", None)
+        if machine is not None:
+            machine.destroy_when_not_in_use()
 
     def _release_quietly(self) -> None:
         try:
