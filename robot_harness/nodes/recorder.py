@@ -59,6 +59,7 @@ from robot_harness.nodes.listener import ConvertedEvent, JournalFanout, Tap
 __all__ = [
     "RecordedTopic",
     "DEFAULT_TOPICS",
+    "topics_in_namespace",
     "JOURNAL_TOPIC",
     "JOURNAL_TYPE",
     "SNAPSHOT_TOPIC",
@@ -120,7 +121,7 @@ class RecordedTopic:
     qos: QoSProfile
 
 
-DEFAULT_TOPICS: tuple[RecordedTopic, ...] = (
+DEFAULT_TOPICS: tuple[RecordedTopic, ...] = (  # at the root namespace; ``topics_in_namespace`` moves them
     # Nav2 latches /amcl_pose (reliable, transient local); reliable+volatile matches it
     # and any reliable publisher.
     RecordedTopic("/amcl_pose", "geometry_msgs/msg/PoseWithCovarianceStamped", _RELIABLE),
@@ -131,6 +132,14 @@ DEFAULT_TOPICS: tuple[RecordedTopic, ...] = (
     RecordedTopic("/navigate_to_pose/_action/status", "action_msgs/msg/GoalStatusArray", _ACTION_STATUS),
     RecordedTopic("/battery_state", "sensor_msgs/msg/BatteryState", _SENSOR),
 )
+
+
+
+def topics_in_namespace(node: Node, topics: Sequence[RecordedTopic] = DEFAULT_TOPICS) -> tuple[RecordedTopic, ...]:
+    """``topics`` under ``node``'s namespace, as the robot publishes them there (``/amcl_pose`` ->
+    ``/robot1/amcl_pose`` for a node in ``/robot1``); unchanged at the root."""
+    return tuple(RecordedTopic(node.resolve_topic_name(t.topic.lstrip("/")), t.type_name, t.qos) for t in topics)
+
 
 _ACTION_PARTS = {
     "Goal": ("Goal",),
@@ -199,9 +208,11 @@ class MissionRecorder:
         node: Node,
         store: EvidenceStore,
         *,
-        topics: Sequence[RecordedTopic] = DEFAULT_TOPICS,
+        topics: Sequence[RecordedTopic] | None = None,
         callback_group: Any = None,
     ) -> None:
+        """``topics``: what to record raw; by default ``DEFAULT_TOPICS`` in the node's namespace."""
+        topics = topics_in_namespace(node) if topics is None else topics
         seen = [t.topic for t in topics]
         if len(set(seen)) != len(seen):
             raise EvidenceStoreMisuse(f"a topic is listed twice: {seen}", topics=seen)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import rclpy
@@ -42,6 +42,7 @@ from robot_harness.core.records import WorldSnapshot
 from robot_harness.core.snapshot import FreshnessConfig, SalientEvent, SnapshotBuilder
 from robot_harness.msg import WorldSnapshot as WorldSnapshotMsg
 from robot_harness.nodes._lifecycle import ConfigureError, HarnessLifecycleNode
+from robot_harness.nodes.diagnostics import Check, Level, field_ages, snapshot_freshness_check
 from robot_harness.nodes._util import LatchedSource, run_node
 from robot_harness.nodes.conversions import (
     parse_odometry_twist,
@@ -85,13 +86,13 @@ class SnapshotAggregator(HarnessLifecycleNode):
     def __init__(self, node_name: str = "snapshot_aggregator", **kwargs: Any) -> None:
         defaults = FreshnessConfig()
         super().__init__(node_name, params={
-            "pose_topic": "/amcl_pose",
+            "pose_topic": "amcl_pose",  # relative: under the node's namespace, like Nav2's AMCL
             "use_tf": False,
             "map_frame": "map",
             "base_frame": "base_link",
             "tf_rate_hz": 20.0,
-            "odom_topic": "/odom",
-            "battery_topic": "/battery_state",
+            "odom_topic": "odom",
+            "battery_topic": "battery_state",
             "nav_action": "navigate_to_pose",
             **{name: float(getattr(defaults, name)) for name in _FRESHNESS_PARAMS},
             "snapshot_rate_hz": 1.0,
@@ -178,7 +179,7 @@ class SnapshotAggregator(HarnessLifecycleNode):
         if use_tf and not self._start_tf(map_frame, tf_rate):
             use_tf = False
         if not use_tf:
-            pose_topic = str(self.get_parameter("pose_topic").value)
+            pose_topic = self._resolved("pose_topic")
             self._pose_source = pose_topic
             self._subscriptions_made.append(
                 self.create_subscription(
@@ -186,12 +187,12 @@ class SnapshotAggregator(HarnessLifecycleNode):
                 )
             )
 
-        odom_topic = str(self.get_parameter("odom_topic").value)
+        odom_topic = self._resolved("odom_topic")
         self._odom_source = odom_topic
         self._subscriptions_made.append(
             self.create_subscription(Odometry, odom_topic, self._on_odom, qos_profile_sensor_data, raw=True)
         )
-        battery_topic = str(self.get_parameter("battery_topic").value)
+        battery_topic = self._resolved("battery_topic")
         self._battery_source = battery_topic
         self._subscriptions_made.append(
             self.create_subscription(
@@ -226,6 +227,15 @@ class SnapshotAggregator(HarnessLifecycleNode):
             timer = self.create_timer(1.0 / rate, self._on_periodic, autostart=False)
             self._periodic_timers.append(timer)
             self._timers_made.append(timer)
+
+    def _resolved(self, param: str) -> str:
+        """The topic parameter's fully-qualified name (``amcl_pose`` -> ``/robot1/amcl_pose`` under ``/robot1``):
+        subscribed by it, and named by it in every snapshot's field sources and the model's view."""
+        name = str(self.get_parameter(param).value)
+        try:
+            return self.resolve_topic_name(name)
+        except Exception as exc:  # an invalid name: rclpy's own error, said as a configuration problem
+            raise ConfigureError(f"{param} {name!r} is not a valid topic name", exc) from exc
 
     def _start_tf(self, map_frame: str, tf_rate: float) -> bool:
         try:
@@ -371,6 +381,20 @@ class SnapshotAggregator(HarnessLifecycleNode):
                 )
             if events:
                 self._on_salient(events)
+
+    # -- /diagnostics ------------------------------------------------------------------------
+
+    def diagnostic_tasks(self) -> dict[str, Callable[[], Check]]:
+        return {"snapshot freshness": self._freshness_diagnostic}
+
+    def _freshness_diagnostic(self) -> Check:
+        """Each field's age against its bound, as a capture now would judge it (configured or active)."""
+        builder = self._builder
+        if builder is None:
+            return Check(Level.WARN, "not configured: no snapshots", {})
+        with self._lock:
+            snap = builder.capture(snapshot_id="diagnostics", now=self._now(), reason="diagnostics")
+        return snapshot_freshness_check(field_ages(snap))
 
     # -- snapshots ---------------------------------------------------------------------------
 
