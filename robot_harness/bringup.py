@@ -51,23 +51,13 @@ def config_dir() -> Path:
         raise FileNotFoundError("cannot find robot_harness/config") from exc
 
 
-def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            _flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
-    else:
-        out[prefix] = value
+def load_node_params(path: Path, node_name: str, namespace: str = "") -> dict[str, Any]:
+    """Parameters rclpy would give the node ``<namespace>/<node_name>`` from the ROS 2 parameter file
+    ``path`` (``name: ros__parameters:``, ``/**``, nested namespaces, ``<robot_namespace>``), flattened; the
+    launch file reads its parameters through the same functions (``robot_harness.params``)."""
+    from .params import node_params, rewrite_params
 
-
-def load_node_params(path: Path, node_name: str) -> dict[str, Any]:
-    """Parameters for one node from a ROS 2 parameter file (``name: ros__parameters:``), flattened."""
-    data = yaml.safe_load(path.read_text()) or {}
-    out: dict[str, Any] = {}
-    for key in ("/**", node_name, f"/{node_name}"):
-        section = data.get(key)
-        if isinstance(section, Mapping):
-            _flatten("", section.get("ros__parameters", {}), out)
-    return out
+    return node_params(rewrite_params(path.read_text(), namespace), node_name, namespace)
 
 
 def _to_parameters(values: Mapping[str, Any]) -> list[Any]:
@@ -87,7 +77,31 @@ class BringUp:
         overrides: Mapping[str, Mapping[str, Any]] | None = None,
         threads: int = 6,
         domain_id: int | None = None,
+        namespace: str = "",
+        params_file: Path | None = None,
+        use_sim_time: bool = False,
+        log_level: str = "",
     ) -> None:
+        """``namespace``: every node (the simulated robot's too) and every name they use relatively lives
+        under it (``robot1`` -> ``/robot1/supervisor``, ``/robot1/robot_harness/mission``); "" is the root.
+        ``params_file``: one parameter file for every node (as the launch file's ``params_file:=``), instead
+        of each node's own file in ``params_dir``. ``use_sim_time`` and ``log_level`` (debug, info, warn,
+        error, fatal) apply to every node, as the launch file's arguments do."""
+        from .core.errors import UsageError
+        from .params import normalize_namespace
+
+        try:
+            self.namespace = normalize_namespace(namespace)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(str(exc), namespace=namespace) from exc
+        if params_file is not None and not Path(params_file).is_file():
+            raise UsageError(f"no parameter file at {params_file}", path=str(params_file))
+        self.params_file = Path(params_file) if params_file is not None else None
+        self.use_sim_time = bool(use_sim_time)
+        levels = ("", "debug", "info", "warn", "error", "fatal")
+        if log_level.lower() not in levels:
+            raise UsageError(f"log level {log_level!r} is not one of {', '.join(levels[1:])}", log_level=log_level)
+        self.log_level = log_level.lower()
         self.use_sim = use_sim
         self.params_dir = params_dir or config_dir()
         self.overrides = {k: dict(v) for k, v in (overrides or {}).items()}
@@ -102,6 +116,14 @@ class BringUp:
         self._guests: list[Callable[[], None]] = []
         self.stop_timeout_s = 15.0
         """How long ``stop()`` waits for a mission in progress to end (cancelled, on the record)."""
+        self.with_manager = False
+        """True (``robot-harness up``): once started, a ``lifecycle_manager`` node adopts the harness nodes
+        and serves ``lifecycle_manager/manage_nodes`` and ``is_active`` as under the launch file."""
+        self.manager: Any = None
+        self.preflight_s = 0.0
+        """With > 0 (``robot-harness up``): before starting anything, look this long for another graph
+        holding the namespace (its supervisor or robot) and refuse to start (``NameClash``) while it is
+        there past the supervisor's grace (a killed graph leaves discovery within its DDS lease)."""
         self.unready: dict[str, str] = {}
         """After ``start(require_ready=False)``: what was still not observable when the supervisor was activated."""
 
@@ -119,7 +141,15 @@ class BringUp:
         return [s for s in NODE_SPECS if self.use_sim or not s.sim_only]
 
     def params_for(self, spec: NodeSpec) -> dict[str, Any]:
-        values = load_node_params(self.params_dir / spec.param_file, spec.name)
+        from .core.errors import UsageError
+
+        path = self.params_file or (self.params_dir / spec.param_file)
+        try:
+            values = load_node_params(path, spec.name, self.namespace)
+        except (ValueError, yaml.YAMLError) as exc:
+            raise UsageError(f"parameter file {path}: {exc}", path=str(path)) from exc
+        if self.use_sim_time:
+            values["use_sim_time"] = True
         values.update(self.overrides.get(spec.name, {}))
         return values
 
@@ -158,6 +188,12 @@ class BringUp:
         kw = {} if self.domain_id is None else {"domain_id": self.domain_id}
         rclpy.init(context=self.context, **kw)
         self.executor = MultiThreadedExecutor(num_threads=self.threads, context=self.context)
+        if self.preflight_s > 0:
+            try:
+                self._preflight()
+            except BaseException:
+                self.stop()
+                raise
         node_classes = {"snapshot_aggregator": SnapshotAggregator, "planner": PlannerNode, "verifier": VerifierNode,
                         "recovery": RecoveryNode, "supervisor": SupervisorNode}
         try:
@@ -167,13 +203,20 @@ class BringUp:
                     from .nodes.sim_robot import DieMode, SimRobot
 
                     params["die_mode"] = DieMode.SILENT.value  # one process: "dying" must not kill the harness
-                    self.sim = SimRobot(context=self.context, parameter_overrides=_to_parameters(params))
+                    self.sim = SimRobot(context=self.context, namespace=self.namespace,
+                                        parameter_overrides=_to_parameters(params))
                     self.sim.add_to_executor(self.executor)
                     continue
                 params["autostart"] = False  # this bring-up is the lifecycle manager
-                node = node_classes[spec.name](context=self.context, parameter_overrides=_to_parameters(params))
+                node = node_classes[spec.name](context=self.context, namespace=self.namespace,
+                                               parameter_overrides=_to_parameters(params))
                 self.nodes[spec.name] = node
                 self.executor.add_node(node)
+            if self.log_level:
+                from rclpy.logging import LoggingSeverity
+
+                for node in [*self.nodes.values(), *(self.sim.nodes if self.sim is not None else ())]:
+                    node.get_logger().set_level(LoggingSeverity[self.log_level.upper()])
             self._thread = threading.Thread(target=self._spin, name="robot_harness-executor", daemon=True)
             self._thread.start()
             # Lifecycle order: everything configured, the observers active, and
@@ -191,10 +234,58 @@ class BringUp:
                         raise
                     self.unready = self.not_ready()
             self._transition("supervisor", "activate")
+            if self.with_manager:
+                self._start_manager()
         except BaseException:
             self.stop()
             raise
         return self
+
+    MANAGED = ("snapshot_aggregator", "planner", "verifier", "recovery", "supervisor")
+    """The harness's lifecycle nodes in bring-up order (the launch file's lifecycle_manager node_names)."""
+
+    def _start_manager(self) -> None:
+        from rclpy.parameter import Parameter
+
+        from .core.errors import BackendUnavailable
+        from .nodes.lifecycle_manager import LifecycleManager
+
+        self.manager = LifecycleManager(context=self.context, namespace=self.namespace, parameter_overrides=[
+            Parameter("node_names", value=list(self.MANAGED)), Parameter("autostart", value=False)])
+        self.executor.add_node(self.manager)
+        if not self.manager.adopt():
+            raise BackendUnavailable("lifecycle_manager could not adopt the harness nodes (see its log)")
+
+    def _preflight(self, grace_s: float = 6.0) -> None:
+        """Refuse to start in a namespace another graph on the domain holds (see ``preflight_s``): nothing of
+        this graph, its simulated robot included, is created before the check."""
+        import time
+
+        from rclpy.node import Node
+
+        from .core.errors import NameClash
+
+        taken_names = {f"{self.namespace}/{s.name}" for s in self.specs()}
+        probe = Node("robot_harness_preflight", namespace=self.namespace or "/", context=self.context,
+                     start_parameter_services=False, enable_rosout=False,
+                     cli_args=["--ros-args", "-r", "__node:=robot_harness_preflight"])
+        try:
+            start = time.monotonic()
+            seen: set[str] = set()
+            while True:
+                names = {f"{ns.rstrip('/')}/{n}" for n, ns in probe.get_node_names_and_namespaces()}
+                seen = taken_names & names
+                elapsed = time.monotonic() - start
+                if (not seen and elapsed >= self.preflight_s) or (seen and elapsed >= self.preflight_s + grace_s):
+                    break
+                time.sleep(0.1)
+        finally:
+            probe.destroy_node()
+        if seen:
+            domain = self.context.get_domain_id()
+            raise NameClash(f"another graph on ROS domain {domain} uses the namespace {self.namespace or '/'}: "
+                            f"{', '.join(sorted(seen))} already run; give each graph its own namespace "
+                            "(--namespace / namespace:=) or domain", namespace=self.namespace, nodes=sorted(seen))
 
     def _spin(self) -> None:
         from rclpy.executors import ExternalShutdownException
@@ -252,6 +343,8 @@ class BringUp:
         # A mission in progress is stopped while the graph still runs: its goal is cancelled through the
         # navigator, the cancel confirmed and the mission ends CANCELLED on the record (bounded), before
         # the robot and the executor go away under it.
+        if self.manager is not None:
+            self.manager.stop_watching()  # the nodes going away now is on purpose, not a failure to reset
         supervisor = self.nodes.get("supervisor")
         if supervisor is not None and self._thread is not None and self._thread.is_alive():
             supervisor.stop_missions("the graph is stopping (Ctrl-C or SIGTERM)", timeout_s=self.stop_timeout_s)
@@ -273,11 +366,12 @@ class BringUp:
             except Exception:
                 pass
         self._guests.clear()
-        for node in list(self.nodes.values()):
+        for node in [*([self.manager] if self.manager is not None else []), *self.nodes.values()]:
             try:
                 node.destroy_node()
             except Exception:
                 pass
+        self.manager = None
         self._settle_tasks()
         rclpy.try_shutdown(context=self.context)
         # rclpy frees DDS participants only on garbage collection; lingering

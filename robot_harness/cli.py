@@ -327,6 +327,28 @@ _FINAL_STATUS_NOTE = ("a mission that reaches a final status exits 0, SUCCEEDED 
                       "--require-success makes any final status but SUCCEEDED exit 1 (for CI scripts)")
 
 
+NAMESPACE_ENV = "ROBOT_HARNESS_NAMESPACE"
+
+
+def namespace_arg(p: argparse.ArgumentParser) -> None:
+    """``--namespace NS``: the graph's ROS namespace (``up``, ``launch namespace:=``), default $ROBOT_HARNESS_NAMESPACE."""
+    p.add_argument("--namespace", default=os.environ.get(NAMESPACE_ENV, ""), metavar="NS",
+                   help=f"the graph's ROS namespace, as given to `up --namespace` or the launch file's namespace:= "
+                        f"(default ${NAMESPACE_ENV}, else the root); two graphs on one ROS domain need two namespaces")
+
+
+def namespaced(args: argparse.Namespace, name: str) -> str:
+    """``name`` (absolute at the root, e.g. ``/robot_harness/mission``) under ``--namespace``; a bad namespace is
+    a usage error naming the rule it breaks."""
+    from .params import normalize_namespace
+
+    try:
+        ns = normalize_namespace(getattr(args, "namespace", "") or "")
+    except (TypeError, ValueError) as exc:
+        raise UsageError(str(exc)) from exc
+    return f"{ns}/{name.lstrip('/')}"
+
+
 def _register_run_commands(sub: Any) -> None:
     up = add_command(
         sub, "up", help="bring up the node graph in this process (Ctrl-C stops it)",
@@ -339,11 +361,21 @@ def _register_run_commands(sub: Any) -> None:
                   "robot-harness up --no-sim --harness-config config/harness.yaml   # a real Nav2 robot"],
         run=_up, json_output=False, exit_codes=(ExitCode.UNAVAILABLE, ExitCode.EVIDENCE))
     up.add_argument("--no-sim", action="store_true", help="do not start the simulated robot (use a real Nav2 robot)")
+    namespace_arg(up)
     up.add_argument("--journal", type=Path, help="journal file (default $ROS_HOME/robot_harness/journal.sqlite3)")
     up.add_argument("--harness-config", type=Path, help="harness configuration YAML (default config/harness.yaml)")
     up.add_argument("--params-dir", type=Path, help="directory with the nodes' parameter files (default: the package's config/)")
-    up.add_argument("--planner-script", type=Path,
-                    help="recorded model responses for the scripted planner (a YAML file with turns:, or a scenario file)")
+    up.add_argument("--params-file", type=Path,
+                    help="one ROS 2 parameter file for every node (as the launch file's params_file:=; "
+                         "<robot_namespace> and namespaced keys work as in Nav2); default: the nodes' own files")
+    up.add_argument("--use-sim-time", action="store_true", help="every node on /clock time (use_sim_time)")
+    up.add_argument("--log-level", default="", choices=("", "debug", "info", "warn", "error", "fatal"),
+                    help="every node's log level (default: info)")
+    planner = up.add_argument_group("planner (default: scripted, with --planner-script)")
+    planner.add_argument("--planner-script", type=Path,
+                         help="recorded model responses for the scripted planner (a YAML file with turns:, or a "
+                              "scenario file)")
+    _planner_args(planner)
     ops = up.add_argument_group("operator surfaces")
     ops.add_argument("--mcp", action="store_true", help="serve the skills over MCP from the supervisor (docs/mcp.md)")
     ops.add_argument("--mcp-port", type=int, default=None,
@@ -377,6 +409,7 @@ def _register_run_commands(sub: Any) -> None:
     m.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="a template parameter (repeatable); a place list is comma-separated: waypoints=a,b")
     m.add_argument("--mission-id", default="", help="the mission id (default: a new one); sending it again is safe")
+    namespace_arg(m)
     m.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="this mission's own budgets and timeouts: limits.* and the navigation timeouts "
                         "(e.g. limits.mission_timeout_s=60); anything else is the site's config and is refused")
     m.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the result (default 900)")
@@ -423,7 +456,10 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--journal", type=Path, help="journal file (default $ROBOT_HARNESS_RUNS/<time>/journal.sqlite3, "
                                                 "$ROBOT_HARNESS_RUNS defaulting to runs/)")
     p.add_argument("--report", type=Path, help="also write the JSON report to this file")
-    g = p.add_argument_group("planner (default: the scenario's recorded turns)")
+    _planner_args(p.add_argument_group("planner (default: the scenario's recorded turns)"))
+
+
+def _planner_args(g: Any) -> None:
     g.add_argument("--planner", choices=("scripted", "llm", "replay"), default=None,
                    help="llm: any OpenAI-compatible endpoint (OPENAI_BASE_URL, OPENAI_API_KEY); "
                         "replay: a file recorded with --record (default: scripted, or replay with --replay)")
@@ -1064,12 +1100,18 @@ def _up(args: argparse.Namespace, console: Console) -> int:
         overrides["supervisor"]["journal_path"] = str(args.journal)
     cfg = args.harness_config or (config_dir() / "harness.yaml")
     overrides["supervisor"]["harness_config_file"] = str(cfg)
+    overrides.update(_planner_overrides(args))
     if args.planner_script:
-        overrides["planner"] = {"script_file": str(args.planner_script.resolve())}
+        if (args.planner or "scripted") != "scripted" or args.replay:
+            raise UsageError("--planner-script is for the scripted planner; drop it with --planner llm or replay")
+        overrides.setdefault("planner", {})["script_file"] = str(args.planner_script.resolve())
     if args.mcp:  # the config file's mcp section (host, token, budgets) stands; this only turns it on
         mcp = {"enabled": True, **({"port": args.mcp_port} if args.mcp_port is not None else {})}
         overrides["supervisor"]["harness_config_json"] = json.dumps({"mcp": mcp})
-    graph = BringUp(use_sim=not args.no_sim, params_dir=args.params_dir, overrides=overrides)
+    graph = BringUp(use_sim=not args.no_sim, params_dir=args.params_dir, overrides=overrides, namespace=args.namespace,
+                    params_file=args.params_file, use_sim_time=args.use_sim_time, log_level=args.log_level)
+    graph.preflight_s = 1.0  # a graph already in this namespace: refuse before the robot or any node starts
+    graph.with_manager = True  # lifecycle_manager/manage_nodes and is_active, as under the launch file
     try:
         # Up without a fresh pose is still up: the supervisor refuses missions with the reason
         # (journaled) until localization publishes, then admits them.
@@ -1085,13 +1127,14 @@ def _up(args: argparse.Namespace, console: Console) -> int:
                   f"robot-harness: warning: MCP server not started: {graph.supervisor.mcp_error or 'see the log'}; "
                   "missions still run through the Mission action", file=console.stderr, flush=True)
         if args.dashboard:
-            _start_dashboard(graph, args.dashboard_port, console)
+            _start_dashboard(graph, args.dashboard_port, console, args)
         # Explicit handlers, installed before "graph up" is said (a Ctrl-C right after it must stop the
         # graph, not escape past it): a process started in the background by a script inherits an
         # ignored SIGINT, and Ctrl-C/`kill -INT` must still stop it.
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.__setitem__("flag", True))
-        print(f"robot_harness graph up (sim={'on' if not args.no_sim else 'off'}); journal "
+        print(f"robot_harness graph up (sim={'on' if not args.no_sim else 'off'}, namespace "
+              f"{graph.namespace or '/'}); journal "
               f"{graph.supervisor.journal_path}", file=console.stderr, flush=True)
         print("send missions with: robot-harness mission \"<goal>\"  (Ctrl-C to stop)", file=console.stderr,
               flush=True)
@@ -1107,7 +1150,7 @@ def _up(args: argparse.Namespace, console: Console) -> int:
     return ExitCode.OK
 
 
-def _start_dashboard(graph: Any, port: int, console: Console) -> None:
+def _start_dashboard(graph: Any, port: int, console: Console, args: argparse.Namespace) -> None:
     """The dashboard in this process, on a node of the graph (stopped with it)."""
     from rclpy.node import Node
 
@@ -1115,7 +1158,8 @@ def _start_dashboard(graph: Any, port: int, console: Console) -> None:
 
     journal = graph.supervisor.journal_path
     node = Node("robot_harness_dashboard", context=graph.context)
-    operator = RosOperatorPort(node, journal_path=journal)
+    operator = RosOperatorPort(node, journal_path=journal, mission_action=namespaced(args, "/robot_harness/mission"),
+                               stop_service=namespaced(args, "/supervisor/stop"))
     handle = serve(journal_path=journal, operator=operator, port=port, token=os.environ.get(DASH_TOKEN_ENV, ""))
     graph.add_node(node, lambda: (handle.stop(), operator.destroy(), node.destroy_node()))
     print(f"dashboard at {handle.url}", file=console.stderr, flush=True)
@@ -1137,7 +1181,7 @@ def _mission(args: argparse.Namespace, console: Console) -> int:
     ctx = rclpy.Context()
     # no rclpy SIGINT handler: Ctrl-C must raise KeyboardInterrupt here (exit 130)
     rclpy.init(context=ctx, signal_handler_options=SignalHandlerOptions.NO)
-    client = MissionClient(ctx)
+    client = MissionClient(ctx, action_name=namespaced(args, "/robot_harness/mission"))
     ex = SingleThreadedExecutor(context=ctx)
     ex.add_node(client.node)
     t = threading.Thread(target=ex.spin, daemon=True)

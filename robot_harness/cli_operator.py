@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .cli import TOKEN_ENV, Console, ExitCode, add_command, open_journal
+from .cli import TOKEN_ENV, Console, ExitCode, add_command, namespace_arg, namespaced, open_journal
 from .core.errors import UsageError
 from .core.interactions import journal_token_hasher as _journal_token_hasher
 
@@ -76,7 +76,7 @@ def register(sub: Any) -> None:
 
     s = add_command(
         sub, "stop", help="stop the running mission (cancels its calls, asks the robot to stop)",
-        description="Ask the running supervisor (/supervisor/stop) to stop the mission: its remaining calls "
+        description="Ask the running supervisor (<namespace>/supervisor/stop) to stop the mission: its remaining calls "
                     "are cancelled, the robot is asked to stop, and the real outcome is recorded.",
         examples=["robot-harness stop --reason 'person in the aisle'",
                   "robot-harness stop --mission mission-1a2b3c4d5e6f --timeout 3 --json"],
@@ -84,6 +84,7 @@ def register(sub: Any) -> None:
     s.add_argument("--mission", default="", help="only if this mission is the one running")
     s.add_argument("--reason", default="operator stop", help="recorded with the stop")
     s.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the supervisor (default 10)")
+    namespace_arg(s)
 
 
 def _journal_arg(p: argparse.ArgumentParser) -> None:
@@ -195,9 +196,10 @@ def _stop(args: argparse.Namespace, console: Console) -> int:
     rclpy.init(context=ctx, signal_handler_options=SignalHandlerOptions.NO)
     node = Node("robot_harness_stop", context=ctx)
     try:
-        cli = node.create_client(Stop, "/supervisor/stop")
+        service = namespaced(args, "/supervisor/stop")
+        cli = node.create_client(Stop, service)
         if not cli.wait_for_service(timeout_sec=args.timeout):
-            raise BackendUnavailable(f"no supervisor answers /supervisor/stop within {args.timeout} s "
+            raise BackendUnavailable(f"no supervisor answers {service} within {args.timeout} s "
                                      "(is the harness running, on this ROS_DOMAIN_ID?)")
         fut = cli.call_async(Stop.Request(mission_id=args.mission, reason=args.reason))
         ex = SingleThreadedExecutor(context=ctx)

@@ -18,6 +18,7 @@ __all__ = [
     "InvalidArgumentsError",
     "RefusalError",
     "MissionRefused",
+    "NameClash",
     "PreconditionChanged",
     "IllegalTransition",
     "HarnessTimeout",
@@ -108,6 +109,14 @@ class StaleRevision(RefusalError):
     """A writer held a stale revision; re-read and retry."""
 
     code = "stale_revision"
+
+
+class NameClash(RefusalError):
+    """Another graph on this ROS domain uses this graph's names (the same namespace): a second supervisor,
+    a second server of a harness service or action, a second navigator. Two graphs under one name would
+    answer each other's requests, so the graph refuses to start and missions are refused."""
+
+    code = "name_clash"
 
 
 class BackendUnavailable(RefusalError):

@@ -200,6 +200,28 @@ class LifecycleManager(Node):
         self._start_watching()
         return True
 
+    def adopt(self) -> bool:
+        """Take over nodes someone else brought up in order (the in-process bring-up, which waits for the
+        world before it activates the supervisor): each must answer active now; then they are watched as
+        after a startup. False, logged, when one is not."""
+        for node in self._nodes:
+            try:
+                state_id = self._get_state(node)
+            except _Failed as exc:
+                self.get_logger().error(f"Cannot adopt {node.name}: {exc}")
+                return False
+            if state_id != _ACTIVE:
+                self.get_logger().error(f"Cannot adopt {node.name}: it is {node.known}, not active")
+                return False
+        self.get_logger().info("Managed nodes are active (brought up in this process)")
+        self.state = ManagedState.ACTIVE
+        self._start_watching()
+        return True
+
+    def stop_watching(self) -> None:
+        """No more liveness checks (the graph is being stopped on purpose: its nodes going is not a failure)."""
+        self._stop_watching()
+
     def configure(self) -> bool:
         self.get_logger().info("Configuring managed nodes...")
         if not self._change_all(_CONFIGURE):

@@ -27,7 +27,8 @@ from ..core.config import (HarnessConfig, check_mission_overrides, deep_merge, d
                            navigation_workspace)
 from ..compose import default_contract_compiler, mission_runner
 from ..core.mission.runner import MAX_GOAL_CHARS, MissionRunner
-from ..core.errors import HarnessError, HarnessTimeout, JournalWriteError, MissionRefused, RefusalError, UsageError
+from ..core.errors import (HarnessError, HarnessTimeout, JournalWriteError, MissionRefused, NameClash, RefusalError,
+                           UsageError)
 from ..core.mission_spec import MissionSpec, StructuredCoverageReviewer, structured_compiler
 from ..operator.session import ExternalPlanner, SessionContractCompiler, SessionHost
 from ..core.journal import Journal, SqliteJournal, default_journal_path
@@ -41,6 +42,7 @@ from .. import __version__
 from ..client import NO_RECORDED_END  # the client tells a repeat without a journaled end from a final answer
 from . import conversions as cv
 from ._lifecycle import ConfigureError, HarnessLifecycleNode
+from .diagnostics import Check, Level, journal_check, journal_facts, mission_check, navigator_check
 from ._util import run_node, wait_future
 from .executors import BackgroundSpinner
 from .listener import EventPublisher, JournalFanout
@@ -78,6 +80,8 @@ class SupervisorNode(HarnessLifecycleNode):
             "salient_snapshot_topic": "snapshot_aggregator/snapshot",
             "planner_timeout_s": 240.0,
             "warm_up_timeout_s": 20.0,
+            "name_clash_grace_s": 6.0,
+            "name_clash_discovery_s": 2.0,
             "journal_busy_timeout_ms": 2000,
             "bag_dir": "",
             "bag_max_bytes": 512 * 1024 * 1024,
@@ -86,6 +90,11 @@ class SupervisorNode(HarnessLifecycleNode):
             "id_seed": -1,
             "autostart": False,
         }, **kwargs)
+        self._born = time.monotonic()
+        self.last_outcome: Any = None
+        """The last mission's ``MissionOutcome`` in this process (``/diagnostics``), None before the first."""
+        self._diag_backend: Any = None
+        self._diag_backend_state: str | None = None
         self._group = ReentrantCallbackGroup()
         self._wall = SystemClock()
         self._ids = IdGenerator(None)
@@ -250,8 +259,97 @@ class SupervisorNode(HarnessLifecycleNode):
         self.get_logger().info(f"journal at {path}; artifacts in {artifacts}")
 
     def activating(self) -> None:
+        self._refuse_a_taken_namespace()
         self._warm_up()
         self._reconcile_interrupted()
+
+    # -- /diagnostics ------------------------------------------------------------------------
+
+    def diagnostic_tasks(self) -> dict[str, Callable[[], Check]]:
+        return {"journal": self._journal_diagnostic, "navigator": self._navigator_diagnostic,
+                "mission": self._mission_diagnostic}
+
+    def _journal_diagnostic(self) -> Check:
+        journal = self._journal
+        if journal is None:
+            return Check(Level.ERROR if self.transition_error is not None else Level.WARN,
+                         "no journal (the supervisor is not configured)", {})
+        return journal_check(**journal_facts(journal))
+
+    def _navigator_diagnostic(self) -> Check:
+        """NavigateToPose reachable, and the navigator's lifecycle state as its last answer said (asked
+        again each period, never waited on: a diagnostics tick must not block the executor)."""
+        nav, client = getattr(self, "_nav", None), self._backend_state
+        if nav is None:
+            return Check(Level.WARN, "not configured", {})
+        p = self.parameters()
+        fut = self._diag_backend
+        if fut is not None and fut.done():
+            self._diag_backend = None
+            if not fut.cancelled() and fut.exception() is None:
+                self._diag_backend_state = fut.result().current_state.label or "unknown"
+        if client is not None and self._diag_backend is None:
+            if client.service_is_ready():
+                self._diag_backend = client.call_async(GetState.Request())
+            else:
+                self._diag_backend_state = f"unreachable ({client.srv_name})"
+        return navigator_check(action=self.resolve_topic_name(p["nav_action"]), server_available=nav.server_ready(),
+                               backend_state=self._diag_backend_state if client is not None else None,
+                               backend_node=p["backend_lifecycle_node"] if client is not None else "")
+
+    def _mission_diagnostic(self) -> Check:
+        last = self.last_outcome
+        return mission_check(running=self._runner_mission_id() if self._busy.locked() else "",
+                             last_id=last.mission_id if last is not None else "",
+                             last_status=last.status.value if last is not None else "",
+                             last_summary=last.summary[:300] if last is not None else "")
+
+    # -- one graph per name on the domain -------------------------------------------------
+
+    def name_clash(self) -> str:
+        """Why this graph's names are taken by another graph on the ROS domain ("" when they are not):
+        another node with this supervisor's fully-qualified name, a second server of the services it
+        calls (capture, planner, verifier, recovery), a second server of its mission action or of the
+        navigator's action. Two graphs in one namespace answer each other's requests (issue 15)."""
+        p = self.parameters()
+        problems: list[str] = []
+        me = self.get_fully_qualified_name()
+        twins = sum(1 for name, ns in self.get_node_names_and_namespaces() if f"{ns.rstrip('/')}/{name}" == me)
+        if twins > 1:
+            problems.append(f"{twins} nodes are named {me}")
+        for param in ("capture_service", "planner_service", "verifier_service", "recovery_service"):
+            if p[param]:
+                service = self.resolve_service_name(p[param])
+                servers = self.count_services(service)
+                if servers > 1:
+                    problems.append(f"{servers} servers answer {service}")
+        for what, action in (("mission", p["mission_action"]), ("navigation", p["nav_action"])):
+            status = self.resolve_topic_name(f"{action.rstrip('/')}/_action/status")
+            servers = self.count_publishers(status)
+            if servers > 1:
+                problems.append(f"{servers} {what} action servers publish {status}")
+        if not problems:
+            return ""
+        return (f"another graph on ROS domain {self.context.get_domain_id()} uses this namespace "
+                f"({self.get_namespace()}): {'; '.join(problems)}; give each graph its own namespace "
+                "(--namespace / namespace:=) or domain")
+
+    def _refuse_a_taken_namespace(self) -> None:
+        """Refuse to activate while another graph holds this graph's names. Discovery takes a moment, so
+        the names are watched until ``name_clash_discovery_s`` after this node was created; a graph that
+        was just killed (SIGKILL: no goodbye) stays in discovery for its DDS lease (4 s in
+        config/fastdds_loopback.xml), so a clash must last ``name_clash_grace_s`` before it refuses."""
+        discovered = self._born + float(self.get_parameter("name_clash_discovery_s").value)
+        why = self.name_clash()
+        while not why and time.monotonic() < discovered:
+            time.sleep(0.1)
+            why = self.name_clash()
+        deadline = time.monotonic() + float(self.get_parameter("name_clash_grace_s").value)
+        while why and time.monotonic() < deadline:
+            time.sleep(0.5)
+            why = self.name_clash()
+        if why:
+            raise ConfigureError("refusing to activate", NameClash(why))
 
     def activated(self) -> None:
         self._start_mcp()
@@ -451,6 +549,9 @@ class SupervisorNode(HarnessLifecycleNode):
     def _readiness_problem(self, mission_id: str) -> tuple[str, str] | None:
         """(code, reason) when the world is not ready for a mission: the navigator not active, or no
         fresh localized pose (which topic, how old its last message is)."""
+        clash = self.name_clash()
+        if clash:
+            return "name_clash", clash
         ok, why = self.backend_active()
         if not ok:
             return "backend_not_active", f"the navigator is not active: {why}"
@@ -592,6 +693,7 @@ class SupervisorNode(HarnessLifecycleNode):
                 runner = self._new_runner(config, self._planner, on_update, mission_id=mission_id, **structured)
                 outcome = runner.run(goal, mission_id=mission_id, owner=req.owner,
                                      credentials=self._credentials.for_mission(req.owner_token))
+                self.last_outcome = outcome
             except UsageError as exc:
                 goal_handle.abort()
                 result.status, result.summary = MissionStatus.FAILED.value, f"invalid mission: {exc}"
@@ -739,6 +841,9 @@ class SupervisorNode(HarnessLifecycleNode):
         spec = MissionSpec(goal="MCP operator session")
         if not self._active or self._journal is None or self._config is None:
             raise self._refusal(mission_id, "not_active", "the supervisor is not active", spec, caller)
+        clash = self.name_clash()
+        if clash:
+            raise self._refusal(mission_id, "name_clash", clash, spec, caller)
         ok, why = self.backend_active()
         if not ok:
             raise self._refusal(mission_id, "backend_not_active", f"the navigator is not active: {why}", spec, caller)
@@ -765,6 +870,7 @@ class SupervisorNode(HarnessLifecycleNode):
                                          mission_id=mission_id, owner=caller,
                                          credentials=self._credentials.for_program(
                                              os.environ.get(self._config.mcp.token_env, "")))
+                    self.last_outcome = outcome
                     why = f"ended {outcome.status.value}: {outcome.summary}"
                     self.get_logger().info(f"MCP session {mission_id} {why}")
                 except Exception as exc:  # one answer for the clients, never success
@@ -841,6 +947,7 @@ class SupervisorNode(HarnessLifecycleNode):
             outcome = runner.run(goal, mission_id=mission_id, owner=caller[:200],
                                  credentials=self._credentials.for_program(
                                      os.environ.get(self._config.mcp.token_env, "")))
+            self.last_outcome = outcome
             return {"mission_id": outcome.mission_id, "status": outcome.status.value, "summary": outcome.summary,
                     "contract_id": (outcome.contract or {}).get("contract_id", ""),
                     "verdict_id": (outcome.verdict or {}).get("verdict_id", ""),
