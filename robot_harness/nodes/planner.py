@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from ..core.planner_script import ScriptedPlanner, ScriptTurn
 from ..core.ports import PlannerRequest
 from ..core.records import ModelResponse
 from ._lifecycle import ConfigureError, HarnessLifecycleNode
+from .diagnostics import Check, planner_check
 from ._util import run_node
 
 __all__ = ["PlannerNode", "main", "load_turns", "make_backend"]
@@ -63,7 +65,17 @@ class PlannerNode(HarnessLifecycleNode):
         }, **kwargs)
         self._backend: Any = None
         self._srv = None
+        self._calls = 0
+        self._last_error: str | None = None
         self.autostart_if_asked()
+
+    def diagnostic_tasks(self) -> dict[str, Callable[[], Check]]:
+        return {"planner backend": self._backend_diagnostic}
+
+    def _backend_diagnostic(self) -> Check:
+        p = self.parameters()
+        return planner_check(backend=str(p["backend"]), configured=self._backend is not None, calls=self._calls,
+                             last_error=self._last_error, base_url=str(p.get("base_url") or ""))
 
     def build(self, params: dict[str, Any]) -> None:
         from ..srv import PlanTurn
@@ -83,6 +95,12 @@ class PlannerNode(HarnessLifecycleNode):
 
     def _on_plan_turn(self, request, response):
         response.mission_id, response.request_id = request.mission_id, request.request_id  # correlation, always
+        response = self._plan_turn(request, response)
+        self._calls += 1
+        self._last_error = None if response.ok else response.error
+        return response
+
+    def _plan_turn(self, request, response):
         if not self._active or self._backend is None:
             response.ok, response.error = False, "planner is not active"
             return response

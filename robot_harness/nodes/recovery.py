@@ -11,12 +11,14 @@ twice.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
 
 from ..core.recovery import Failure, RecoveryBudgets, RecoveryPolicy, Rung
 from ._lifecycle import ConfigureError, HarnessLifecycleNode
+from .diagnostics import Check, Level
 from ._util import run_node
 
 __all__ = ["RecoveryNode", "main"]
@@ -31,6 +33,11 @@ class RecoveryNode(HarnessLifecycleNode):
         self._policy: RecoveryPolicy | None = None
         self._srv: Any = None
         self.autostart_if_asked()
+
+    def diagnostic_tasks(self) -> dict[str, Callable[[], Check]]:
+        return {"recovery policy": lambda: Check(
+            Level.OK, f"policy ready (advisor {self.parameters()['advisor']})", {}) if self._policy is not None
+            else Check(Level.WARN, "not configured: the supervisor decides in-process", {})}
 
     def build(self, params: dict[str, Any]) -> None:
         from ..srv import Recover

@@ -366,6 +366,10 @@ class Nav2NavigationPort:
         self._action_name = action_name
         self._status_source = LatchedSource(node, f"{action_name}/_action/status")
 
+    def server_ready(self) -> bool:
+        """The navigator's action server is discovered now (nothing is sent)."""
+        return bool(self._client.server_is_ready())
+
     def send_goal(self, *, target: Pose2D, frame_id: str, timeout_s: float, goal_id: str = "") -> GoalAck:
         if not self._client.wait_for_server(timeout_sec=min(timeout_s, 2.0)):
             raise BackendUnavailable(f"action server {self._action_name} is not available", action=self._action_name)

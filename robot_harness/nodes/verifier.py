@@ -11,6 +11,7 @@ gate decides whether the verdict still matches the current task state.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -21,6 +22,7 @@ from ..core.config import VerificationConfig
 from ..core.errors import HarnessError
 from ..core.verifier import Verifier, VerifyRequest
 from ._lifecycle import ConfigureError, HarnessLifecycleNode
+from .diagnostics import Check, Level
 from ._util import run_node
 from .executors import BackgroundSpinner
 from .ros_ports import RosSnapshotPort
@@ -42,6 +44,10 @@ class VerifierNode(HarnessLifecycleNode):
         self._spinner: BackgroundSpinner | None = None
         self._srv: Any = None
         self.autostart_if_asked()
+
+    def diagnostic_tasks(self) -> dict[str, Callable[[], Check]]:
+        return {"verifier": lambda: Check(Level.OK, "verifier ready", {}) if self._verifier is not None
+                else Check(Level.WARN, "not configured: no verdicts", {})}
 
     def build(self, params: dict[str, Any]) -> None:
         from ..srv import Verify
