@@ -24,6 +24,9 @@ setup(
             "snapshot_aggregator = robot_harness.nodes.snapshot_aggregator:main",
             "supervisor = robot_harness.nodes.supervisor:main",
             "planner = robot_harness.nodes.planner:main",
+            "verifier = robot_harness.nodes.verifier:main",
+            "recovery = robot_harness.nodes.recovery:main",
+            "lifecycle_manager = robot_harness.nodes.lifecycle_manager:main",
         ]
     },
 )

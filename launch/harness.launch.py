@@ -22,8 +22,9 @@ Lifecycle: the harness nodes start unconfigured (``autostart: false``); ``lifecy
 configures and activates them in order (supervisor last) when ``autostart`` is true. The
 default planner is ``scripted`` with the shipped demo scenario's turns (scenarios/demo.yaml),
 so the demo goal above SUCCEEDS right after ``use_sim:=true`` comes up. The simulated robot
-(``use_sim``) hosts two nodes (sim_robot, bt_navigator) and starts itself; it is never given
-a ``name=`` (launch_ros passes it as ``-r __node:=``, which renames every node in the process).
+(``use_sim``) hosts three nodes (sim_robot, bt_navigator, amcl), each name pinned, and starts
+itself; it is never given a ``name=`` (launch_ros passes it as ``-r __node:=``, which would
+rename every node of a process whose nodes did not pin their names).
 
 An unknown ``planner``, an invalid ``namespace`` or ``log_level``, a missing file: an error at
 launch time, before any process starts.
@@ -50,7 +51,7 @@ BOND_TIMEOUT_S = 4.0
 
 ARGUMENTS = (
     ("namespace", "", "Top-level namespace ('' or robot1 or /robot1)"),
-    ("use_sim", "false", "Start the simulated robot (sim_robot with its bt_navigator)"),
+    ("use_sim", "false", "Start the simulated robot (sim_robot with its bt_navigator and amcl)"),
     ("use_sim_time", "false", "Use the /clock topic for every node"),
     ("params_file", "", "One parameter file for all launched nodes; empty: the package's config/*.yaml"),
     ("autostart", "true", "Configure and activate the harness nodes (lifecycle_manager)"),
@@ -140,6 +141,8 @@ def _nodes(context):
         "respawn": respawn,
         "respawn_delay": RESPAWN_DELAY_S,
         "arguments": ["--ros-args", "--log-level", log_level],
+        # As nav2_bringup: TF under the namespace too (tf2_ros listens on /tf; the robot publishes <ns>/tf).
+        "remappings": [("/tf", "tf"), ("/tf_static", "tf_static")],
     }
     launch_values = {
         "planner": _planner_params(planner, args, share),

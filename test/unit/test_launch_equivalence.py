@@ -117,6 +117,8 @@ def expected_cmd(n, namespace: str, log_level: str) -> list[str]:
     cmd += ["-r", f"__ns:={namespace}"]
     for f in n.param_files:
         cmd += ["--params-file", f]
+    # nav2_bringup's TF remaps, on every node: tf2_ros listens on /tf, a namespaced robot publishes <ns>/tf
+    cmd += ["-r", "/tf:=tf", "-r", "/tf_static:=tf_static"]
     return cmd
 
 
