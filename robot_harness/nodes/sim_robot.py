@@ -568,6 +568,7 @@ class SimRobot:
 
     def refuse_goal(self, pose: Pose2D, reason: str) -> None:
         """Log a goal the navigator refused before the world saw it (goal index 0)."""
+        self.node.get_logger().warning(f"goal to ({pose.x:.2f}, {pose.y:.2f}) rejected: {reason}")
         with self._lock:
             w = self.world
             self._publish_event(

@@ -1,6 +1,7 @@
 """Helpers for integration tests: scenarios in code, run on the real graph."""
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,20 @@ from robot_harness.core.journal import SqliteJournal
 from robot_harness.core.records import EventType, JournalEvent
 from robot_harness.core.scenario import Scenario
 from robot_harness.runner import run_scenario
+
+EXECUTABLES = ("sim_robot", "snapshot_aggregator", "planner", "verifier", "recovery", "supervisor", "lifecycle_manager")
+
+
+def install_lib() -> Path:
+    """``lib/robot_harness`` of the install space on ``AMENT_PREFIX_PATH``, holding every executable. A run
+    without it is a set-up failure (an error when the test module loads), never a skip that passes."""
+    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
+        candidate = Path(prefix) / "lib" / "robot_harness"
+        if all((candidate / exe).exists() for exe in EXECUTABLES):
+            return candidate
+    raise RuntimeError(f"robot_harness's executables ({', '.join(EXECUTABLES)}) are not installed on "
+                       "AMENT_PREFIX_PATH: run `make setup` and `source scripts/env.sh`")
+
 
 PLACES = {"dock": {"x": 0.0, "y": 0.0, "yaw": 0.0}, "spot": {"x": 2.0, "y": 1.0, "yaw": 0.5}}
 FAST = {"navigation": {"timeout_s": 3.0, "timeout_per_m_s": 0.5}}

@@ -16,20 +16,13 @@ from rclpy.executors import SingleThreadedExecutor
 
 from robot_harness.client import MissionClient
 
+from ._graph import install_lib
+
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "config"
 
 
-def _install_lib() -> Path | None:
-    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
-        candidate = Path(prefix) / "lib" / "robot_harness"
-        if (candidate / "supervisor").exists():
-            return candidate
-    return None
-
-
-LIB = _install_lib()
-pytestmark = pytest.mark.skipif(LIB is None, reason="robot_harness is not built/installed (run make setup)")
+LIB = install_lib()
 
 
 def start(exe: str, *params: str, param_file: str) -> subprocess.Popen:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ._graph import install_lib
 from .test_cli import CLI, REPO, cli, interrupt, small_scenario
 
 pytestmark = pytest.mark.integration
@@ -69,17 +70,9 @@ def _wait_for(proc: subprocess.Popen, text: str, timeout_s: float = 60.0) -> str
     return seen
 
 
-def _install_lib() -> Path:
-    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
-        candidate = Path(prefix) / "lib" / "robot_harness"
-        if (candidate / "sim_robot").exists():
-            return candidate
-    pytest.fail("robot_harness is not installed: run `make setup` and `source scripts/env.sh`")
-
-
 def _sim(tmp_path: Path, faults: list[dict], tag: str) -> subprocess.Popen:
     log = open(tmp_path / f"sim-{tag}.log", "w")
-    args = [str(_install_lib() / "sim_robot"), "--ros-args", "--params-file", str(REPO / "config" / "sim_robot.yaml"),
+    args = [str(install_lib() / "sim_robot"), "--ros-args", "--params-file", str(REPO / "config" / "sim_robot.yaml"),
             "-p", "speed:=3.0", "-p", f"faults_json:='{json.dumps(faults)}'"]  # a YAML string: rcl parses -p values as YAML
     try:
         return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
@@ -133,8 +126,12 @@ def test_up_comes_up_without_a_robot_refuses_missions_with_the_reason_and_recove
         sim = _sim(tmp_path, [], "ok")
         admitted = _mission_until(goal, 0)
         assert admitted.returncode == 0, admitted.stderr[-3000:]
-        sim_log = (tmp_path / "sim-ok.log").read_text()[-3000:]  # why a goal was rejected, when one was
-        assert json.loads(admitted.stdout)["status"] == "SUCCEEDED", admitted.stdout + "\n--- sim:\n" + sim_log
+        if json.loads(admitted.stdout)["status"] != "SUCCEEDED":  # why: each call's result, and the robot's log
+            with contextlib.closing(sqlite3.connect(journal)) as db:
+                results = db.execute("SELECT payload FROM events WHERE type = 'TOOL_RESULT_RECORDED' ORDER BY seq")
+                results = "\n".join(r for (r,) in results.fetchall())
+            pytest.fail(f"{admitted.stdout}\n--- tool results:\n{results[-4000:]}\n--- sim:\n"
+                        f"{(tmp_path / 'sim-ok.log').read_text()[-3000:]}")
     finally:
         if sim is not None:
             _stop(sim)

@@ -149,7 +149,6 @@ def _killed_while_asking(tmp_path, ros_client, *, turns, interactions, mission_i
                 proc.wait()
 
 
-@pytest.mark.skipif(LIB is None, reason="robot_harness is not built/installed (run make setup)")
 def test_a_pending_approval_survives_a_supervisor_kill_as_a_durable_record(tmp_path, ros_client):
     from robot_harness.cli import main as cli_main
 
@@ -180,7 +179,6 @@ QUESTION_TURNS = [{"tool_calls": [{"name": "ask_operator", "arguments": {
     {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "spot"}}]}, {"done": "at the spot"}]
 
 
-@pytest.mark.skipif(LIB is None, reason="robot_harness is not built/installed (run make setup)")
 def test_a_pending_question_survives_a_supervisor_kill_and_a_late_answer_meets_the_first_resolution(
         tmp_path, ros_client):
     from robot_harness.cli import main as cli_main

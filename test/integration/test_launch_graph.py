@@ -4,8 +4,7 @@ checked the way ros2 node/param/lifecycle/action would see them (the issue-15 bu
 __node:=supervisor renamed every node in a process, and ``ros2 param get /supervisor
 journal_path`` answered "Parameter not set").
 
-The harness nodes start unconfigured and the lifecycle_manager executable brings them up; until it
-is installed (lib/robot_harness/lifecycle_manager) these tests skip, saying so."""
+The harness nodes start unconfigured and the lifecycle_manager executable brings them up."""
 from __future__ import annotations
 
 import os
@@ -38,10 +37,7 @@ DOMAIN = random.SystemRandom().choice([d for d in range(0, 233) if str(d) != os.
 """A domain of this module's own: it counts every node on the graph, and another test's graph (a sim
 with its bt_navigator) may still be shutting down on the run's domain (never assume you are alone)."""
 
-needs_manager = pytest.mark.skipif(
-    not MANAGER.is_file(),
-    reason=f"{MANAGER.relative_to(REPO)} is not installed (the lifecycle_manager executable: its change, "
-           "then scripts/setup.sh); without it the launched harness nodes stay unconfigured")
+assert MANAGER.is_file(), f"{MANAGER} is not installed: run `make setup`"
 
 
 def call(node, srv_type, name, request, timeout=5.0):
@@ -112,7 +108,6 @@ def send_demo_mission(probe, ns: str, launched, timeout_s: float = 150.0):
         client.destroy()
 
 
-@needs_manager
 @pytest.mark.parametrize("ns", ["", "/robot5"], ids=["root", "robot5"])
 def test_launched_graph_is_what_ros2_would_see(ns, tmp_path):
     args = {"use_sim": "true"}

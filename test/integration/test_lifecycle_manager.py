@@ -20,19 +20,12 @@ import pytest
 import rclpy
 from rclpy.executors import SingleThreadedExecutor
 
+from ._graph import install_lib
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _install_lib() -> Path | None:
-    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
-        candidate = Path(prefix) / "lib" / "robot_harness"
-        if (candidate / "recovery").exists():
-            return candidate
-    return None
-
-
-LIB = _install_lib()
-pytestmark = pytest.mark.skipif(LIB is None, reason="robot_harness is not built/installed (run make setup)")
+LIB = install_lib()
 
 BOND_TIMEOUT_S = 1.0
 RESPAWN_MAX_S = 15.0
@@ -94,8 +87,7 @@ def harness_node(exe: str, ns: str, *params: str) -> Proc:
 
 def manager(ns: str, *params: str, names: str = "['recovery','verifier']") -> Proc:
     """The installed executable once CMakeLists.txt installs it, the module until then."""
-    exe = LIB / "lifecycle_manager"
-    args = [str(exe)] if exe.exists() else [sys.executable, "-m", "robot_harness.nodes.lifecycle_manager"]
+    args = [str(LIB / "lifecycle_manager")]
     args += ["--ros-args", "-p", f"node_names:={names}",
              "-p", f"bond_timeout:={BOND_TIMEOUT_S}", "-p", "bond_heartbeat_period:=0.2",
              "-p", "service_timeout:=3.0", "-p", f"bond_respawn_max_duration:={RESPAWN_MAX_S}"]

@@ -17,20 +17,13 @@ import rclpy
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
+from ._graph import install_lib
+
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "config"
 
 
-def _install_lib() -> Path | None:
-    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
-        candidate = Path(prefix) / "lib" / "robot_harness"
-        if (candidate / "supervisor").exists():
-            return candidate
-    return None
-
-
-LIB = _install_lib()
-pytestmark = pytest.mark.skipif(LIB is None, reason="robot_harness is not built/installed (run make setup)")
+LIB = install_lib()
 DOMAIN = random.SystemRandom().choice([d for d in range(0, 233) if str(d) != os.environ.get("ROS_DOMAIN_ID")])
 """A domain of this module's own: it counts every node on the graph, and another test's graph may
 still be shutting down on the run's domain (never assume you are alone)."""

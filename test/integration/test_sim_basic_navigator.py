@@ -44,22 +44,15 @@ from rclpy.node import Node
 from rclpy.qos import QoSDurabilityPolicy, QoSHistoryPolicy, QoSProfile, QoSReliabilityPolicy
 from rclpy.task import Future
 
+from ._graph import install_lib
+
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "config"
 
 UPSTREAM = "navigation2 kilted 71a1d84f49dc48e226c96619188ee12054824ff3"
 
 
-def _install_lib() -> Path | None:
-    for prefix in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep):
-        candidate = Path(prefix) / "lib" / "robot_harness"
-        if (candidate / "sim_robot").exists():
-            return candidate
-    return None
-
-
-LIB = _install_lib()
-pytestmark = pytest.mark.skipif(LIB is None, reason="robot_harness is not built/installed (run make setup)")
+LIB = install_lib()
 
 GET_STATE_POLL_S = 2.0
 """RN ``_waitForNodeToActivate``: ``time.sleep(2)`` after every ``get_state`` call, the last one included."""
