@@ -208,6 +208,9 @@ class BringUp:
                     self.sim.add_to_executor(self.executor)
                     continue
                 params["autostart"] = False  # this bring-up is the lifecycle manager
+                # Nodes made together in one process need no discovery window of their own: `up` looked for
+                # another graph in the namespace before starting (preflight_s); an override keeps its value.
+                params.setdefault("name_clash_discovery_s", 0.0)
                 node = node_classes[spec.name](context=self.context, namespace=self.namespace,
                                                parameter_overrides=_to_parameters(params))
                 self.nodes[spec.name] = node

@@ -19,6 +19,12 @@ hook                      called
 ``shutting_down()``       shutting down (default: ``release()``)
 ========================  ===================================================
 
+Configuring is refused while another node on the domain has this node's fully
+qualified name (another graph in the same namespace): its services would answer
+this graph's requests. Discovery takes a moment, so the graph is watched until
+``name_clash_discovery_s`` after the node was created, and a twin must outlast
+``name_clash_grace_s`` (a killed graph stays in discovery for its DDS lease).
+
 A configure that fails names the reason once (``_util.transition_failed``:
 ``transition_error`` for a bring-up in this process, one log line) and leaves
 nothing half-built behind. With ``autostart`` among the node's parameters,
@@ -27,6 +33,7 @@ and activates only if configuring succeeded (``_util.autostart``).
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -59,9 +66,17 @@ class HarnessLifecycleNode(LifecycleNode):
     since). ``active`` is True exactly while the node is active.
     """
 
+    check_twins = True
+    """Refuse to configure beside a node of the same full name (False: the simulated robot's nodes, stand-ins
+    for the robot's own; a second navigator is the supervisor's to refuse, ``SupervisorNode.name_clash``)."""
+
     def __init__(self, node_name: str, *, params: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(node_name, **kwargs)
+        self._born = time.monotonic()
         self._p = declare_params(self, dict(params or {}))
+        for name, default in (("name_clash_discovery_s", 2.0), ("name_clash_grace_s", 6.0)):
+            if not self.has_parameter(name):
+                self.declare_parameter(name, default)
         self._active = False
         self.transition_error: Exception | None = None
         """Why the last configure failed (``_util.transition_failed``); None after one that succeeded."""
@@ -119,8 +134,35 @@ class HarnessLifecycleNode(LifecycleNode):
 
     # -- the template ------------------------------------------------------------------
 
+    def twins(self) -> int:
+        """How many nodes on the graph have this node's fully qualified name (itself included)."""
+        me = self.get_fully_qualified_name()
+        return sum(1 for name, ns in self.get_node_names_and_namespaces() if f"{ns.rstrip('/')}/{name}" == me)
+
+    def wait_out_a_twin(self) -> int:
+        """Watch for a twin until discovery had its time, then give one the grace to leave; the count left."""
+        discovered = self._born + float(self.get_parameter("name_clash_discovery_s").value)
+        count = self.twins()
+        while count < 2 and time.monotonic() < discovered:
+            time.sleep(0.1)
+            count = self.twins()
+        deadline = time.monotonic() + float(self.get_parameter("name_clash_grace_s").value)
+        while count > 1 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            count = self.twins()
+        return count
+
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
         self.transition_error = None
+        count = self.wait_out_a_twin() if self.check_twins else 1
+        if count > 1:
+            from ..core.errors import NameClash
+
+            me = self.get_fully_qualified_name()
+            return transition_failed(self, "refusing to configure", NameClash(
+                f"{count} nodes are named {me} on ROS domain {self.context.get_domain_id()}: another graph uses "
+                f"this namespace ({self.get_namespace()}); give each graph its own namespace (--namespace / "
+                "namespace:=) or domain", node=me))
         try:
             self.build(self.parameters())
         except ConfigureError as exc:

@@ -107,6 +107,10 @@ class _Managed:
     pending: Future | None = None
     pending_since: float = 0.0
     probes: list[Future] = field(default_factory=list)
+    not_active_since: float | None = None
+    """When its answers began saying another state than active (None: its last answer said active)."""
+    clash_reported: bool = False
+    """A twin (another graph's node of this name) was seen and logged; reset once it is gone."""
 
 
 class LifecycleManager(Node):
@@ -393,7 +397,7 @@ class LifecycleManager(Node):
             return
         now = time.monotonic()
         for node in self._nodes:
-            node.last_answer, node.pending = now, None
+            node.last_answer, node.pending, node.not_active_since = now, None, None
         self._watching = True
         self.get_logger().info(f"Watching managed nodes: get_state every {self.bond_heartbeat_period:.2f} s, "
                                f"down after {self.bond_timeout:.2f} s without an answer")
@@ -417,10 +421,16 @@ class LifecycleManager(Node):
                 if not f.cancelled() and f.exception() is None:
                     state = f.result().current_state
                     node.known = state.label or _STATE_LABELS.get(state.id, "unknown")
-                    if state.id != _ACTIVE:
-                        self._node_down(node, f"IS DOWN: it reports {node.known}, not active.", silent=False)
-                        return
                     node.last_answer = now
+                    if state.id != _ACTIVE:
+                        # Down once it has said so for bond_timeout: one answer may come from another graph's
+                        # node of the same name (seen: a twin still configuring), not yet in this graph's view.
+                        node.not_active_since = node.not_active_since or now
+                        if now - node.not_active_since >= self.bond_timeout:
+                            self._node_down(node, f"IS DOWN: it reports {node.known}, not active.", silent=False)
+                            return
+                    else:
+                        node.not_active_since = None
             silent = now - node.last_answer
             if silent > self.bond_timeout:
                 self._node_down(node, f"IS DOWN after not receiving a heartbeat for {int(silent * 1000)} ms.",
@@ -432,9 +442,28 @@ class LifecycleManager(Node):
             if node.pending is None:
                 node.pending, node.pending_since = node.get_state.call_async(self._GetState.Request()), now
 
+    def _twins(self, node: _Managed) -> int:
+        """How many nodes on the graph have the managed node's full name (its get_state's node)."""
+        fqn = node.get_state.srv_name.rsplit("/", 1)[0]
+        return sum(1 for name, ns in self.get_node_names_and_namespaces() if f"{ns.rstrip('/')}/{name}" == fqn)
+
     def _node_down(self, node: _Managed, what: str, *, silent: bool) -> None:
         """Nav2's reaction to a broken bond. A silent node is not waited on; one that answered with
-        another state than active is brought down with the others."""
+        another state than active is brought down with the others. Not while another graph has a node
+        of the same name: its get_state answers for it too (lifecycle services carry no ids), so what it
+        says is not this node's state; that graph's nodes refuse to configure, and the supervisor refuses
+        missions, until it is gone."""
+        twins = self._twins(node)
+        if twins > 1:
+            if not node.clash_reported:
+                node.clash_reported = True
+                self.get_logger().warning(
+                    f"{twins} nodes are named {node.get_state.srv_name.rsplit('/', 1)[0]}: another graph uses this "
+                    f"namespace; not acting on get_state answers ({what.strip()}) while it is there")
+            node.last_answer = time.monotonic()
+            return
+        node.clash_reported = False
+        node.not_active_since = None
         if silent:
             self.get_logger().info(f"Have not received a heartbeat from {node.name}.")
             node.known = "unknown"

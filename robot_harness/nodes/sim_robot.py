@@ -917,6 +917,8 @@ class _Navigator(HarnessLifecycleNode):
     the single source of truth about goals.
     """
 
+    check_twins = False  # the robot's navigator: a second one is the supervisor's to refuse
+
     def __init__(self, robot: SimRobot, *, context: Context, namespace: str = "") -> None:
         # No parameter services: bt_navigator has no parameters here, and every
         # service costs a wait-set entry on each executor wake-up.
@@ -1091,6 +1093,8 @@ class _Amcl(HarnessLifecycleNode):
     the estimate (``SimWorld.relocalize``); nothing is journaled, the world is
     the truth.
     """
+
+    check_twins = False  # the robot's localizer, not a harness node
 
     _FRAMES = ("", "map")
 

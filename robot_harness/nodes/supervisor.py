@@ -80,8 +80,6 @@ class SupervisorNode(HarnessLifecycleNode):
             "salient_snapshot_topic": "snapshot_aggregator/snapshot",
             "planner_timeout_s": 240.0,
             "warm_up_timeout_s": 20.0,
-            "name_clash_grace_s": 6.0,
-            "name_clash_discovery_s": 2.0,
             "journal_busy_timeout_ms": 2000,
             "bag_dir": "",
             "bag_max_bytes": 512 * 1024 * 1024,
@@ -90,7 +88,10 @@ class SupervisorNode(HarnessLifecycleNode):
             "id_seed": -1,
             "autostart": False,
         }, **kwargs)
-        self._born = time.monotonic()
+        self._mission_server: Any = None
+        """The Mission action server: made at the first activation, once no other graph holds this namespace,
+        and kept for the node's life (refusing while not active): destroying an action server under a
+        spinning executor crashes it (ros2/rclpy#1385; seen when a lifecycle manager reset the graph)."""
         self.last_outcome: Any = None
         """The last mission's ``MissionOutcome`` in this process (``/diagnostics``), None before the first."""
         self._diag_backend: Any = None
@@ -229,10 +230,6 @@ class SupervisorNode(HarnessLifecycleNode):
         if p["backend_lifecycle_node"]:
             self._backend_state = self.create_client(GetState, _lifecycle_service(p['backend_lifecycle_node']),
                                                      callback_group=self._group)
-        self._mission_server = ActionServer(
-            self, Mission, p["mission_action"], execute_callback=self._execute,
-            goal_callback=self._on_goal, cancel_callback=self._on_cancel, callback_group=self._group,
-        )
         from ..msg import WorldSnapshot as WorldSnapshotMsg
 
         self._salient_sub = self.create_subscription(WorldSnapshotMsg, p["salient_snapshot_topic"], self._on_snapshot, 10,
@@ -260,6 +257,7 @@ class SupervisorNode(HarnessLifecycleNode):
 
     def activating(self) -> None:
         self._refuse_a_taken_namespace()
+        self._serve_missions()
         self._warm_up()
         self._reconcile_interrupted()
 
@@ -324,15 +322,38 @@ class SupervisorNode(HarnessLifecycleNode):
                 if servers > 1:
                     problems.append(f"{servers} servers answer {service}")
         for what, action in (("mission", p["mission_action"]), ("navigation", p["nav_action"])):
-            status = self.resolve_topic_name(f"{action.rstrip('/')}/_action/status")
-            servers = self.count_publishers(status)
+            # An action server is its send_goal service (a status publisher alone is not one).
+            send_goal = self.resolve_service_name(f"{action.rstrip('/')}/_action/send_goal")
+            servers = self.count_services(send_goal)
             if servers > 1:
-                problems.append(f"{servers} {what} action servers publish {status}")
+                problems.append(f"{servers} {what} action servers answer {send_goal}")
         if not problems:
             return ""
         return (f"another graph on ROS domain {self.context.get_domain_id()} uses this namespace "
                 f"({self.get_namespace()}): {'; '.join(problems)}; give each graph its own namespace "
                 "(--namespace / namespace:=) or domain")
+
+    def lasting_name_clash(self) -> str:
+        """``name_clash`` that outlasts ``name_clash_grace_s``: a node killed and restarted (SIGKILL: no
+        goodbye) leaves its dead twin in discovery for its DDS lease, and a dead twin answers nothing, so a
+        mission is held that long, not refused, before a clash counts."""
+        why = self.name_clash()
+        deadline = time.monotonic() + float(self.get_parameter("name_clash_grace_s").value)
+        while why and time.monotonic() < deadline:
+            time.sleep(0.5)
+            why = self.name_clash()
+        return why
+
+    def _serve_missions(self) -> None:
+        """The Mission action server, made at the first activation and kept (refusing while inactive):
+        made only once the namespace is this graph's, so a second graph's supervisor never answers a goal
+        meant for the first (with two servers the client takes whichever answer comes first)."""
+        if self._mission_server is None:
+            from ..action import Mission
+
+            self._mission_server = ActionServer(
+                self, Mission, self.parameters()["mission_action"], execute_callback=self._execute,
+                goal_callback=self._on_goal, cancel_callback=self._on_cancel, callback_group=self._group)
 
     def _refuse_a_taken_namespace(self) -> None:
         """Refuse to activate while another graph holds this graph's names. Discovery takes a moment, so
@@ -432,6 +453,12 @@ class SupervisorNode(HarnessLifecycleNode):
         """Stop the mission in progress first; the base class then tears down what configure made
         (spinner threads included) even without a cleanup transition."""
         self._stop_current("supervisor destroyed", source="lifecycle")
+        server, self._mission_server = self._mission_server, None
+        if server is not None:
+            try:
+                server.destroy()
+            except Exception as exc:  # noqa: BLE001 - the node goes anyway
+                self.get_logger().warning(f"destroying the mission server: {type(exc).__name__}: {exc}")
         super().destroy_node()
 
     def _teardown(self) -> None:
@@ -450,7 +477,6 @@ class SupervisorNode(HarnessLifecycleNode):
             ("journal listener", lambda: have("_unsubscribe") and self._unsubscribe()),
             ("~/events", lambda: have("_events_listener") and not self._events_listener.close(2.0) and
              self.get_logger().warning("~/events: some committed events were not published within 2 s")),
-            ("mission server", lambda: have("_mission_server") and self._mission_server.destroy()),
             ("dispatch spinner", lambda: have("_spinner") and not self._spinner.stop() and
              self.get_logger().warning("the dispatch spinner did not stop within 2 s")),
             ("navigation port", lambda: have("_nav") and self._nav.destroy()),
@@ -474,7 +500,7 @@ class SupervisorNode(HarnessLifecycleNode):
                 step()
             except Exception as exc:  # noqa: BLE001 - tear down the rest; say what did not go
                 self.get_logger().warning(f"teardown of the {what}: {type(exc).__name__}: {exc}")
-        for name in ("_unsubscribe", "_events_listener", "_mission_server", "_spinner", "_nav", "_io", "_snapshots",
+        for name in ("_unsubscribe", "_events_listener", "_spinner", "_nav", "_io", "_snapshots",
                      "_planner", "_verifier", "_recovery_port", "_check_srv", "_stop_srv", "_backend_state",
                      "_salient_sub", "_events_pub", "_state_pub"):
             if name in self.__dict__:
@@ -549,7 +575,7 @@ class SupervisorNode(HarnessLifecycleNode):
     def _readiness_problem(self, mission_id: str) -> tuple[str, str] | None:
         """(code, reason) when the world is not ready for a mission: the navigator not active, or no
         fresh localized pose (which topic, how old its last message is)."""
-        clash = self.name_clash()
+        clash = self.lasting_name_clash()
         if clash:
             return "name_clash", clash
         ok, why = self.backend_active()
@@ -841,7 +867,7 @@ class SupervisorNode(HarnessLifecycleNode):
         spec = MissionSpec(goal="MCP operator session")
         if not self._active or self._journal is None or self._config is None:
             raise self._refusal(mission_id, "not_active", "the supervisor is not active", spec, caller)
-        clash = self.name_clash()
+        clash = self.lasting_name_clash()
         if clash:
             raise self._refusal(mission_id, "name_clash", clash, spec, caller)
         ok, why = self.backend_active()
@@ -943,7 +969,7 @@ class SupervisorNode(HarnessLifecycleNode):
                     on_stage(stage)
 
             goal, structured = self._mission_inputs(config, spec)
-            runner = self._new_runner(config, self._planner, on_update, **structured)
+            runner = self._new_runner(config, self._planner, on_update, mission_id=mission_id, **structured)
             outcome = runner.run(goal, mission_id=mission_id, owner=caller[:200],
                                  credentials=self._credentials.for_program(
                                      os.environ.get(self._config.mcp.token_env, "")))

@@ -123,28 +123,36 @@ def test_two_namespaces_on_one_domain_run_concurrent_missions_and_one_namespace_
         assert "robot-harness: error: name_clash" in log and "/robot_a/supervisor" in log, log[-3000:]
         assert "Traceback" not in log and "sim_robot up" not in log, log[-3000:]
 
-        # A graph that skips that check (a launch file, an in-process bring-up): its supervisor refuses to
-        # activate, and meanwhile robot_a's supervisor sees the clash too and refuses missions with it.
+        # A graph that skips that check (a launch file, an in-process bring-up): each of its nodes refuses to
+        # configure beside its twin, and meanwhile robot_a's supervisor sees the clash too and refuses missions.
         from robot_harness.bringup import BringUp
         from robot_harness.core.errors import NameClash
 
+        # A long grace keeps it up (refusing) while robot_a is probed: a probe admitted before robot_a
+        # discovered it runs a whole mission first.
+        clash = {"name_clash_discovery_s": 2.0, "name_clash_grace_s": 25.0}
         second = BringUp(use_sim=False, namespace="robot_a", overrides={
-            "supervisor": {"journal_path": str(tmp_path / "second" / "journal.sqlite3"), "warm_up_timeout_s": 1.0}})
+            **{name: dict(clash) for name in BringUp.MANAGED},
+            "supervisor": {**clash, "journal_path": str(tmp_path / "second" / "journal.sqlite3")}})
         raised: list[BaseException] = []
         starter = threading.Thread(target=lambda: _start_catching(second, raised), daemon=True)
         starter.start()
         refused = None
-        deadline = time.monotonic() + 40.0
+        probes: list = []
+        t0 = time.monotonic()
+        deadline = time.monotonic() + 60.0
         while starter.is_alive() and time.monotonic() < deadline:
             probe = cli("mission", goal, "--namespace", "robot_a", "--json", "--timeout", "30", timeout=60)
             if probe.returncode == 3 and "name_clash" in probe.stderr:
                 refused = probe
                 break
+            probes.append((round(time.monotonic() - t0, 1), probe.returncode, probe.stderr[-300:]))
             time.sleep(0.3)
         starter.join(timeout=60)
         assert raised and isinstance(raised[0], NameClash), raised
-        assert "/robot_a/supervisor" in raised[0].message and "refusing to activate" in raised[0].message
-        assert refused is not None, "robot_a's supervisor never refused a mission while the second graph was up"
+        # Its first node refuses to configure (nothing of it serves), naming the node its twin holds.
+        assert "refusing to configure" in raised[0].message and "/robot_a/snapshot_aggregator" in raised[0].message
+        assert refused is not None, f"robot_a's supervisor never refused a mission while the second graph was up: {probes}"
         assert "another graph on ROS domain" in refused.stderr, refused.stderr[-2000:]
 
         # The second graph gone (its participants leave with it), robot_a admits and completes missions again.
