@@ -118,7 +118,8 @@ class BringUp:
         """How long ``stop()`` waits for a mission in progress to end (cancelled, on the record)."""
         self.with_manager = False
         """True (``robot-harness up``): once started, a ``lifecycle_manager`` node adopts the harness nodes
-        and serves ``lifecycle_manager/manage_nodes`` and ``is_active`` as under the launch file."""
+        and serves ``lifecycle_manager/manage_nodes`` and ``is_active`` as under the launch file (without
+        its liveness watch: ``bond_timeout`` 0 in one process)."""
         self.manager: Any = None
         self.preflight_s = 0.0
         """With > 0 (``robot-harness up``): before starting anything, look this long for another graph
@@ -254,7 +255,10 @@ class BringUp:
         from .nodes.lifecycle_manager import LifecycleManager
 
         self.manager = LifecycleManager(context=self.context, namespace=self.namespace, parameter_overrides=[
-            Parameter("node_names", value=list(self.MANAGED)), Parameter("autostart", value=False)])
+            Parameter("node_names", value=list(self.MANAGED)), Parameter("autostart", value=False),
+            # No liveness watch in one process: a node cannot die alone here, and a loaded executor answering
+            # get_state late must not reset a working graph (a failed transition still says why).
+            Parameter("bond_timeout", value=0.0)])
         self.executor.add_node(self.manager)
         if not self.manager.adopt():
             raise BackendUnavailable("lifecycle_manager could not adopt the harness nodes (see its log)")

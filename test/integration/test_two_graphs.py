@@ -67,6 +67,38 @@ def _mission(namespace: str, goal: str) -> subprocess.Popen:
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def _manager(*, robot: str, command: int | None):
+    """``/<robot>/lifecycle_manager``: ``manage_nodes`` with ``command`` (ManageNodes), or ``is_active``."""
+    import rclpy
+    from rclpy.node import Node
+    from std_srvs.srv import Trigger
+
+    from robot_harness.srv import ManageNodes
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = Node("test_manager_client", context=ctx)
+    try:
+        if command is None:
+            client, request = node.create_client(Trigger, f"/{robot}/lifecycle_manager/is_active"), Trigger.Request()
+        else:
+            client = node.create_client(ManageNodes, f"/{robot}/lifecycle_manager/manage_nodes")
+            request = ManageNodes.Request(command=command)
+        assert client.wait_for_service(timeout_sec=10.0), client.srv_name
+        future = client.call_async(request)
+        from rclpy.executors import SingleThreadedExecutor
+
+        executor = SingleThreadedExecutor(context=ctx)
+        executor.add_node(node)
+        executor.spin_until_future_complete(future, timeout_sec=60.0)
+        executor.shutdown()
+        assert future.done(), f"{client.srv_name}: no answer"
+        return future.result()
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
+
+
 def _start_catching(graph, raised: list) -> None:
     try:
         graph.start(require_ready=False)
@@ -113,6 +145,17 @@ def test_two_namespaces_on_one_domain_run_concurrent_missions_and_one_namespace_
         assert sources_a == {"/robot_a/amcl_pose"} and sources_b == {"/robot_b/amcl_pose"}
         with contextlib.closing(sqlite3.connect(journal_b)) as db:
             assert db.execute("SELECT count(*) FROM events WHERE mission_id = ?", (ra["mission_id"],)).fetchone() == (0,)
+
+        # robot_b's lifecycle manager (as under the launch file): PAUSE deactivates every node, the supervisor
+        # first, so missions are refused; RESUME brings them back.
+        assert _manager(robot="robot_b", command=None).success
+        assert _manager(robot="robot_b", command=1).success  # PAUSE
+        paused = _manager(robot="robot_b", command=None)
+        assert not paused.success and "supervisor" in paused.message, paused.message
+        refused_b = cli("mission", goal, "--namespace", "robot_b", "--json", "--timeout", "30", timeout=60)
+        assert refused_b.returncode == 3 and "not_active" in refused_b.stderr, refused_b.stderr[-2000:]
+        assert _manager(robot="robot_b", command=2).success  # RESUME
+        assert _manager(robot="robot_b", command=None).success
 
         # `up` in robot_a's namespace: it refuses to start, with the reason, before its robot or any node
         # exists (so robot_a never sees a second pose or navigator).
