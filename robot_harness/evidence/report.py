@@ -139,9 +139,23 @@ def _image(uri: str, sha256: str, artifacts_dir: Path | None) -> str:
            "</figcaption></figure>"
 
 
+def _pose_source(events: list[Any]) -> str:
+    """The topic the mission's snapshots took their pose from (the most common; a TF source is no topic)."""
+    from collections import Counter
+
+    seen: Counter[str] = Counter()
+    for e in events:
+        if e.type is EventType.WORLD_SNAPSHOT_CAPTURED:
+            source = ((e.payload.get("snapshot") or {}).get("pose_meta") or {}).get("source") or ""
+            if source.startswith("/"):
+                seen[source] += 1
+    return seen.most_common(1)[0][0] if seen else _POSE_TOPIC
+
+
 def render_report(journal: Journal, mission_id: str, *, artifacts_dir: str | Path | None = None,
-                  bag: str | Path | None = None, pose_topic: str = _POSE_TOPIC) -> str:
-    """The report page. ``bag`` (the mission's bag folder or ``.mcap``; found by itself when the
+                  bag: str | Path | None = None, pose_topic: str | None = None) -> str:
+    """The report page (``pose_topic``: the bag topic plotted; by default the one the mission's snapshots
+    took their pose from, so a graph under a namespace plots ``/robot1/amcl_pose``, else ``/amcl_pose``). ``bag`` (the mission's bag folder or ``.mcap``; found by itself when the
     journal's end record or a ``bags/`` folder beside the journal points to it) gives the plotted
     path; a bag that cannot be read is said on the page, and the journal's poses are plotted instead."""
     events = journal.events(mission_id=mission_id)
@@ -159,7 +173,7 @@ def render_report(journal: Journal, mission_id: str, *, artifacts_dir: str | Pat
         parts.append(f"<p><b>Summary:</b> {_e(mission['summary'])}</p>")
     parts += _contract_section(view)
     parts += _trajectory_section(view, Path(bag) if bag is not None else _find_bag(journal, events, mission_id),
-                                 pose_topic)
+                                 pose_topic or _pose_source(events))
     parts += _timeline_section(view, t0=events[0].stamp)
     parts += _model_section(view)
     parts += _evidence_images(events, arts)

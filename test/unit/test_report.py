@@ -85,3 +85,20 @@ def test_an_unreadable_bag_is_said_and_the_journal_poses_are_plotted(tmp_path: P
     _, caption = _trajectory(render_report(journal, mission, bag=_mission_bag("patrol-none"),
                                            pose_topic="/robot_harness/verdicts"))
     assert "could not be read (bag_format: /robot_harness/verdicts carries std_msgs/msg/String" in caption
+
+
+def test_the_plotted_pose_topic_is_the_one_the_snapshots_took_their_pose_from():
+    """A graph under a namespace records /robot1/amcl_pose: the report plots that topic, not /amcl_pose; a TF
+    pose source is no topic; without snapshots the default stands."""
+    from types import SimpleNamespace
+
+    from robot_harness.core.records import EventType
+    from robot_harness.evidence.report import _POSE_TOPIC, _pose_source
+
+    def snap(source: str) -> SimpleNamespace:
+        return SimpleNamespace(type=EventType.WORLD_SNAPSHOT_CAPTURED, payload={"snapshot": {"pose_meta": {"source": source}}})
+
+    assert _pose_source([snap("/robot1/amcl_pose"), snap("/robot1/amcl_pose"), snap("tf:map->base_link")]) == \
+        "/robot1/amcl_pose"
+    assert _pose_source([snap("tf:map->base_link")]) == _POSE_TOPIC == "/amcl_pose"
+    assert _pose_source([]) == "/amcl_pose"
