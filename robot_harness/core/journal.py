@@ -848,6 +848,14 @@ class SqliteJournal(Journal):
             self._inspect()
         self._conn: sqlite3.Connection | None = self._connect()
 
+    def health(self) -> dict[str, Any]:
+        """What the journal knows of itself now, cheaply (no lock, no I/O): ``closed``, ``corrupt`` (the
+        damage found, or None) and ``reconnect_pending`` (the connection is to be made anew before the next
+        write). For ``/diagnostics``."""
+        corrupt = self._corrupt
+        return {"closed": self._closed, "corrupt": corrupt.message if corrupt is not None else None,
+                "reconnect_pending": self._reconnect}
+
     def _inspect(self) -> None:
         """Refuse a damaged file before any read-write connection touches it.
 

@@ -83,10 +83,9 @@ def journal_facts(journal: Any) -> dict[str, Any]:
     if journal is None:
         return {"path": "", "is_open": False}
     path = str(getattr(journal, "path", ":memory:"))
-    corrupt = getattr(journal, "_corrupt", None)
-    facts: dict[str, Any] = {"path": path, "is_open": True, "closed": bool(getattr(journal, "_closed", False)),
-                             "corrupt": getattr(corrupt, "message", None) if corrupt is not None else None,
-                             "reconnect_pending": bool(getattr(journal, "_reconnect", False))}
+    health = journal.health() if hasattr(journal, "health") else {}  # SqliteJournal's; other journals say nothing
+    facts: dict[str, Any] = {"path": path, "is_open": True, "closed": bool(health.get("closed", False)),
+                             "corrupt": health.get("corrupt"), "reconnect_pending": bool(health.get("reconnect_pending"))}
     if path != ":memory:":
         facts["dir_writable"] = os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
         facts["file_writable"] = os.access(path, os.W_OK) if os.path.exists(path) else None

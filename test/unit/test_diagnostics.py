@@ -42,3 +42,18 @@ def test_navigator_planner_mission():
     assert mission_check(last_id="m1", last_status="UNKNOWN").level is Level.ERROR
     assert mission_check(last_id="m1", last_status="FAILED").level is Level.WARN
     assert mission_check(last_id="m1", last_status="SUCCEEDED").level is Level.OK
+
+
+def test_journal_facts_of_a_real_journal(tmp_path):
+    """A real SqliteJournal through its public health(): open and writable is OK; closed is not."""
+    from robot_harness.core.clock import IdGenerator, SystemClock
+    from robot_harness.core.journal import SqliteJournal
+    from robot_harness.nodes.diagnostics import journal_facts
+
+    journal = SqliteJournal(tmp_path / "j.sqlite3", clock=SystemClock(), ids=IdGenerator(None))
+    facts = journal_facts(journal)
+    assert facts["path"] == str(tmp_path / "j.sqlite3") and facts["corrupt"] is None and not facts["closed"]
+    assert journal_check(**facts).level is Level.OK
+    journal.close()
+    closed = journal_facts(journal)
+    assert closed["closed"] and journal_check(**closed).level is not Level.OK
