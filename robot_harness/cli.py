@@ -1110,7 +1110,7 @@ def _up(args: argparse.Namespace, console: Console) -> int:
         overrides["supervisor"]["harness_config_json"] = json.dumps({"mcp": mcp})
     graph = BringUp(use_sim=not args.no_sim, params_dir=args.params_dir, overrides=overrides, namespace=args.namespace,
                     params_file=args.params_file, use_sim_time=args.use_sim_time, log_level=args.log_level)
-    graph.preflight_s = 1.0  # a graph already in this namespace: refuse before the robot or any node starts
+    graph.preflight_s = 2.0  # a graph already in this namespace: refuse before the robot or any node starts
     graph.with_manager = True  # lifecycle_manager/manage_nodes and is_active, as under the launch file
     try:
         # Up without a fresh pose is still up: the supervisor refuses missions with the reason
