@@ -532,6 +532,14 @@ class LifecycleManager(Node):
             self.get_logger().error(f"manage_nodes: unknown command {request.command} (0-6)")
             response.success = False
             return response
+        me = self.get_fully_qualified_name()
+        twins = sum(1 for name, ns in self.get_node_names_and_namespaces() if f"{ns.rstrip('/')}/{name}" == me)
+        if twins > 1:
+            # Another graph's manager in this namespace: the nodes this one would drive may be that graph's.
+            self.get_logger().error(f"manage_nodes refused: {twins} nodes are named {me} (another graph uses this "
+                                    "namespace); give each graph its own namespace or domain")
+            response.success = False
+            return response
         if self._respawning:
             self.get_logger().info("A manage_nodes command ends the wait for respawned nodes")
             self._end_respawn()

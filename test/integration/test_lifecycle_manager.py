@@ -352,3 +352,30 @@ def test_a_node_that_never_comes_back_leaves_the_system_down_after_bond_respawn_
         _stop_all(procs)
         client.close()
     assert "Traceback" not in procs[0].text(), procs[0].text()[-3000:]
+
+
+def test_a_second_manager_in_the_namespace_refuses_every_command():
+    """Two lifecycle managers named /robot8/lifecycle_manager (two graphs in one namespace): whichever
+    answers, it refuses, because the nodes it would drive may be the other graph's; nothing is changed."""
+    procs = [harness_node("recovery", "/robot8"), harness_node("verifier", "/robot8")]
+    client = None
+    try:
+        procs += [manager("/robot8", "autostart:=false"), manager("/robot8", "autostart:=false")]
+        client = Client("/robot8")
+        client.wait_states({"recovery": "unconfigured", "verifier": "unconfigured"}, 20.0)
+        deadline = time.monotonic() + 20.0
+        while client.node.get_node_names_and_namespaces().count(("lifecycle_manager", "/robot8")) < 2:
+            assert time.monotonic() < deadline, "the two managers never both appeared"
+            time.sleep(0.1)
+        time.sleep(1.0)  # and each has seen the other
+        deadline = time.monotonic() + 10.0
+        while not all("2 nodes are named /robot8/lifecycle_manager" in p.text() for p in procs[2:]) \
+                and time.monotonic() < deadline:
+            assert not client.command("STARTUP")
+            time.sleep(0.2)
+        assert any("manage_nodes refused: 2 nodes are named /robot8/lifecycle_manager" in p.text() for p in procs[2:])
+        assert client.wait_states({"recovery": "unconfigured", "verifier": "unconfigured"}, 1.0) < 1.0
+    finally:
+        if client is not None:
+            client.close()
+        _stop_all(procs)
