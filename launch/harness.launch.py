@@ -57,7 +57,8 @@ ARGUMENTS = (
     ("autostart", "true", "Configure and activate the harness nodes (lifecycle_manager)"),
     ("log_level", "info", f"Log level of every node, one of {list(LOG_LEVELS)}"),
     ("use_respawn", "false", "Restart a node that exits"),
-    ("planner", "scripted", "Planner backend: scripted (planner_script's turns), replay (replay_file), llm (model)"),
+    ("planner", "", "Planner backend: scripted (planner_script's turns), replay (replay_file), llm (model); "
+                    "empty: the params file's planner, and the demo's turns when that is scripted with none"),
     ("planner_script", "", "planner:=scripted: a script or scenario YAML; empty: scenarios/demo.yaml"),
     ("replay_file", "", "planner:=replay: a recording made with the llm backend's record_file"),
     ("model", "", "planner:=llm: the model; empty: the params file's, else $ROBOT_HARNESS_MODEL"),
@@ -95,7 +96,18 @@ def _default_params(share):
     return dump_params(merge_params(docs))
 
 
-def _planner_params(planner, args, share):
+def _planner_params(planner, args, share, file_values):
+    """The planner's launch values over the params file's (``file_values``). No ``planner``: the file's
+    backend stands, and a scripted planner with no turns (the shipped default) gets the demo's, so the
+    demo goal SUCCEEDS right after launch; ``planner_script`` alone means scripted with it."""
+    if planner == "":
+        if args["planner_script"]:
+            planner = "scripted"
+        elif file_values.get("backend", "scripted") == "scripted" and not (
+                file_values.get("script_file") or file_values.get("turns_json")):
+            planner = "scripted"
+        else:
+            return {}
     if planner == "scripted":
         script = args["planner_script"] or os.path.join(share, "scenarios", "demo.yaml")
         return {"backend": "scripted", "turns_json": "", "script_file": _file("planner_script", script)}
@@ -120,9 +132,9 @@ def _nodes(context):
     log_level = args["log_level"].strip().lower()
     if log_level not in LOG_LEVELS:
         raise ValueError(f"launch argument log_level:={args['log_level']!r}: expected one of {list(LOG_LEVELS)}")
-    planner = args["planner"]
-    if planner not in PLANNERS:  # DeclareLaunchArgument(choices=) refuses it first; kept for a direct call
-        raise ValueError(f"launch argument planner:={planner!r}: expected one of {list(PLANNERS)}")
+    planner = args["planner"].strip()
+    if planner not in ("", *PLANNERS):
+        raise ValueError(f"launch argument planner:={planner!r}: expected one of {list(PLANNERS)} (or empty)")
     harness_config = _file("harness_config", args["harness_config"] or os.path.join(share, "config", "harness.yaml"))
 
     if args["params_file"]:
@@ -145,7 +157,7 @@ def _nodes(context):
         "remappings": [("/tf", "tf"), ("/tf_static", "tf_static")],
     }
     launch_values = {
-        "planner": _planner_params(planner, args, share),
+        "planner": _planner_params(planner, args, share, node_params(rewritten, "planner", namespace)),
         "supervisor": {"harness_config_file": harness_config},
     }
     nodes = [PushRosNamespace(namespace or "/")]  # as nav2_bringup: every node gets -r __ns:=
@@ -163,7 +175,6 @@ def _nodes(context):
 
 
 def generate_launch_description():
-    declared = [DeclareLaunchArgument(name, default_value=default, description=description,
-                                      **({"choices": list(PLANNERS)} if name == "planner" else {}))
+    declared = [DeclareLaunchArgument(name, default_value=default, description=description)
                 for name, default, description in ARGUMENTS]
     return LaunchDescription([*declared, OpaqueFunction(function=_nodes)])

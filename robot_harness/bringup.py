@@ -60,6 +60,21 @@ def load_node_params(path: Path, node_name: str, namespace: str = "") -> dict[st
     return node_params(rewrite_params(path.read_text(), namespace), node_name, namespace)
 
 
+@contextlib.contextmanager
+def _parameter_errors(node: str, path: Path) -> Any:
+    """A parameter value rclpy refuses (an int where the node declares a float, a list of mixed types) is the
+    parameter file's mistake: a usage error naming the node and the file, not an internal error."""
+    from rclpy.exceptions import ParameterException
+
+    from .core.errors import UsageError
+
+    try:
+        yield
+    except (ParameterException, TypeError) as exc:
+        raise UsageError(f"{node}: a parameter from {path} (or an override) is not what the node takes: "
+                         f"{type(exc).__name__}: {exc}", node=node, path=str(path)) from exc
+
+
 def _to_parameters(values: Mapping[str, Any]) -> list[Any]:
     from rclpy.parameter import Parameter
 
@@ -200,22 +215,8 @@ class BringUp:
         try:
             for spec in self.specs():
                 params = self.params_for(spec)
-                if spec.name == "sim_robot":
-                    from .nodes.sim_robot import DieMode, SimRobot
-
-                    params["die_mode"] = DieMode.SILENT.value  # one process: "dying" must not kill the harness
-                    self.sim = SimRobot(context=self.context, namespace=self.namespace,
-                                        parameter_overrides=_to_parameters(params))
-                    self.sim.add_to_executor(self.executor)
-                    continue
-                params["autostart"] = False  # this bring-up is the lifecycle manager
-                # Nodes made together in one process need no discovery window of their own: `up` looked for
-                # another graph in the namespace before starting (preflight_s); an override keeps its value.
-                params.setdefault("name_clash_discovery_s", 0.0)
-                node = node_classes[spec.name](context=self.context, namespace=self.namespace,
-                                               parameter_overrides=_to_parameters(params))
-                self.nodes[spec.name] = node
-                self.executor.add_node(node)
+                with _parameter_errors(spec.name, self.params_file or self.params_dir / spec.param_file):
+                    self._make_node(spec, params, node_classes)
             if self.log_level:
                 from rclpy.logging import LoggingSeverity
 
@@ -263,15 +264,36 @@ class BringUp:
         if not self.manager.adopt():
             raise BackendUnavailable("lifecycle_manager could not adopt the harness nodes (see its log)")
 
-    def _preflight(self, grace_s: float = 6.0) -> None:
+    def _make_node(self, spec: NodeSpec, params: dict[str, Any], node_classes: Mapping[str, Any]) -> None:
+        if spec.name == "sim_robot":
+            from .nodes.sim_robot import DieMode, SimRobot
+
+            params["die_mode"] = DieMode.SILENT.value  # one process: "dying" must not kill the harness
+            self.sim = SimRobot(context=self.context, namespace=self.namespace,
+                                parameter_overrides=_to_parameters(params))
+            self.sim.add_to_executor(self.executor)
+            return
+        params["autostart"] = False  # this bring-up is the lifecycle manager
+        # Nodes made together in one process need no discovery window of their own: `up` looked for
+        # another graph in the namespace before starting (preflight_s); an override keeps its value.
+        params.setdefault("name_clash_discovery_s", 0.0)
+        node = node_classes[spec.name](context=self.context, namespace=self.namespace,
+                                       parameter_overrides=_to_parameters(params))
+        self.nodes[spec.name] = node
+        self.executor.add_node(node)
+
+    def _preflight(self) -> None:
         """Refuse to start in a namespace another graph on the domain holds (see ``preflight_s``): nothing of
-        this graph, its simulated robot included, is created before the check."""
+        this graph, its simulated robot included, is created before the check. A graph seen there must
+        outlast the supervisor's ``name_clash_grace_s`` (a killed graph leaves with its DDS lease)."""
         import time
 
         from rclpy.node import Node
 
         from .core.errors import NameClash
 
+        grace_s = float(self.params_for(next(s for s in NODE_SPECS if s.name == "supervisor")).get(
+            "name_clash_grace_s", 25.0))
         taken_names = {f"{self.namespace}/{s.name}" for s in self.specs()}
         probe = Node("robot_harness_preflight", namespace=self.namespace or "/", context=self.context,
                      start_parameter_services=False, enable_rosout=False,

@@ -959,7 +959,7 @@ def _planner_overrides(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     if args.replay:
         raise UsageError("--replay serves a recording instead of the model: drop --planner llm "
                          "(or record with --record FILE)")
-    out: dict[str, Any] = {"backend": "llm", "model": args.model}
+    out: dict[str, Any] = {"backend": "llm", **({"model": args.model} if args.model else {})}  # else the file's
     if args.record:
         _check_writable(args.record, "--record")
         out["record_file"] = str(args.record.resolve())
@@ -1157,7 +1157,7 @@ def _start_dashboard(graph: Any, port: int, console: Console, args: argparse.Nam
     from .operator.dashboard import TOKEN_ENV as DASH_TOKEN_ENV, RosOperatorPort, serve
 
     journal = graph.supervisor.journal_path
-    node = Node("robot_harness_dashboard", context=graph.context)
+    node = Node("robot_harness_dashboard", context=graph.context, namespace=graph.namespace or "/")
     operator = RosOperatorPort(node, journal_path=journal, mission_action=namespaced(args, "/robot_harness/mission"),
                                stop_service=namespaced(args, "/supervisor/stop"))
     handle = serve(journal_path=journal, operator=operator, port=port, token=os.environ.get(DASH_TOKEN_ENV, ""))

@@ -152,7 +152,10 @@ def _matches(key: str, fqn: str) -> bool:
     through) and the whole fully qualified name must match it."""
     if not key.startswith("/"):
         key = "/" + key
-    return re.fullmatch(key.replace("/*", "(/\\w+)"), fqn, flags=re.ASCII) is not None
+    try:
+        return re.fullmatch(key.replace("/*", "(/\\w+)"), fqn, flags=re.ASCII) is not None
+    except re.error as exc:  # rcl lets only names, * and ** through: anything else is the file's mistake
+        raise ValueError(f"parameter file: {key!r} is not a node name (names, * and ** only): {exc}") from exc
 
 
 def node_params(data: Mapping[str, Any], node_name: str, namespace: str = "") -> dict[str, Any]:

@@ -23,7 +23,8 @@ Configuring is refused while another node on the domain has this node's fully
 qualified name (another graph in the same namespace): its services would answer
 this graph's requests. Discovery takes a moment, so the graph is watched until
 ``name_clash_discovery_s`` after the node was created, and a twin must outlast
-``name_clash_grace_s`` (a killed graph stays in discovery for its DDS lease).
+``name_clash_grace_s`` (25 s: a killed graph stays in discovery for its DDS
+lease, 20 s by Fast DDS's default).
 
 A configure that fails names the reason once (``_util.transition_failed``:
 ``transition_error`` for a bring-up in this process, one log line) and leaves
@@ -74,7 +75,9 @@ class HarnessLifecycleNode(LifecycleNode):
         super().__init__(node_name, **kwargs)
         self._born = time.monotonic()
         self._p = declare_params(self, dict(params or {}))
-        for name, default in (("name_clash_discovery_s", 2.0), ("name_clash_grace_s", 6.0)):
+        # The grace outlasts a killed node's DDS lease: Fast DDS's default is 20 s (Cyclone's 10 s);
+        # config/fastdds_loopback.xml makes it 4 s, and a site with a short lease may shorten this too.
+        for name, default in (("name_clash_discovery_s", 2.0), ("name_clash_grace_s", 25.0)):
             if not self.has_parameter(name):
                 self.declare_parameter(name, default)
         self._active = False
@@ -203,8 +206,9 @@ class HarnessLifecycleNode(LifecycleNode):
     def destroy_node(self) -> None:
         """Release what configure made (helper threads included) even without a cleanup transition."""
         self._active = False
-        self._release_quietly()
-        self.diagnostics.stop()
+        if "diagnostics" in self.__dict__:  # else its construction failed (a bad parameter): nothing was built
+            self._release_quietly()
+            self.diagnostics.stop()
         super().destroy_node()
         # rclpy's LifecycleNode never destroys its state machine, which holds the rcl node: without this
         # the node (and its lifecycle services) stay on the ROS graph until the process exits, and a

@@ -277,7 +277,7 @@ class SupervisorNode(HarnessLifecycleNode):
     def _navigator_diagnostic(self) -> Check:
         """NavigateToPose reachable, and the navigator's lifecycle state as its last answer said (asked
         again each period, never waited on: a diagnostics tick must not block the executor)."""
-        nav, client = getattr(self, "_nav", None), self._backend_state
+        nav, client = getattr(self, "_nav", None), getattr(self, "_backend_state", None)
         if nav is None:
             return Check(Level.WARN, "not configured", {})
         p = self.parameters()
@@ -358,8 +358,8 @@ class SupervisorNode(HarnessLifecycleNode):
     def _refuse_a_taken_namespace(self) -> None:
         """Refuse to activate while another graph holds this graph's names. Discovery takes a moment, so
         the names are watched until ``name_clash_discovery_s`` after this node was created; a graph that
-        was just killed (SIGKILL: no goodbye) stays in discovery for its DDS lease (4 s in
-        config/fastdds_loopback.xml), so a clash must last ``name_clash_grace_s`` before it refuses."""
+        was just killed (SIGKILL: no goodbye) stays in discovery for its DDS lease (Fast DDS's default 20 s;
+        4 s in config/fastdds_loopback.xml), so a clash must last ``name_clash_grace_s`` before it refuses."""
         discovered = self._born + float(self.get_parameter("name_clash_discovery_s").value)
         why = self.name_clash()
         while not why and time.monotonic() < discovered:
@@ -452,6 +452,9 @@ class SupervisorNode(HarnessLifecycleNode):
     def destroy_node(self) -> None:
         """Stop the mission in progress first; the base class then tears down what configure made
         (spinner threads included) even without a cleanup transition."""
+        if "_admit" not in self.__dict__:  # rclpy destroys a node whose construction failed (a bad parameter)
+            super().destroy_node()
+            return
         self._stop_current("supervisor destroyed", source="lifecycle")
         server, self._mission_server = self._mission_server, None
         if server is not None:

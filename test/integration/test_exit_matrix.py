@@ -381,3 +381,17 @@ def test_a_bad_node_parameter_exits_2_naming_the_node_and_the_parameter(tmp_path
     path.write_text(yaml.safe_dump(doc))
     proc = cli("up", "--params-dir", str(params), "--journal", str(tmp_path / "j.sqlite3"), timeout=60)
     assert_clean_failure(proc, 2, node, needle)
+
+
+@pytest.mark.parametrize("text, needles", [
+    ("supervisor:\n  ros__parameters:\n    planner_timeout_s: 240\n", ("supervisor", "planner_timeout_s")),  # int for float
+    ('"sup(ervisor":\n  ros__parameters:\n    x: 1\n', ("not a node name",)),
+    ("supervisor: [1, 2]\n", ("supervisor",)),
+])
+def test_a_bad_params_file_is_a_usage_error_naming_what(tmp_path, text, needles):
+    """`up --params-file` with a value rclpy refuses, a key rcl would not parse, a section that is not one:
+    exit 2 with the cause, never an internal error."""
+    params = tmp_path / "params.yaml"
+    params.write_text(text)
+    proc = cli("up", "--no-sim", "--params-file", str(params), "--journal", str(tmp_path / "j.sqlite3"), timeout=120)
+    assert_clean_failure(proc, 2, *needles)

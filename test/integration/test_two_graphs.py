@@ -35,6 +35,20 @@ def _script(tmp_path: Path, name: str, place: str) -> Path:
     return path
 
 
+def _params_file(tmp_path: Path) -> Path:
+    """One parameter file for every node (as a site writes one): the package's files combined, then a
+    ``/**`` section (last: it wins) shortening the name-clash grace to this machine's DDS lease (4 s in
+    config/fastdds_loopback.xml; the shipped 25 s covers Fast DDS's default 20 s)."""
+    from robot_harness.bringup import NODE_SPECS
+    from robot_harness.params import dump_params, merge_params
+
+    docs = [yaml.safe_load((REPO / "config" / spec.param_file).read_text()) for spec in NODE_SPECS]
+    docs.append({"/**": {"ros__parameters": {"name_clash_grace_s": 6.0}}})
+    path = tmp_path / "params.yaml"
+    path.write_text(dump_params(merge_params(docs)))
+    return path
+
+
 def _up(tmp_path: Path, name: str, namespace: str, place: str) -> tuple[subprocess.Popen, Path]:
     config = tmp_path / f"{name}-harness.yaml"
     config.write_text(yaml.safe_dump({"places": PLACES, "navigation": {"timeout_s": 20.0}}))
@@ -42,6 +56,7 @@ def _up(tmp_path: Path, name: str, namespace: str, place: str) -> tuple[subproce
     log = open(tmp_path / f"{name}-up.log", "w")
     try:
         proc = subprocess.Popen([*CLI, "up", "--namespace", namespace, "--journal", str(journal),
+                                 "--params-file", str(_params_file(tmp_path)),
                                  "--planner-script", str(_script(tmp_path, name, place)),
                                  "--harness-config", str(config)],
                                 cwd=REPO, stdout=log, stderr=subprocess.STDOUT, text=True)

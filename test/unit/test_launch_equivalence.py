@@ -198,7 +198,7 @@ def test_one_params_file_for_all_nodes(tmp_path):
 
 
 @pytest.mark.parametrize("arguments,error,match", [
-    ({"planner": "no-such-planner"}, RuntimeError, "is not valid. Valid options are"),
+    ({"planner": "no-such-planner"}, ValueError, "expected one of"),
     ({"namespace": "robot-1"}, ValueError, "namespace must not contain characters other than"),
     ({"namespace": "/robot1/"}, ValueError, "must not end with a '/'"),
     ({"namespace": "2robot"}, ValueError, "token that starts with a number"),
@@ -227,6 +227,11 @@ def test_planner_arguments(tmp_path):
     script.write_text("turns: []\n")
     got = received(evaluate(planner_script=str(script))[2]["planner"])
     assert (got["backend"], got["script_file"]) == ("scripted", str(script))
+    # No planner argument: a params file that names a backend keeps it (as robot-harness up does).
+    params = tmp_path / "site.yaml"
+    params.write_text("planner:\n  ros__parameters: {backend: llm, model: site-model}\n")
+    got = received(evaluate(params_file=str(params))[2]["planner"])
+    assert (got["backend"], got["model"]) == ("llm", "site-model"), got
 
 
 def test_use_sim_time_reaches_every_node():
