@@ -143,10 +143,13 @@ def _pose_source(events: list[Any]) -> str:
     """The topic the mission's snapshots took their pose from (the most common; a TF source is no topic)."""
     from collections import Counter
 
+    from ..core.payloads import WorldSnapshotCaptured, payload_of
+
     seen: Counter[str] = Counter()
     for e in events:
         if e.type is EventType.WORLD_SNAPSHOT_CAPTURED:
-            source = ((e.payload.get("snapshot") or {}).get("pose_meta") or {}).get("source") or ""
+            snapshot = payload_of(e, WorldSnapshotCaptured).snapshot
+            source = snapshot.pose_meta.source if snapshot is not None else ""
             if source.startswith("/"):
                 seen[source] += 1
     return seen.most_common(1)[0][0] if seen else _POSE_TOPIC

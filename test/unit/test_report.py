@@ -90,15 +90,26 @@ def test_an_unreadable_bag_is_said_and_the_journal_poses_are_plotted(tmp_path: P
 def test_the_plotted_pose_topic_is_the_one_the_snapshots_took_their_pose_from():
     """A graph under a namespace records /robot1/amcl_pose: the report plots that topic, not /amcl_pose; a TF
     pose source is no topic; without snapshots the default stands."""
-    from types import SimpleNamespace
-
+    from robot_harness.core.payloads import WorldSnapshotCaptured, payload_of
     from robot_harness.core.records import EventType
     from robot_harness.evidence.report import _POSE_TOPIC, _pose_source
 
-    def snap(source: str) -> SimpleNamespace:
-        return SimpleNamespace(type=EventType.WORLD_SNAPSHOT_CAPTURED, payload={"snapshot": {"pose_meta": {"source": source}}})
+    journal = journal_from_jsonl(REG / "inspection-none.jsonl")
+    (mission,) = [m["mission_id"] for m in journal.missions()]
+    events = journal.events(mission_id=mission)
+    assert _pose_source(events) == _POSE_TOPIC == "/amcl_pose"  # the recorded graph, at the root
+    snap = next(payload_of(e, WorldSnapshotCaptured).snapshot for e in events
+                if e.type is EventType.WORLD_SNAPSHOT_CAPTURED)
 
-    assert _pose_source([snap("/robot1/amcl_pose"), snap("/robot1/amcl_pose"), snap("tf:map->base_link")]) == \
-        "/robot1/amcl_pose"
-    assert _pose_source([snap("tf:map->base_link")]) == _POSE_TOPIC == "/amcl_pose"
+    def event(source: str) -> tuple:
+        moved = snap.model_copy(update={"pose_meta": snap.pose_meta.model_copy(update={"source": source})})
+        return (EventType.WORLD_SNAPSHOT_CAPTURED, {"snapshot": moved.model_dump(mode="json"), "reason": "test"})
+
+    class Event:  # a journal event's two fields, as _pose_source reads them
+        def __init__(self, pair: tuple) -> None:
+            self.type, self.payload = pair
+
+    namespaced = [Event(event("/robot1/amcl_pose")), Event(event("/robot1/amcl_pose")), Event(event("tf:map->base_link"))]
+    assert _pose_source(namespaced) == "/robot1/amcl_pose"
+    assert _pose_source([Event(event("tf:map->base_link"))]) == "/amcl_pose"
     assert _pose_source([]) == "/amcl_pose"
