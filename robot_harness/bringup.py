@@ -291,6 +291,7 @@ class BringUp:
         from rclpy.node import Node
 
         from .core.errors import NameClash
+        from .nodes._util import full_node_names
 
         grace_s = float(self.params_for(next(s for s in NODE_SPECS if s.name == "supervisor")).get(
             "name_clash_grace_s", 25.0))
@@ -302,7 +303,7 @@ class BringUp:
             start = time.monotonic()
             seen: set[str] = set()
             while True:
-                names = {f"{ns.rstrip('/')}/{n}" for n, ns in probe.get_node_names_and_namespaces()}
+                names = set(full_node_names(probe))
                 seen = taken_names & names
                 elapsed = time.monotonic() - start
                 if (not seen and elapsed >= self.preflight_s) or (seen and elapsed >= self.preflight_s + grace_s):

@@ -40,7 +40,7 @@ from typing import Any
 
 from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
 
-from ._util import autostart, declare_params, transition_failed
+from ._util import autostart, declare_params, nodes_named, transition_failed
 from .diagnostics import Check, Diagnostics, lifecycle_check
 
 __all__ = ["ConfigureError", "HarnessLifecycleNode"]
@@ -139,8 +139,7 @@ class HarnessLifecycleNode(LifecycleNode):
 
     def twins(self) -> int:
         """How many nodes on the graph have this node's fully qualified name (itself included)."""
-        me = self.get_fully_qualified_name()
-        return sum(1 for name, ns in self.get_node_names_and_namespaces() if f"{ns.rstrip('/')}/{name}" == me)
+        return nodes_named(self, self.get_fully_qualified_name())
 
     def wait_out_a_twin(self) -> int:
         """Watch for a twin until discovery had its time, then give one the grace to leave; the count left."""

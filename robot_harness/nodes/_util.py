@@ -116,6 +116,16 @@ def run_node(factory: Any, argv: list[str] | None, *, threads: int = 4) -> int:
     return 0
 
 
+def full_node_names(node: Any) -> list[str]:
+    """Every node on the graph as ``/ns/name``, duplicates kept (two graphs in one namespace show twice)."""
+    return [f"{ns.rstrip('/')}/{name}" for name, ns in node.get_node_names_and_namespaces()]
+
+
+def nodes_named(node: Any, fqn: str) -> int:
+    """How many nodes on the graph, as ``node`` sees it, have the full name ``fqn``."""
+    return full_node_names(node).count(fqn)
+
+
 class LatchedSource:
     """Which publishers a publish-on-change topic's last message could have come from.
 

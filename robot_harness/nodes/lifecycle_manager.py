@@ -53,7 +53,7 @@ from rclpy.parameter import Parameter
 from rclpy.task import Future
 
 from ..core.errors import UsageError
-from ._util import run_node
+from ._util import nodes_named, run_node
 from .diagnostics import Check, Diagnostics, Level
 
 __all__ = ["ManagedState", "LifecycleManager", "main"]
@@ -445,7 +445,7 @@ class LifecycleManager(Node):
     def _twins(self, node: _Managed) -> int:
         """How many nodes on the graph have the managed node's full name (its get_state's node)."""
         fqn = node.get_state.srv_name.rsplit("/", 1)[0]
-        return sum(1 for name, ns in self.get_node_names_and_namespaces() if f"{ns.rstrip('/')}/{name}" == fqn)
+        return nodes_named(self, fqn)
 
     def _node_down(self, node: _Managed, what: str, *, silent: bool) -> None:
         """Nav2's reaction to a broken bond. A silent node is not waited on; one that answered with
@@ -533,7 +533,7 @@ class LifecycleManager(Node):
             response.success = False
             return response
         me = self.get_fully_qualified_name()
-        twins = sum(1 for name, ns in self.get_node_names_and_namespaces() if f"{ns.rstrip('/')}/{name}" == me)
+        twins = nodes_named(self, me)
         if twins > 1:
             # Another graph's manager in this namespace: the nodes this one would drive may be that graph's.
             self.get_logger().error(f"manage_nodes refused: {twins} nodes are named {me} (another graph uses this "

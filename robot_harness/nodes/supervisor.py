@@ -43,7 +43,7 @@ from ..client import NO_RECORDED_END  # the client tells a repeat without a jour
 from . import conversions as cv
 from ._lifecycle import ConfigureError, HarnessLifecycleNode
 from .diagnostics import Check, Level, journal_check, journal_facts, mission_check, navigator_check
-from ._util import run_node, wait_future
+from ._util import nodes_named, run_node, wait_future
 from .executors import BackgroundSpinner
 from .listener import EventPublisher, JournalFanout
 from .ros_ports import (Nav2NavigationPort, RosPlannerPort, RosRecoveryPort, RosRobotIO, RosSnapshotPort, RosVerifierPort,
@@ -312,7 +312,7 @@ class SupervisorNode(HarnessLifecycleNode):
         p = self.parameters()
         problems: list[str] = []
         me = self.get_fully_qualified_name()
-        twins = sum(1 for name, ns in self.get_node_names_and_namespaces() if f"{ns.rstrip('/')}/{name}" == me)
+        twins = nodes_named(self, me)
         if twins > 1:
             problems.append(f"{twins} nodes are named {me}")
         for param in ("capture_service", "planner_service", "verifier_service", "recovery_service"):
