@@ -192,17 +192,25 @@ class LifecycleManager(Node):
 
     # -- the commands (Nav2's startup / pause / resume / reset / shutdown / configure / cleanup) ------
 
-    def startup(self) -> bool:
-        """Configure every node in order, then activate every node in order; watch them once active."""
-        self.get_logger().info("Starting managed nodes bringup...")
-        if not (self._change_all(_CONFIGURE) and self._change_all(_ACTIVATE)):
-            self.get_logger().error("Failed to bring up all requested nodes. Aborting bringup.")
+    def _command(self, transitions: tuple[int, ...], then: ManagedState, starting: str, done: str,
+                 failed: str) -> bool:
+        """One manage_nodes command as Nav2 runs it: each transition on every node (in its order), stopping
+        at the first failure (state UNKNOWN); watched again once the system is ACTIVE."""
+        self.get_logger().info(starting)
+        if not all(self._change_all(t) for t in transitions):
+            self.get_logger().error(failed)
             self.state = ManagedState.UNKNOWN
             return False
-        self.get_logger().info("Managed nodes are active")
-        self.state = ManagedState.ACTIVE
-        self._start_watching()
+        self.get_logger().info(done)
+        self.state = then
+        if then is ManagedState.ACTIVE:
+            self._start_watching()
         return True
+
+    def startup(self) -> bool:
+        """Configure every node in order, then activate every node in order; watch them once active."""
+        return self._command((_CONFIGURE, _ACTIVATE), ManagedState.ACTIVE, "Starting managed nodes bringup...",
+                             "Managed nodes are active", "Failed to bring up all requested nodes. Aborting bringup.")
 
     def adopt(self) -> bool:
         """Take over nodes someone else brought up in order (the in-process bring-up, which waits for the
@@ -227,58 +235,29 @@ class LifecycleManager(Node):
         self._stop_watching()
 
     def configure(self) -> bool:
-        self.get_logger().info("Configuring managed nodes...")
-        if not self._change_all(_CONFIGURE):
-            self.get_logger().error("Failed to configure all requested nodes. Aborting bringup.")
-            self.state = ManagedState.UNKNOWN
-            return False
-        self.get_logger().info("Managed nodes are now configured")
-        self.state = ManagedState.INACTIVE
-        return True
+        return self._command((_CONFIGURE,), ManagedState.INACTIVE, "Configuring managed nodes...",
+                             "Managed nodes are now configured",
+                             "Failed to configure all requested nodes. Aborting bringup.")
 
     def cleanup(self) -> bool:
-        self.get_logger().info("Cleaning up managed nodes...")
-        if not self._change_all(_CLEANUP):
-            self.get_logger().error("Failed to cleanup all requested nodes. Aborting cleanup.")
-            self.state = ManagedState.UNKNOWN
-            return False
-        self.get_logger().info("Managed nodes have been cleaned up")
-        self.state = ManagedState.UNCONFIGURED
-        return True
+        return self._command((_CLEANUP,), ManagedState.UNCONFIGURED, "Cleaning up managed nodes...",
+                             "Managed nodes have been cleaned up",
+                             "Failed to cleanup all requested nodes. Aborting cleanup.")
 
     def pause(self) -> bool:
         self._stop_watching()
-        self.get_logger().info("Pausing managed nodes...")
-        if not self._change_all(_DEACTIVATE):
-            self.get_logger().error("Failed to pause nodes: aborting pause")
-            self.state = ManagedState.UNKNOWN
-            return False
-        self.get_logger().info("Managed nodes have been paused")
-        self.state = ManagedState.INACTIVE
-        return True
+        return self._command((_DEACTIVATE,), ManagedState.INACTIVE, "Pausing managed nodes...",
+                             "Managed nodes have been paused", "Failed to pause nodes: aborting pause")
 
     def resume(self) -> bool:
-        self.get_logger().info("Resuming managed nodes...")
-        if not self._change_all(_ACTIVATE):
-            self.get_logger().error("Failed to resume nodes: aborting resume")
-            self.state = ManagedState.UNKNOWN
-            return False
-        self.get_logger().info("Managed nodes are active")
-        self.state = ManagedState.ACTIVE
-        self._start_watching()
-        return True
+        return self._command((_ACTIVATE,), ManagedState.ACTIVE, "Resuming managed nodes...",
+                             "Managed nodes are active", "Failed to resume nodes: aborting resume")
 
     def reset(self) -> bool:
         """Deactivate every node, then clean every node up, in reverse order; stop at the first failure."""
         self._stop_watching()
-        self.get_logger().info("Resetting managed nodes...")
-        if not (self._change_all(_DEACTIVATE) and self._change_all(_CLEANUP)):
-            self.get_logger().error("Failed to reset nodes: aborting reset")
-            self.state = ManagedState.UNKNOWN
-            return False
-        self.get_logger().info("Managed nodes have been reset")
-        self.state = ManagedState.UNCONFIGURED
-        return True
+        return self._command((_DEACTIVATE, _CLEANUP), ManagedState.UNCONFIGURED, "Resetting managed nodes...",
+                             "Managed nodes have been reset", "Failed to reset nodes: aborting reset")
 
     def shutdown(self) -> bool:
         """Bring every node down from wherever it is and finalize it (reverse order); true when all are."""
