@@ -97,6 +97,10 @@ class NavigationConfig(_Cfg):
     progress_journal_period_s: float = Field(default=0.5, ge=0.0)
     """ROBOT_ACTION_PROGRESS events are journaled at most this often."""
     preconditions: Preconditions = Preconditions()
+    ready_wait_s: float = Field(default=3.0, ge=0.0, le=60.0, allow_inf_nan=False)
+    """How long admission waits for the fields the preconditions need (pose, navigator status, battery)
+    before refusing the mission with the missing one: a robot that has just come up reports its battery
+    and its navigator's state a moment after its pose. 0 refuses at once."""
     outcome: OutcomeTolerance = OutcomeTolerance()
     workspace: Workspace | None = None
     """Where targets may lie; None: the known places' bounding box grown by ``workspace_margin_m``."""

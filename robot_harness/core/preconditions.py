@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 from .config import Preconditions, Workspace
 from .records import ActionView, Availability, ControllerState, Pose2D, WorldSnapshot
 
-__all__ = ["Check", "PreconditionReport", "check_preconditions"]
+__all__ = ["Check", "PreconditionReport", "check_preconditions", "not_ready"]
 
 
 class Check(BaseModel):
@@ -119,6 +119,30 @@ def check_preconditions(
         decision_snapshot_id=decision.snapshot_id,
         fresh_snapshot_id=fresh.snapshot_id,
     )
+
+
+def not_ready(snap: WorldSnapshot, pre: Preconditions) -> tuple[str, str] | None:
+    """(code, reason) when a mission admitted on ``snap`` could not make its first move: a field the
+    motion preconditions need (``pre``) is missing or stale, or the battery is below their minimum.
+
+    Admission asks this so that a robot whose navigator or battery has not been heard from yet (it has
+    just come up, or has just been replaced) refuses the mission with the cause, instead of admitting it
+    and failing every navigation call on ``precondition_changed``. A controller that is fresh but busy is
+    not refused here: a goal about to end is the precondition check's to wait out, right before dispatch."""
+    if not snap.pose_meta.fresh:
+        return "no_fresh_pose", (f"{snap.pose_meta.why_not_fresh('localized pose')}; missions are refused "
+                                 "until localization publishes again")
+    if pre.controller_idle and not snap.navigation_meta.fresh:
+        return "no_navigator_status", (f"{snap.navigation_meta.why_not_fresh('navigator status')}; missions are "
+                                       "refused until the navigator's state is known (its action status)")
+    if pre.battery_min is not None:
+        if not snap.battery_meta.fresh:
+            return "no_fresh_battery", (f"{snap.battery_meta.why_not_fresh('battery state')}; missions are refused "
+                                        "until the battery reports (or navigation.preconditions.battery_min is null)")
+        if snap.battery is None or snap.battery < pre.battery_min:
+            return "battery_low", (f"battery {_fmt(snap.battery)} is below the minimum {pre.battery_min} "
+                                   "(navigation.preconditions.battery_min): no navigation could start")
+    return None
 
 
 def _fmt(v: float | None) -> str:

@@ -24,7 +24,7 @@ from rclpy.qos import QoSProfile, QoSReliabilityPolicy
 
 from ..core.clock import IdGenerator, SystemClock
 from ..core.config import (HarnessConfig, check_mission_overrides, deep_merge, dotted_overrides, load_harness_config,
-                           navigation_workspace)
+                           NavigationConfig, navigation_workspace)
 from ..compose import default_contract_compiler, mission_runner
 from ..core.mission.runner import MAX_GOAL_CHARS, MissionRunner
 from ..core.errors import (HarnessError, HarnessTimeout, JournalWriteError, MissionRefused, NameClash, RefusalError,
@@ -33,7 +33,7 @@ from ..core.mission_spec import MissionSpec, StructuredCoverageReviewer, structu
 from ..operator.session import ExternalPlanner, SessionContractCompiler, SessionHost
 from ..core.journal import Journal, SqliteJournal, default_journal_path
 from ..core.payloads import ContractFrozen, MissionFinished, PayloadReadError, payload_of
-from ..core.preconditions import check_preconditions
+from ..core.preconditions import check_preconditions, not_ready
 from ..core.interactions import CredentialSet, TokenHasher, interactions, load_token_key, resolve, token_key_path
 from ..core.reconcile import Reconciler, clear_resource
 from ..core.records import ActionView, EventDraft, EventType, JournalEvent, MissionStatus
@@ -576,22 +576,26 @@ class SupervisorNode(HarnessLifecycleNode):
             (f" --mission {current}" if current else "")
 
     def _readiness_problem(self, mission_id: str) -> tuple[str, str] | None:
-        """(code, reason) when the world is not ready for a mission: the navigator not active, or no
-        fresh localized pose (which topic, how old its last message is)."""
+        """(code, reason) when the world is not ready for a mission: a name clash, the navigator not
+        active, or (``preconditions.not_ready``, waited for up to ``navigation.ready_wait_s``) no fresh
+        pose, navigator status or battery, or a battery below the minimum (which topic, how old)."""
         clash = self.lasting_name_clash()
         if clash:
             return "name_clash", clash
         ok, why = self.backend_active()
         if not ok:
             return "backend_not_active", f"the navigator is not active: {why}"
-        try:
-            snap = self._snapshots.capture(reason="admission_check", mission_id=mission_id)
-        except HarnessError as exc:
-            return "no_snapshot", f"no world snapshot: {exc.message}"
-        if not snap.pose_meta.fresh:
-            return "no_fresh_pose", (f"{snap.pose_meta.why_not_fresh('localized pose')}; missions are refused "
-                                     "until localization publishes again")
-        return None
+        nav = self._config.navigation if self._config is not None else NavigationConfig()
+        deadline = time.monotonic() + nav.ready_wait_s
+        while True:
+            try:
+                snap = self._snapshots.capture(reason="admission_check", mission_id=mission_id)
+            except HarnessError as exc:
+                return "no_snapshot", f"no world snapshot: {exc.message}"
+            problem = not_ready(snap, nav.preconditions)
+            if problem is None or time.monotonic() >= deadline:
+                return problem
+            time.sleep(0.1)
 
     def _refuse(self, goal_handle: Any, mission_id: str, code: str, reason: str, *, source: str = "mission_action") -> Any:
         """Journal the refusal (the request's id, goal, owner, code and reason) and answer BLOCKED with it."""

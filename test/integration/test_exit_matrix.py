@@ -62,6 +62,19 @@ def test_run_without_a_fresh_pose_is_refused_with_the_topic_and_the_age(tmp_path
     assert doc["tool_calls"] == [] and "MISSION_STARTED" not in doc["event_counts"]  # nothing ran
 
 
+def test_run_on_a_flat_battery_is_refused_before_anything_moves(tmp_path):
+    """The battery is below navigation.preconditions.battery_min: no navigation could start, so the mission
+    is refused at admission with the level and the minimum (not admitted to fail every call)."""
+    scenario = small_scenario(tmp_path, robot={"speed": 3.0, "battery_start": 0.05})
+    journal, report = tmp_path / "j" / "journal.sqlite3", tmp_path / "report.json"
+    proc = cli("run", "--scenario", str(scenario), "--journal", str(journal), "--report", str(report), timeout=120)
+    assert_clean_failure(proc, 3, "battery_low", "0.05", "battery_min")
+    doc = json.loads(report.read_text())
+    assert doc["status"] == "BLOCKED" and doc["refusal"] == "battery_low"
+    assert [r["code"] for r in refusals(journal)] == ["battery_low"]
+    assert doc["tool_calls"] == [] and "MISSION_STARTED" not in doc["event_counts"]
+
+
 def _wait_for(proc: subprocess.Popen, text: str, timeout_s: float = 60.0) -> str:
     deadline, seen = time.monotonic() + timeout_s, ""
     while text not in seen and time.monotonic() < deadline and proc.poll() is None:

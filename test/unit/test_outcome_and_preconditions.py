@@ -95,3 +95,40 @@ def test_localization_continuity_can_be_switched_off_like_the_other_checks():
     assert "localization_continuous" in failed(_check(jumped))
     off = _check(jumped, pre=Preconditions(localization_continuous=False))
     assert off.ok and "localization_continuous" not in {c.name for c in off.checks}, "not made at all"
+
+
+def _missing(source):
+    return FieldMeta(availability=Availability.MISSING, source=source)
+
+
+def _stale(source, age):
+    return FieldMeta(availability=Availability.STALE, source=source, age_s=age, source_stamp=T0 - age, max_age_s=2.0)
+
+
+@pytest.mark.parametrize("change, pre, code, words", [
+    ({"pose_meta": _missing("/amcl_pose"), "pose": None}, Preconditions(), "no_fresh_pose", "/amcl_pose"),
+    ({"navigation_meta": _missing("/navigate_to_pose/_action/status")}, Preconditions(), "no_navigator_status",
+     "no navigator status received on /navigate_to_pose/_action/status"),
+    ({"navigation_meta": _stale("/r/navigate_to_pose/_action/status", 7.0)}, Preconditions(), "no_navigator_status",
+     "7.0 s old"),
+    ({"battery_meta": _missing("/battery_state"), "battery": None}, Preconditions(), "no_fresh_battery",
+     "/battery_state"),
+    ({"battery": 0.05}, Preconditions(battery_min=0.1), "battery_low", "0.05"),
+])
+def test_admission_names_the_first_field_a_first_move_would_lack(change, pre, code, words):
+    from robot_harness.core.preconditions import not_ready
+
+    got = not_ready(snap().model_copy(update=change), pre)
+    assert got is not None and got[0] == code and words in got[1], got
+
+
+def test_admission_asks_only_what_the_site_checks_and_never_a_busy_controllers_end():
+    from robot_harness.core.preconditions import not_ready
+
+    assert not_ready(snap(), Preconditions()) is None
+    unknown = snap().model_copy(update={"navigation_meta": _missing("/s"), "battery_meta": _missing("/b"),
+                                        "battery": None})
+    assert not_ready(unknown, Preconditions(controller_idle=False, battery_min=None)) is None
+    assert not_ready(snap(battery=0.01), Preconditions(battery_min=None)) is None
+    # a fresh, busy controller: the pre-dispatch check waits it out, admission does not refuse
+    assert not_ready(snap(controller=ControllerState.ACTIVE), Preconditions()) is None
