@@ -113,7 +113,7 @@ def test_launched_graph_is_what_ros2_would_see(ns, tmp_path):
     args = {"use_sim": "true"}
     if ns:
         args["namespace"] = ns.lstrip("/")
-    env = dict(os.environ, ROS_LOG_DIR=str(tmp_path / "ros_log"), ROBOT_HARNESS_HOME=str(tmp_path / "home"),
+    env = dict(os.environ, ROS_LOG_DIR=str(tmp_path / "ros_log"), ROS_HOME=str(tmp_path / "home"),
                ROS_DOMAIN_ID=str(DOMAIN))
     with lg.launch_graph(LAUNCH_FILE, args, env=env) as launched:
         pids = set(launched.all_pids)
@@ -123,8 +123,11 @@ def test_launched_graph_is_what_ros2_would_see(ns, tmp_path):
             check_graph(probe, ns, launched)
             if ns:  # the demo goal on the default planner (scripted, scenarios/demo.yaml) under the namespace
                 result = send_demo_mission(probe, ns, launched)
-                assert result.status == "SUCCEEDED", (result.status, result.summary, result.refusal,
-                                                      launched["supervisor"].text()[-3000:])
+                assert result.status == "SUCCEEDED", (  # a str: pytest cuts a tuple's repr to 240 characters
+                    f"{result.status}: {result.summary} (refusal {result.refusal!r})\n--- supervisor:\n"
+                    f"{launched['supervisor'].text()[-3000:]}")
+                journal = tmp_path / "home" / "robot_harness" / "journal.sqlite3"
+                assert journal.is_file(), f"the supervisor did not journal under $ROS_HOME: no {journal}"
         finally:
             probe.destroy_node()
             rclpy.shutdown()
