@@ -50,6 +50,32 @@ class Preconditions(_Cfg):
     max_goal_distance_m: float | None = Field(default=200.0, gt=0.0)
     """A navigation target farther than this from the fresh pose is refused (``precondition_changed``);
     None disables the check."""
+    # -- readiness and feasibility, asked of the robot right before each navigation (``ports.FeasibilityPort``)
+    lifecycle_active: tuple[str, ...] = ("bt_navigator", "amcl")
+    """Lifecycle nodes (relative to the robot's namespace) that must report ``active``: the navigator and the
+    localizer (a robot localizing with another node names it here; empty: not checked)."""
+    max_pose_std_xy_m: float | None = Field(default=0.5, gt=0.0, allow_inf_nan=False)
+    """The localizer's x and y standard deviations (from the pose covariance) must be at most this; None: not checked."""
+    max_pose_std_yaw_rad: float | None = Field(default=0.5, gt=0.0, allow_inf_nan=False)
+    require_covariance: bool = False
+    """A pose source without a covariance (a TF lookup) fails the covariance check instead of skipping it."""
+    path_feasible: bool = True
+    """A ``ComputePathToPose`` dry run from the fresh pose must return a path (skipped, and said so, when the
+    robot has no planner server)."""
+    require_planner: bool = False
+    """No planner server fails ``path_feasible`` instead of skipping it."""
+    max_path_length_m: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
+    """The planned path must be at most this long; and, always, short enough that its action timeout
+    (``timeout_s + timeout_per_m_s * length``) fits in the mission's time left."""
+    goal_cell_free: bool = True
+    """The goal's cell in the global costmap (Nav2's ``GetCosts``) must cost at most ``max_goal_cost`` (skipped,
+    and said so, when the robot serves no costmap query)."""
+    max_goal_cost: int = Field(default=252, ge=0, le=255)
+    """Nav2's costs: 253 inscribed, 254 lethal, 255 no information; the default refuses all three."""
+    require_costmap: bool = False
+    """No costmap query fails ``goal_cell_free`` instead of skipping it."""
+    probe_timeout_s: float = Field(default=2.0, gt=0.0, le=60.0, allow_inf_nan=False)
+    """How long each readiness or feasibility question may take before it counts as unanswered (failed)."""
 
 
 class OutcomeTolerance(_Cfg):

@@ -493,6 +493,11 @@ class RobotActionProgress(EventPayload):
     """Metres, as the backend reported; None when it reported none."""
     current_pose: PosePart | None = None
     """The backend's pose estimate in its feedback, if any."""
+    navigation_time_s: float | None = None
+    """Nav2's feedback: time on this goal so far (absent in records before issue 16)."""
+    estimated_time_remaining_s: float | None = None
+    number_of_recoveries: int | None = None
+    """Recoveries Nav2's behavior tree has run on this goal."""
 
 
 class RobotActionOutcome(EventPayload):

@@ -14,9 +14,11 @@ from .records import ArtifactRef, ModelResponse, Pose2D, WorldSnapshot
 
 if TYPE_CHECKING:
     from .completion import EvidenceRef, Verdict
+    from .config import Preconditions
+    from .preconditions import Feasibility
     from .verifier import VerifyRequest
 
-__all__ = ["ModelCallSource", "SnapshotPort", "PlannerRequest", "PlannerPort", "InteractivePlanner", "GoalAck", "BackendEvent", "NavigationPort", "RobotIO",
+__all__ = ["ModelCallSource", "SnapshotPort", "PlannerRequest", "PlannerPort", "InteractivePlanner", "GoalAck", "BackendEvent", "NavigationPort", "FeasibilityPort", "RobotIO",
            "VerifierPort", "EvidenceRecorder"]
 
 
@@ -90,6 +92,16 @@ class NavigationPort(Protocol):
 
     def cancel(self, goal_id: str, *, timeout_s: float) -> bool:
         """Ask the backend to cancel a goal; True when the cancel was acknowledged."""
+
+
+class FeasibilityPort(Protocol):
+    """Asks the robot, right before a navigation, whether it is ready and the target reachable."""
+
+    def probe(self, *, pre: "Preconditions", start: Pose2D | None, goal: Pose2D | None,
+              frame_id: str) -> "Feasibility":
+        """The lifecycle states of ``pre.lifecycle_active``, and (when ``goal`` and ``start`` are given and the
+        checks are on) a path dry run from ``start`` and the goal cell's cost, each bounded by
+        ``pre.probe_timeout_s``. Never raises for a missing or silent server: that is the answer's status."""
 
 
 class RobotIO(Protocol):

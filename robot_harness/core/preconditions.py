@@ -1,15 +1,23 @@
-"""Pre-dispatch revalidation: is the world still what the model decided on?"""
+"""Pre-dispatch revalidation: is the world still what the model decided on, is the robot ready to move,
+and can the goal be reached?
+
+The readiness and feasibility answers (lifecycle states, a path dry run, the goal cell's cost) are asked of
+the robot by a ``ports.FeasibilityPort`` and handed in as a ``Feasibility``; the checks here are pure. A check
+the robot cannot answer (no planner server, no costmap query, a pose source without covariance) is kept in
+the report as not applicable (``Check.applicable`` False, with why), never left out silently."""
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Sequence
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from .config import Preconditions, Workspace
 from .records import ActionView, Availability, ControllerState, Pose2D, WorldSnapshot
 
-__all__ = ["Check", "PreconditionReport", "check_preconditions", "not_ready"]
+__all__ = ["Check", "CostProbe", "Feasibility", "LifecycleProbe", "PathProbe", "PreconditionReport", "ProbeStatus",
+           "check_preconditions", "not_ready"]
 
 
 class Check(BaseModel):
@@ -17,6 +25,59 @@ class Check(BaseModel):
     name: str
     ok: bool
     detail: str
+    applicable: bool = True
+    """False: the robot cannot answer this check (``detail`` says why); it passes, on the record."""
+
+
+class ProbeStatus(str, enum.Enum):
+    ANSWERED = "answered"
+    ABSENT = "absent"
+    """The robot has no such server (no planner server, no costmap query)."""
+    UNANSWERED = "unanswered"
+    """The server is there but gave no answer in time, or failed: the check fails (fail closed)."""
+
+
+class _Probe(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    status: ProbeStatus = ProbeStatus.ANSWERED
+    error: str = ""
+    """Why it is absent or unanswered, or the server's own error message."""
+
+
+class LifecycleProbe(_Probe):
+    node: str
+    state: str = ""
+    """The lifecycle state's label (``active``, ``inactive``, ...); "" when not answered."""
+
+
+class PathProbe(_Probe):
+    """A ``ComputePathToPose`` dry run from the fresh pose to the target."""
+
+    ok: bool = False
+    length_m: float | None = None
+    poses: int = 0
+    error_code: int = 0
+    """Nav2's result code (0: none)."""
+    planning_time_s: float | None = None
+
+
+class CostProbe(_Probe):
+    """The goal cell's cost in the global costmap (Nav2 ``GetCosts``)."""
+
+    cost: float | None = None
+
+
+class Feasibility(BaseModel):
+    """What the robot said, right before a navigation, about its readiness and the target (journaled in the
+    precondition report's checks)."""
+
+    model_config = ConfigDict(frozen=True)
+    lifecycle: tuple[LifecycleProbe, ...] = ()
+    path: PathProbe | None = None
+    """None: not asked (the check is off, or there is no target or pose)."""
+    goal_cost: CostProbe | None = None
+    duration_s: float = Field(default=0.0, ge=0.0)
+    """How long asking took."""
 
 
 class PreconditionReport(BaseModel):
@@ -41,11 +102,16 @@ def check_preconditions(
     target_now: Pose2D | None,
     active_actions: Sequence[ActionView],
     workspace: Workspace | None = None,
+    feasibility: Feasibility | None = None,
+    path_budget_m: float | None = None,
 ) -> PreconditionReport:
     """Evaluate every declared precondition; all of them, so the report is complete.
 
     A target must also be finite, inside ``workspace`` (when there is one) and within
-    ``pre.max_goal_distance_m`` of the fresh pose: nothing unvalidated reaches the robot."""
+    ``pre.max_goal_distance_m`` of the fresh pose: nothing unvalidated reaches the robot.
+    ``feasibility``: the robot's answers (``ports.FeasibilityPort``); None when this harness has no one to
+    ask (each such check is then reported not applicable). ``path_budget_m``: the longest path whose action
+    timeout fits in the mission's time left (None: no bound from time)."""
     checks: list[Check] = []
     if target_now is not None:
         finite = all(math.isfinite(v) for v in (target_now.x, target_now.y, target_now.yaw))
@@ -113,12 +179,100 @@ def check_preconditions(
             ok=ok,
             detail=f"battery {_fmt(fresh.battery)} ({bm.availability.value}), min {pre.battery_min}",
         ))
+    checks.extend(_readiness_checks(pre, fresh, feasibility))
+    if target_now is not None:
+        checks.extend(_feasibility_checks(pre, feasibility, path_budget_m))
     return PreconditionReport(
         ok=all(c.ok for c in checks),
         checks=tuple(checks),
         decision_snapshot_id=decision.snapshot_id,
         fresh_snapshot_id=fresh.snapshot_id,
     )
+
+
+_NOT_ASKED = "this harness has no feasibility probe (no robot to ask)"
+
+
+def _readiness_checks(pre: Preconditions, fresh: WorldSnapshot, feasibility: Feasibility | None) -> list[Check]:
+    checks: list[Check] = []
+    if pre.lifecycle_active:
+        if feasibility is None:
+            checks.append(Check(name="lifecycle_active", ok=True, applicable=False, detail=_NOT_ASKED))
+        else:
+            told = {p.node: p for p in feasibility.lifecycle}
+            parts, ok = [], True
+            for node in pre.lifecycle_active:
+                probe = told.get(node)
+                if probe is None or probe.status is not ProbeStatus.ANSWERED:
+                    ok = False
+                    parts.append(f"{node} not answered ({probe.error if probe is not None and probe.error else 'not asked'})")
+                else:
+                    ok = ok and probe.state == "active"
+                    parts.append(f"{node} {probe.state or 'unknown'}")
+            checks.append(Check(name="lifecycle_active", ok=ok, detail=", ".join(parts) + " (must be active)"))
+    if pre.max_pose_std_xy_m is not None or pre.max_pose_std_yaw_rad is not None:
+        cov = fresh.pose_covariance
+        if cov is None:
+            why = f"no covariance from the pose source {fresh.pose_meta.source or '(none)'}"
+            checks.append(Check(name="localization_covariance", ok=not pre.require_covariance,
+                                applicable=pre.require_covariance,
+                                detail=why + ("" if not pre.require_covariance else " (required)")))
+        else:
+            xy_ok = pre.max_pose_std_xy_m is None or cov.std_xy <= pre.max_pose_std_xy_m
+            yaw_ok = pre.max_pose_std_yaw_rad is None or cov.std_yaw <= pre.max_pose_std_yaw_rad
+            checks.append(Check(name="localization_covariance", ok=xy_ok and yaw_ok, detail=(
+                f"pose std xy {cov.std_xy:.3f} m (max {_bound(pre.max_pose_std_xy_m)} m), "
+                f"yaw {cov.std_yaw:.3f} rad (max {_bound(pre.max_pose_std_yaw_rad)} rad)")))
+    return checks
+
+
+def _feasibility_checks(pre: Preconditions, feasibility: Feasibility | None,
+                        path_budget_m: float | None) -> list[Check]:
+    checks: list[Check] = []
+    if pre.path_feasible:
+        path = feasibility.path if feasibility is not None else None
+        if path is None or path.status is ProbeStatus.ABSENT:
+            why = _NOT_ASKED if feasibility is None else f"no planner server ({path.error if path else 'not asked'})"
+            required = pre.require_planner
+            checks.append(Check(name="path_feasible", ok=not required, applicable=required,
+                                detail=why + (" (required: navigation.preconditions.require_planner)" if required else
+                                              "; not checked")))
+        elif path.status is ProbeStatus.UNANSWERED:
+            checks.append(Check(name="path_feasible", ok=False, detail=f"the planner did not answer: {path.error}"))
+        elif not path.ok or path.length_m is None:
+            checks.append(Check(name="path_feasible", ok=False, detail=(
+                f"no path to the target (planner error {path.error_code}"
+                f"{': ' + path.error if path.error else ''})")))
+        else:
+            checks.append(Check(name="path_feasible", ok=True,
+                                detail=f"a path of {path.length_m:.2f} m ({path.poses} poses)"))
+            limits = [(b, what) for b, what in ((pre.max_path_length_m, "navigation.preconditions.max_path_length_m"),
+                                                (path_budget_m, "what the mission's time left allows"))
+                      if b is not None]
+            if limits:
+                bound, what = min(limits)
+                checks.append(Check(name="path_length", ok=path.length_m <= bound, detail=(
+                    f"path {path.length_m:.2f} m (max {max(bound, 0.0):.2f} m: {what})")))
+    if pre.goal_cell_free:
+        cost = feasibility.goal_cost if feasibility is not None else None
+        if cost is None or cost.status is ProbeStatus.ABSENT:
+            why = _NOT_ASKED if feasibility is None else f"no costmap query ({cost.error if cost else 'not asked'})"
+            required = pre.require_costmap
+            checks.append(Check(name="goal_cell_free", ok=not required, applicable=required,
+                                detail=why + (" (required: navigation.preconditions.require_costmap)" if required else
+                                              "; not checked")))
+        elif cost.status is ProbeStatus.UNANSWERED or cost.cost is None:
+            checks.append(Check(name="goal_cell_free", ok=False,
+                                detail=f"the costmap did not answer: {cost.error or 'no cost'}"))
+        else:
+            checks.append(Check(name="goal_cell_free", ok=cost.cost <= pre.max_goal_cost, detail=(
+                f"goal cell cost {cost.cost:g} (max {pre.max_goal_cost}; 253 inscribed, 254 lethal, "
+                f"255 no information)")))
+    return checks
+
+
+def _bound(v: float | None) -> str:
+    return "-" if v is None else f"{v:g}"
 
 
 def not_ready(snap: WorldSnapshot, pre: Preconditions) -> tuple[str, str] | None:

@@ -16,6 +16,8 @@ __all__ = [
     "ControllerState",
     "FieldMeta",
     "Pose2D",
+    "PoseCovariance",
+    "NavProgress",
     "Velocity",
     "ArtifactRef",
     "ActionStatus",
@@ -108,6 +110,37 @@ class Pose2D(_Frozen):
         return abs(normalize_angle(self.yaw - other.yaw))
 
 
+class PoseCovariance(_Frozen):
+    """The localizer's variances of a 2D pose (``PoseWithCovariance.covariance`` [0], [7], [35])."""
+
+    var_x: float
+    """m^2"""
+    var_y: float
+    """m^2"""
+    var_yaw: float
+    """rad^2"""
+
+    @property
+    def std_xy(self) -> float:
+        """The larger of the x and y standard deviations, m (NaN or negative variances: infinite)."""
+        worst = max(self.var_x, self.var_y)
+        return math.sqrt(worst) if worst >= 0.0 and math.isfinite(worst) else math.inf
+
+    @property
+    def std_yaw(self) -> float:
+        v = self.var_yaw
+        return math.sqrt(v) if v >= 0.0 and math.isfinite(v) else math.inf
+
+
+class NavProgress(_Frozen):
+    """What Nav2's feedback says about its own progress on the active goal, beside ``distance_remaining``."""
+
+    navigation_time_s: float | None = None
+    estimated_time_remaining_s: float | None = None
+    number_of_recoveries: int | None = None
+    """Recoveries the navigator's behavior tree has run on this goal (clearing, spinning, backing up)."""
+
+
 class Velocity(_Frozen):
     vx: float = 0.0
     vy: float = 0.0
@@ -181,12 +214,16 @@ class WorldSnapshot(_Frozen):
     pose_meta: FieldMeta = FieldMeta()
     pose_jumps: int = 0
     last_pose_jump_at: float | None = None
+    pose_covariance: PoseCovariance | None = None
+    """The localizer's own uncertainty of ``pose``; None when its source gives none (a TF lookup)."""
     velocity: Velocity | None = None
     velocity_meta: FieldMeta = FieldMeta()
     controller_state: ControllerState = ControllerState.UNKNOWN
     nav_goal_id: str = ""
     nav_goal: Pose2D | None = None
     distance_remaining: float | None = None
+    nav_progress: NavProgress | None = None
+    """From the same fresh feedback as ``distance_remaining`` (None without it)."""
     navigation_meta: FieldMeta = FieldMeta()
     battery: float | None = None
     """State of charge, 0..1 (sensor_msgs/BatteryState.percentage)."""

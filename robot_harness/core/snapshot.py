@@ -28,7 +28,9 @@ from robot_harness.core.records import (
     Availability,
     ControllerState,
     FieldMeta,
+    NavProgress,
     Pose2D,
+    PoseCovariance,
     Velocity,
     WorldSnapshot,
     normalize_angle,
@@ -125,6 +127,7 @@ class SnapshotBuilder:
         self._pose: Pose2D | None = None
         self._pose_stamp: float | None = None
         self._pose_source = ""
+        self._pose_covariance: PoseCovariance | None = None
 
         self._velocity: Velocity | None = None
         self._velocity_stamp: float | None = None
@@ -145,6 +148,7 @@ class SnapshotBuilder:
         self._fb_distance: float | None = None
         self._fb_stamp: float | None = None
         self._fb_source = ""
+        self._fb_progress: NavProgress | None = None
 
     def expect_sources(self, *, pose: str = "", velocity: str = "", battery: str = "", navigation: str = "") -> None:
         """Name where each field comes from before its first message, so a field never observed says
@@ -156,14 +160,17 @@ class SnapshotBuilder:
 
     # -- observations ------------------------------------------------------
 
-    def update_pose(self, pose: Pose2D, stamp: float, source: str) -> Sequence[SalientEvent]:
-        """Record a localized pose; reports a ``pose_jump`` when it is implausibly far from the last."""
+    def update_pose(self, pose: Pose2D, stamp: float, source: str,
+                    covariance: PoseCovariance | None = None) -> Sequence[SalientEvent]:
+        """Record a localized pose (with the localizer's covariance when its source has one); reports a
+        ``pose_jump`` when it is implausibly far from the last."""
         prev, prev_stamp = self._pose, self._pose_stamp
         if prev_stamp is not None and stamp < prev_stamp:
             return _NO_EVENTS
         self._pose = pose
         self._pose_stamp = stamp
         self._pose_source = source
+        self._pose_covariance = covariance
         if prev is None or prev_stamp is None:
             return _NO_EVENTS
         dt = stamp - prev_stamp
@@ -273,8 +280,9 @@ class SnapshotBuilder:
         distance_remaining: float | None,
         stamp: float,
         source: str,
+        progress: NavProgress | None = None,
     ) -> Sequence[SalientEvent]:
-        """Record navigator feedback for one goal.
+        """Record navigator feedback for one goal (``progress``: its time and recovery counters).
 
         Feedback for a goal the status lists as active also confirms that
         status, so it refreshes the navigation stamp (the status topic itself
@@ -292,6 +300,7 @@ class SnapshotBuilder:
         )
         self._fb_stamp = stamp
         self._fb_source = source
+        self._fb_progress = progress
         if goal_id in self._active_goal_ids and self._nav_stamp is not None and stamp > self._nav_stamp:
             self._nav_stamp = stamp
         return _NO_EVENTS
@@ -350,6 +359,7 @@ class SnapshotBuilder:
                 else self._active_goal_ids[0]
             )
         distance: float | None = None
+        progress: NavProgress | None = None
         if (
             goal_id
             and self._fb_goal_id == goal_id
@@ -357,6 +367,7 @@ class SnapshotBuilder:
             and abs(now - self._fb_stamp) <= cfg.navigation_max_age_s
         ):
             distance = self._fb_distance
+            progress = self._fb_progress
 
         return WorldSnapshot(
             snapshot_id=snapshot_id,
@@ -368,11 +379,13 @@ class SnapshotBuilder:
             pose_meta=pose_meta,
             pose_jumps=self.pose_jumps,
             last_pose_jump_at=self.last_pose_jump_at,
+            pose_covariance=self._pose_covariance,
             velocity=self._velocity,
             velocity_meta=velocity_meta,
             controller_state=controller,
             nav_goal_id=goal_id,
             distance_remaining=distance,
+            nav_progress=progress,
             navigation_meta=nav_meta,
             battery=self._battery,
             battery_meta=battery_meta,

@@ -39,7 +39,9 @@ from robot_harness.core.records import (
     EventType,
     FieldMeta,
     JournalEvent,
+    NavProgress,
     Pose2D,
+    PoseCovariance,
     Velocity,
     WorldSnapshot,
 )
@@ -264,6 +266,12 @@ def snapshot_to_msg(snapshot: WorldSnapshot) -> WorldSnapshotMsg:
         distance_remaining=math.nan
         if snapshot.distance_remaining is None
         else float(snapshot.distance_remaining),
+        navigation_time=_nan_if_none(snapshot.nav_progress.navigation_time_s if snapshot.nav_progress else None),
+        estimated_time_remaining=_nan_if_none(
+            snapshot.nav_progress.estimated_time_remaining_s if snapshot.nav_progress else None),
+        number_of_recoveries=(snapshot.nav_progress.number_of_recoveries
+                              if snapshot.nav_progress and snapshot.nav_progress.number_of_recoveries is not None
+                              else -1),
         battery_meta=field_meta_to_msg(snapshot.battery_meta),
         battery_percentage=math.nan if snapshot.battery is None else float(snapshot.battery),
         active_action=action_view_to_msg(snapshot.active_action, snapshot.mission_id),
@@ -275,6 +283,9 @@ def snapshot_to_msg(snapshot: WorldSnapshot) -> WorldSnapshotMsg:
         msg.yaw = float(snapshot.pose.yaw)
     if snapshot.last_pose_jump_at is not None:
         msg.last_pose_jump = float_to_stamp(snapshot.last_pose_jump_at)
+    if snapshot.pose_covariance is not None:
+        c = snapshot.pose_covariance
+        msg.pose_covariance = [float(c.var_x), float(c.var_y), float(c.var_yaw)]
     if snapshot.velocity is not None:
         msg.velocity = velocity_to_twist(snapshot.velocity)
     if snapshot.nav_goal is not None:
@@ -282,6 +293,33 @@ def snapshot_to_msg(snapshot: WorldSnapshot) -> WorldSnapshotMsg:
         msg.nav_goal.header.frame_id = snapshot.frame_id or "map"
         msg.nav_goal.pose = pose2d_to_pose_msg(snapshot.nav_goal)
     return msg
+
+
+def _nan_if_none(v: float | None) -> float:
+    return math.nan if v is None else float(v)
+
+
+def _none_if_nan(v: float) -> float | None:
+    return float(v) if math.isfinite(v) else None
+
+
+def _msg_nav_progress(msg: WorldSnapshotMsg) -> NavProgress | None:
+    nav_time, eta = _none_if_nan(msg.navigation_time), _none_if_nan(msg.estimated_time_remaining)
+    recoveries = int(msg.number_of_recoveries) if msg.number_of_recoveries >= 0 else None
+    if nav_time is None and eta is None and recoveries is None:
+        return None
+    return NavProgress(navigation_time_s=nav_time, estimated_time_remaining_s=eta, number_of_recoveries=recoveries)
+
+
+def nav_feedback_progress(feedback: Any) -> NavProgress:
+    """The progress counters of a NavigateToPose / NavigateThroughPoses feedback message."""
+    return NavProgress(navigation_time_s=_duration_s(feedback.navigation_time),
+                       estimated_time_remaining_s=_duration_s(feedback.estimated_time_remaining),
+                       number_of_recoveries=int(feedback.number_of_recoveries))
+
+
+def _duration_s(d: Any) -> float:
+    return float(d.sec) + float(d.nanosec) * 1e-9
 
 
 def msg_to_snapshot(msg: WorldSnapshotMsg) -> WorldSnapshot:
@@ -319,12 +357,15 @@ def msg_to_snapshot(msg: WorldSnapshotMsg) -> WorldSnapshot:
         pose_meta=pose_meta,
         pose_jumps=msg.pose_jumps,
         last_pose_jump_at=None if jump.sec == 0 and jump.nanosec == 0 else stamp_to_float(jump),
+        pose_covariance=(PoseCovariance(var_x=msg.pose_covariance[0], var_y=msg.pose_covariance[1],
+                                        var_yaw=msg.pose_covariance[2]) if len(msg.pose_covariance) == 3 else None),
         velocity=velocity,
         velocity_meta=velocity_meta,
         controller_state=ControllerState(msg.controller_state),
         nav_goal_id=msg.nav_goal_id,
         nav_goal=nav_goal,
         distance_remaining=msg.distance_remaining if math.isfinite(msg.distance_remaining) else None,
+        nav_progress=_msg_nav_progress(msg),
         navigation_meta=msg_to_field_meta(msg.navigation_meta),
         battery=battery,
         battery_meta=battery_meta,
@@ -445,12 +486,14 @@ def _align(offset: int, n: int) -> int:
     return (offset + n - 1) // n * n
 
 
-def parse_pose_with_covariance_stamped(data: bytes) -> tuple[float, Pose2D]:
-    """(header stamp, pose) from a serialized geometry_msgs/PoseWithCovarianceStamped."""
+def parse_pose_and_covariance(data: bytes) -> tuple[float, Pose2D, PoseCovariance]:
+    """(header stamp, pose, its x / y / yaw variances) from a serialized geometry_msgs/PoseWithCovarianceStamped
+    (the covariance is row-major 6x6 over x, y, z, roll, pitch, yaw: [0], [7], [35])."""
     order, stamp, off = _cdr_start(data)
     off = _align(off, 8)
-    x, y, _z, qx, qy, qz, qw = struct.unpack_from(order + "7d", data, 4 + off)
-    return stamp, Pose2D(x=x, y=y, yaw=math.atan2(2.0 * (qw * qz + qx * qy), 1.0 - 2.0 * (qy * qy + qz * qz)))
+    x, y, _z, qx, qy, qz, qw, *cov = struct.unpack_from(order + "43d", data, 4 + off)
+    pose = Pose2D(x=x, y=y, yaw=math.atan2(2.0 * (qw * qz + qx * qy), 1.0 - 2.0 * (qy * qy + qz * qz)))
+    return stamp, pose, PoseCovariance(var_x=cov[0], var_y=cov[7], var_yaw=cov[35])
 
 
 def parse_odometry_twist(data: bytes) -> tuple[float, Velocity]:

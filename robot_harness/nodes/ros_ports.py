@@ -38,8 +38,13 @@ try:  # Nav2 on a robot; the test-only stand-in here. Same interface either way.
     from nav2_msgs.action import NavigateToPose
 except ImportError:  # pragma: no cover - depends on the installation
     NavigateToPose = None  # type: ignore[assignment]
+try:  # the planner server's dry run and the costmap's query (Nav2 Kilted; the stand-in here)
+    from nav2_msgs.action import ComputePathToPose
+    from nav2_msgs.srv import GetCosts
+except ImportError:  # pragma: no cover - depends on the installation
+    ComputePathToPose = GetCosts = None  # type: ignore[assignment,misc]
 
-__all__ = ["DropSink", "new_request_id", "correlated", "RosSnapshotPort", "RosPlannerPort", "RosVerifierPort", "RosRecoveryPort", "Nav2NavigationPort", "RosRobotIO",
+__all__ = ["DropSink", "new_request_id", "correlated", "RosSnapshotPort", "RosPlannerPort", "RosVerifierPort", "RosRecoveryPort", "Nav2NavigationPort", "RosFeasibilityPort", "RosRobotIO",
            "GOAL_STATUS_NAMES", "recovery_call_budget"]
 
 GOAL_STATUS_NAMES = {
@@ -504,6 +509,7 @@ class Nav2NavigationPort:
             distance_remaining=float(fb.distance_remaining),
             current_pose=cv.pose_msg_to_pose2d(fb.current_pose.pose),
             stamp=self._clock.now(),
+            detail=cv.nav_feedback_progress(fb).model_dump(),
         ))
 
     def _on_result(self, goal_id: str, future: Any) -> None:
@@ -715,3 +721,122 @@ class RosRobotIO:
             self._node.destroy_subscription(sub)
         self._node.destroy_publisher(self._speech)
         self._node.destroy_publisher(self._messages)
+
+
+class RosFeasibilityPort:
+    """Readiness and feasibility, asked of Nav2 right before each navigation (``ports.FeasibilityPort``):
+    ``<node>/get_state`` of each lifecycle node, a ``ComputePathToPose`` dry run on the planner server
+    (``use_start`` with the fresh pose, as ``BasicNavigator.getPath`` does), and ``GetCosts`` of the goal
+    cell on the global costmap. A server not on the graph is ABSENT (the check says it was not applicable);
+    one that is there but silent past ``probe_timeout_s`` is UNANSWERED (the check fails)."""
+
+    def __init__(self, node: Node, *, planner_action: str = "compute_path_to_pose",
+                 cost_service: str = "global_costmap/get_cost_global_costmap", planner_id: str = "") -> None:
+        from lifecycle_msgs.srv import GetState
+
+        self._node = node
+        self._get_state = GetState
+        self._group = ReentrantCallbackGroup()
+        self._states: dict[str, Any] = {}
+        self._planner_id = planner_id
+        self._planner = (ActionClient(node, ComputePathToPose, planner_action, callback_group=self._group)
+                         if ComputePathToPose is not None and planner_action else None)
+        self._planner_name = planner_action
+        self._costs = (node.create_client(GetCosts, cost_service, callback_group=self._group)
+                       if GetCosts is not None and cost_service else None)
+        self._cost_name = cost_service
+
+    def probe(self, *, pre: Any, start: Pose2D | None, goal: Pose2D | None, frame_id: str) -> Any:
+        from ..core.preconditions import Feasibility
+
+        began = time.monotonic()
+        timeout = float(pre.probe_timeout_s)
+        lifecycle = tuple(self._lifecycle(node, timeout) for node in pre.lifecycle_active)
+        path = cost = None
+        if goal is not None and start is not None:
+            if pre.path_feasible:
+                path = self._path(start, goal, frame_id, timeout)
+            if pre.goal_cell_free:
+                cost = self._cost(goal, frame_id, timeout)
+        return Feasibility(lifecycle=lifecycle, path=path, goal_cost=cost, duration_s=time.monotonic() - began)
+
+    def _lifecycle(self, node_name: str, timeout: float) -> Any:
+        from ..core.preconditions import LifecycleProbe, ProbeStatus
+
+        client = self._states.get(node_name)
+        if client is None:
+            client = self._states[node_name] = self._node.create_client(
+                self._get_state, f"{node_name}/get_state", callback_group=self._group)
+        if not client.wait_for_service(timeout_sec=min(timeout, 1.0)):
+            return LifecycleProbe(node=node_name, status=ProbeStatus.UNANSWERED,
+                                  error=f"{client.srv_name} is not available")
+        try:
+            resp = wait_future(client.call_async(self._get_state.Request()), timeout, client.srv_name)
+        except HarnessTimeout as exc:
+            return LifecycleProbe(node=node_name, status=ProbeStatus.UNANSWERED, error=exc.message)
+        return LifecycleProbe(node=node_name, state=resp.current_state.label)
+
+    def _path(self, start: Pose2D, goal: Pose2D, frame_id: str, timeout: float) -> Any:
+        from ..core.preconditions import PathProbe, ProbeStatus
+
+        if self._planner is None:
+            return PathProbe(status=ProbeStatus.ABSENT, error="nav2_msgs has no ComputePathToPose here")
+        if not self._planner.server_is_ready():
+            return PathProbe(status=ProbeStatus.ABSENT, error=f"no {self._planner_name} action server")
+        request = ComputePathToPose.Goal(goal=_stamped(self._node, goal, frame_id),
+                                         start=_stamped(self._node, start, frame_id),
+                                         planner_id=self._planner_id, use_start=True)
+        try:
+            handle = wait_future(self._planner.send_goal_async(request), timeout, f"{self._planner_name} goal")
+            if handle is None or not handle.accepted:
+                return PathProbe(status=ProbeStatus.UNANSWERED, error="the planner server rejected the dry run")
+            result = wait_future(handle.get_result_async(), timeout, f"{self._planner_name} result")
+        except HarnessTimeout as exc:
+            return PathProbe(status=ProbeStatus.UNANSWERED, error=exc.message)
+        r = result.result
+        poses = list(r.path.poses)
+        length = sum(_hop(a, b) for a, b in zip(poses, poses[1:])) if poses else None
+        planning = r.planning_time.sec + r.planning_time.nanosec * 1e-9
+        ok = result.status == GoalStatus.STATUS_SUCCEEDED and r.error_code == 0 and bool(poses)
+        return PathProbe(ok=ok, length_m=length, poses=len(poses), error_code=int(r.error_code),
+                         error=str(r.error_msg) or ("" if ok else GOAL_STATUS_NAMES.get(result.status, "")),
+                         planning_time_s=planning)
+
+    def _cost(self, goal: Pose2D, frame_id: str, timeout: float) -> Any:
+        from ..core.preconditions import CostProbe, ProbeStatus
+
+        if self._costs is None:
+            return CostProbe(status=ProbeStatus.ABSENT, error="nav2_msgs has no GetCosts here")
+        if not self._costs.service_is_ready():
+            return CostProbe(status=ProbeStatus.ABSENT, error=f"no {self._cost_name} service")
+        request = GetCosts.Request(use_footprint=False, poses=[_stamped(self._node, goal, frame_id)])
+        try:
+            resp = wait_future(self._costs.call_async(request), timeout, self._cost_name)
+        except HarnessTimeout as exc:
+            return CostProbe(status=ProbeStatus.UNANSWERED, error=exc.message)
+        if not resp.success or len(resp.costs) != 1:
+            return CostProbe(status=ProbeStatus.UNANSWERED,
+                             error=f"{self._cost_name} answered success={resp.success} with {len(resp.costs)} costs")
+        return CostProbe(cost=float(resp.costs[0]))
+
+    def destroy(self) -> None:
+        for client in self._states.values():
+            self._node.destroy_client(client)
+        self._states.clear()
+        if self._costs is not None:
+            self._node.destroy_client(self._costs)
+        if self._planner is not None:
+            self._planner.destroy()
+
+
+def _stamped(node: Node, pose: Pose2D, frame_id: str) -> PoseStamped:
+    msg = PoseStamped()
+    msg.header.frame_id = frame_id
+    msg.header.stamp = node.get_clock().now().to_msg()
+    msg.pose = cv.pose2d_to_pose_msg(pose)
+    return msg
+
+
+def _hop(a: Any, b: Any) -> float:
+    pa, pb = a.pose.position, b.pose.position
+    return float(((pb.x - pa.x) ** 2 + (pb.y - pa.y) ** 2) ** 0.5)

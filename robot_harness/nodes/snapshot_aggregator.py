@@ -45,8 +45,9 @@ from robot_harness.nodes._lifecycle import ConfigureError, HarnessLifecycleNode
 from robot_harness.nodes.diagnostics import Check, Level, field_ages, snapshot_freshness_check
 from robot_harness.nodes._util import LatchedSource, run_node
 from robot_harness.nodes.conversions import (
+    nav_feedback_progress,
     parse_odometry_twist,
-    parse_pose_with_covariance_stamped,
+    parse_pose_and_covariance,
     active_goal_ids,
     goal_id_to_hex,
     pose_msg_to_pose2d,
@@ -301,9 +302,9 @@ class SnapshotAggregator(HarnessLifecycleNode):
         builder = self._builder
         if builder is None:
             return
-        stamp, pose = parse_pose_with_covariance_stamped(data)
+        stamp, pose, covariance = parse_pose_and_covariance(data)
         with self._lock:
-            events = builder.update_pose(pose, stamp, self._pose_source)
+            events = builder.update_pose(pose, stamp, self._pose_source, covariance)
         if events:
             self._on_salient(events)
 
@@ -349,6 +350,7 @@ class SnapshotAggregator(HarnessLifecycleNode):
                 msg.feedback.distance_remaining,
                 stamp_to_float(stamp) if stamp.sec or stamp.nanosec else self._now(),
                 self._feedback_source,
+                nav_feedback_progress(msg.feedback),
             )
 
     def _on_nav_liveness(self) -> None:

@@ -46,7 +46,7 @@ from .diagnostics import Check, Level, journal_check, journal_facts, mission_che
 from ._util import nodes_named, run_node, wait_future
 from .executors import BackgroundSpinner
 from .listener import EventPublisher, JournalFanout
-from .ros_ports import (Nav2NavigationPort, RosPlannerPort, RosRecoveryPort, RosRobotIO, RosSnapshotPort, RosVerifierPort,
+from .ros_ports import (Nav2NavigationPort, RosFeasibilityPort, RosPlannerPort, RosRecoveryPort, RosRobotIO, RosSnapshotPort, RosVerifierPort,
                         recovery_call_budget)
 
 __all__ = ["SupervisorNode", "main", "default_journal_path"]
@@ -66,6 +66,8 @@ class SupervisorNode(HarnessLifecycleNode):
             "harness_config_json": "",
             "artifacts_dir": "",
             "nav_action": "navigate_to_pose",
+            "planner_action": "compute_path_to_pose",
+            "goal_cost_service": "global_costmap/get_cost_global_costmap",
             "capture_service": "snapshot_aggregator/capture",
             "planner_service": "planner/plan_turn",
             "verifier_service": "verifier/verify",
@@ -187,6 +189,9 @@ class SupervisorNode(HarnessLifecycleNode):
         self._planner = RosPlannerPort(io_node, p["planner_service"], timeout_s=float(p["planner_timeout_s"]),
                                        on_dropped=dropped)
         self._nav = Nav2NavigationPort(io_node, p["nav_action"], clock=self._wall)
+        # Empty planner_action / goal_cost_service: the robot has none (those checks say not applicable).
+        self._feasibility = RosFeasibilityPort(io_node, planner_action=p["planner_action"],
+                                               cost_service=p["goal_cost_service"])
         # Empty verifier_service: the verifier runs in this process (tests, a
         # robot without the verifier node); the gate is the same either way.
         self._verifier = RosVerifierPort(io_node, p["verifier_service"], timeout_s=float(p["verifier_timeout_s"]),
@@ -483,6 +488,7 @@ class SupervisorNode(HarnessLifecycleNode):
             ("dispatch spinner", lambda: have("_spinner") and not self._spinner.stop() and
              self.get_logger().warning("the dispatch spinner did not stop within 2 s")),
             ("navigation port", lambda: have("_nav") and self._nav.destroy()),
+            ("feasibility port", lambda: have("_feasibility") and self._feasibility.destroy()),
             ("robot I/O port", lambda: have("_io") and self._io.destroy()),
             ("snapshot port", lambda: have("_snapshots") and self._snapshots.destroy(self._spinner.node)),
             ("planner port", lambda: have("_planner") and self._planner.destroy(self._spinner.node)),
@@ -503,7 +509,7 @@ class SupervisorNode(HarnessLifecycleNode):
                 step()
             except Exception as exc:  # noqa: BLE001 - tear down the rest; say what did not go
                 self.get_logger().warning(f"teardown of the {what}: {type(exc).__name__}: {exc}")
-        for name in ("_unsubscribe", "_events_listener", "_spinner", "_nav", "_io", "_snapshots",
+        for name in ("_unsubscribe", "_events_listener", "_spinner", "_nav", "_feasibility", "_io", "_snapshots",
                      "_planner", "_verifier", "_recovery_port", "_check_srv", "_stop_srv", "_backend_state",
                      "_salient_sub", "_events_pub", "_state_pub"):
             if name in self.__dict__:
@@ -777,7 +783,7 @@ class SupervisorNode(HarnessLifecycleNode):
             config=config, journal=self._journal, clock=self._wall, ids=self._ids,
             skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
             snapshots=self._snapshots, planner=planner, navigation=self._nav, robot_io=self._io,
-            on_update=on_update, verifier=self._verifier, recorder=self._recorder, recovery=self._recovery_port, **kw,
+            feasibility=self._feasibility, on_update=on_update, verifier=self._verifier, recorder=self._recorder, recovery=self._recovery_port, **kw,
         )
         with self._admit:
             self._runner = runner
@@ -1087,9 +1093,13 @@ class SupervisorNode(HarnessLifecycleNode):
             return response
         runner = self._runner  # the mission in progress, if any: its running action is a conflict
         active = runner.active_actions() if runner is not None else []
-        report = check_preconditions(skill.managed.navigation.preconditions, decision=decision, fresh=fresh,
+        pre = skill.managed.navigation.preconditions
+        feasibility = (self._feasibility.probe(pre=pre, start=fresh.pose, goal=target, frame_id=self._config.frame_id)
+                       if self._feasibility is not None else None)
+        report = check_preconditions(pre, decision=decision, fresh=fresh,
                                      target_at_decision=target, target_now=target, active_actions=active,
-                                     workspace=navigation_workspace(skill.managed.navigation, places))
+                                     workspace=navigation_workspace(skill.managed.navigation, places),
+                                     feasibility=feasibility)
         try:
             self._journal.append([
                 EventDraft(type=EventType.WORLD_SNAPSHOT_CAPTURED, mission_id=request.mission_id, snapshot_id=fresh.snapshot_id,

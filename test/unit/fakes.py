@@ -58,6 +58,8 @@ class FakeRobot:
     reachable: bool = True
     snap_prefix: str = "snap"
     acks: bool = True
+    abort_detail: dict[str, Any] = field(default_factory=dict)
+    """What an ``abort`` result carries (Nav2's ``error_code`` / ``error_msg``)."""
     spoken: list[str] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
     _polls: int = 0
@@ -142,7 +144,7 @@ class FakeRobot:
             return [BackendEvent(goal_id=gid, type="result", status="succeeded")]
         if self.mode == "abort":
             self.status[gid] = "aborted"
-            return [BackendEvent(goal_id=gid, type="result", status="aborted")]
+            return [BackendEvent(goal_id=gid, type="result", status="aborted", detail=dict(self.abort_detail))]
         self.pose = target
         self.status[gid] = "succeeded"
         return [BackendEvent(goal_id=gid, type="result", status="succeeded")]

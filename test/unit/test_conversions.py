@@ -23,6 +23,7 @@ from robot_harness.core.records import (  # noqa: E402
     FieldMeta,
     JournalEvent,
     Pose2D,
+    PoseCovariance,
     Velocity,
     WorldSnapshot,
     normalize_angle,
@@ -188,7 +189,8 @@ def test_artifact_round_trip():
 def _full_snapshot() -> WorldSnapshot:
     b = SnapshotBuilder()
     b.update_pose(Pose2D(x=0.0, y=0.0), T0 - 1.0, "/amcl_pose")
-    b.update_pose(Pose2D(x=5.0, y=1.0, yaw=2.5), T0 - 0.25, "/amcl_pose")  # a jump
+    b.update_pose(Pose2D(x=5.0, y=1.0, yaw=2.5), T0 - 0.25, "/amcl_pose",  # a jump
+                  PoseCovariance(var_x=0.0625, var_y=0.125, var_yaw=0.25))
     b.update_velocity(Velocity(vx=0.25, wz=-0.5), T0 - 0.125, "/odom")
     b.update_battery(0.75, T0 - 1.0, "/battery_state")
     b.update_nav_status(["ab" * 16], T0 - 0.5, "navigate_to_pose/_action/status")
@@ -208,6 +210,7 @@ def _full_snapshot() -> WorldSnapshot:
 def test_snapshot_round_trip_full():
     snap = _full_snapshot()
     assert snap.pose_jumps == 1 and snap.pose_meta.fresh and snap.distance_remaining == 2.5
+    assert snap.pose_covariance is not None and snap.pose_covariance.std_yaw == 0.5
     msg = cv.snapshot_to_msg(snap)
     assert isinstance(msg, WorldSnapshotMsg)
     assert msg.controller_state == WorldSnapshotMsg.CONTROLLER_ACTIVE
@@ -227,7 +230,7 @@ def test_snapshot_round_trip_empty_has_none_values():
     assert math.isnan(msg.battery_percentage) and math.isnan(msg.distance_remaining)
     back = cv.msg_to_snapshot(msg)
     assert back == snap
-    assert back.pose is None and back.velocity is None and back.battery is None
+    assert back.pose is None and back.velocity is None and back.battery is None and back.pose_covariance is None
     assert back.nav_goal is None and back.last_pose_jump_at is None
     assert back.controller_state is ControllerState.UNKNOWN
 
@@ -310,7 +313,7 @@ def test_raw_pose_parser_matches_rclpy_serialization(frame_id):
     from geometry_msgs.msg import PoseWithCovarianceStamped
     from rclpy.serialization import serialize_message
 
-    from robot_harness.nodes.conversions import parse_pose_with_covariance_stamped, quaternion_from_yaw
+    from robot_harness.nodes.conversions import parse_pose_and_covariance, quaternion_from_yaw
 
     msg = PoseWithCovarianceStamped()
     msg.header.frame_id = frame_id
@@ -318,7 +321,8 @@ def test_raw_pose_parser_matches_rclpy_serialization(frame_id):
     msg.pose.pose.position.x, msg.pose.pose.position.y, msg.pose.pose.position.z = 12.25, -4.5, 0.3
     msg.pose.pose.orientation = quaternion_from_yaw(1.2)
     msg.pose.covariance = [float(i) for i in range(36)]
-    stamp, pose = parse_pose_with_covariance_stamped(serialize_message(msg))
+    stamp, pose, cov = parse_pose_and_covariance(serialize_message(msg))
+    assert (cov.var_x, cov.var_y, cov.var_yaw) == (0.0, 7.0, 35.0)  # row-major 6x6: x, y, yaw on the diagonal
     assert stamp == pytest.approx(1_700_000_123.456)
     assert (pose.x, pose.y) == (12.25, -4.5)
     assert pose.yaw == pytest.approx(1.2) and _m.isfinite(pose.yaw)

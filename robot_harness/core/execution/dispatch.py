@@ -7,6 +7,7 @@ that holds resources is keyed and leased the same way.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from typing import Any
@@ -18,8 +19,8 @@ from ..config import HarnessConfig, navigation_workspace
 from ..durable import DispatchKey, DuplicateDispatch, LeaseConflict, ReleaseReason, goal_uuid_for
 from ..errors import HarnessError, HarnessTimeout, UsageError
 from ..lifecycle import ManagedAction
-from ..ports import NavigationPort, RobotIO
-from ..preconditions import check_preconditions
+from ..ports import FeasibilityPort, NavigationPort, RobotIO
+from ..preconditions import Feasibility, check_preconditions
 from ..reconcile import ACTIVE_STATUSES, TERMINAL_STATUSES
 from ..payloads import ActionPreconditionChecked
 from ..records import ActionStatus, EventDraft, EventType, ToolCall, ToolResult, ToolResultStatus, WorldSnapshot
@@ -52,6 +53,8 @@ class Dispatcher:
     ids: IdGenerator
     clock: Clock
     blocked: Blocked
+    feasibility: FeasibilityPort | None = None
+    """Who answers the readiness and feasibility checks (None: each is reported not applicable)."""
 
     # -- managed physical actions ---------------------------------------------------
 
@@ -78,11 +81,13 @@ class Dispatcher:
         # Last, right before dispatch: the fresh-state check (reconciling a lease may have taken a while).
         fresh, snap_draft = self.observations.capture("pre_dispatch")
         target_now = resolve_target(args, s.places)
+        feasibility = self._probe(nav.preconditions, fresh, target_now)
         report = check_preconditions(
             nav.preconditions, decision=decision, fresh=fresh,
             target_at_decision=target_decision, target_now=target_now,
             active_actions=[a.view() for a in s.actions if not a.terminal],  # only a live one can conflict
             workspace=navigation_workspace(nav, s.places),
+            feasibility=feasibility, path_budget_m=self._path_budget_m(nav),
         )
         check_draft = self.ledger.draft(EventType.ACTION_PRECONDITION_CHECKED, model_turn_id=turn_id,
                                          tool_call_id=call.id, snapshot_id=fresh.snapshot_id,
@@ -100,12 +105,29 @@ class Dispatcher:
             backend=self.navigation.name, now=self.clock.now(),
         )
         action.dispatch_snapshot = fresh
+        path = feasibility.path if feasibility is not None else None
         distance = fresh.pose.distance_to(target_now) if fresh.pose else 0.0
+        if path is not None and path.ok and path.length_m is not None:  # the way it will walk, not the crow's
+            distance = max(distance, path.length_m)
         action.timeout_s = nav.timeout_s + nav.timeout_per_m_s * distance
         refused = self._commit_intent(turn_id, call, skill, key, action, [snap_draft, check_draft])
         if refused is not None:
             return refused, None
         return self._send(call, skill, action, goal_uuid_for(key.text))
+
+    def _probe(self, pre: Any, fresh: WorldSnapshot, target: Any) -> Feasibility | None:
+        """The robot's readiness and feasibility answers, asked right before the check (None: no one to ask)."""
+        if self.feasibility is None:
+            return None
+        return self.feasibility.probe(pre=pre, start=fresh.pose, goal=target, frame_id=self.config.frame_id)
+
+    def _path_budget_m(self, nav: Any) -> float | None:
+        """The longest path whose action timeout (``timeout_s + timeout_per_m_s * length``) fits in the
+        mission's time left; None when the mission has no deadline or the timeout does not grow with length."""
+        left = self.state.deadline - self.clock.monotonic()
+        if not math.isfinite(left) or nav.timeout_per_m_s <= 0.0:
+            return None
+        return (left - nav.timeout_s) / nav.timeout_per_m_s
 
     def _commit_intent(self, turn_id: str, call: ToolCall, skill: Skill, key: DispatchKey, action: ManagedAction,
                        checked: list[EventDraft]) -> ToolResult | None:

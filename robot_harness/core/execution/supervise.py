@@ -19,6 +19,7 @@ from ..config import HarnessConfig
 from ..durable import ReleaseReason
 from ..errors import HarnessError
 from ..lifecycle import ManagedAction
+from ..nav2_errors import Nav2Error, describe_nav2_error
 from ..outcome import BackendTerminal, OutcomeVerdict, check_navigation_outcome
 from ..ports import NavigationPort
 from ..records import ActionStatus, EventType, RuntimeEvent
@@ -36,6 +37,20 @@ _TERMINAL_STATUS = {
     "aborted": BackendTerminal.ABORTED,
     "canceled": BackendTerminal.CANCELED,
 }
+
+_PROGRESS_KEYS = ("navigation_time_s", "estimated_time_remaining_s", "number_of_recoveries")
+"""Nav2 feedback counters journaled with each progress event (``records.NavProgress``)."""
+
+
+def _backend_error(detail: dict) -> Nav2Error | None:
+    """The named error of a terminal report's ``error_code`` / ``error_msg`` (None when it has no error)."""
+    try:
+        code = int(detail.get("error_code", 0) or 0)
+    except (TypeError, ValueError):
+        return None
+    if code == 0:
+        return None
+    return describe_nav2_error(code, str(detail.get("error_msg", ""))[:500])
 
 
 class Tick(str, enum.Enum):
@@ -59,6 +74,8 @@ class _Tracking:
     _earlier_goals: set[str] | None = None
     terminal: BackendTerminal = BackendTerminal.NONE
     last_progress_journal: float = -math.inf
+    backend_error: Nav2Error | None = None
+    """The terminal report's error code and message, named (None: the report carried none)."""
     uncorrelated_seen: set[tuple[str, str]] = field(default_factory=set)
 
     def earlier_goals(self) -> set[str]:
@@ -141,10 +158,12 @@ class ActionSupervisor:
                                         robot_action_id=action.action_id, payload={
                                             "distance_remaining": ev.distance_remaining,
                                             "current_pose": ev.current_pose.model_dump() if ev.current_pose else None,
+                                            **{k: ev.detail[k] for k in _PROGRESS_KEYS if k in ev.detail},
                                         })
                     self.ledger.stage("running", action)
             if ev.status in _TERMINAL_STATUS:
                 t.terminal = _TERMINAL_STATUS[ev.status]
+                t.backend_error = _backend_error(ev.detail)
                 action.backend_status = ev.status
                 action.terminal_reported_at = ev.stamp or self.clock.now()
                 return Tick.TERMINAL
@@ -190,6 +209,9 @@ class ActionSupervisor:
             verdict = OutcomeVerdict(state=ActionStatus.SUCCEEDED, reason="backend succeeded (ablation: not bound "
                                      "to a fresh observation)", evidence={"backend_terminal": "succeeded"})
         reason = verdict.reason if terminal is not BackendTerminal.NONE else f"{why_none}; {verdict.reason}"
+        error = t.backend_error
+        if error is not None:  # what Nav2 said went wrong, named, for the planner and the recovery policy
+            reason = f"{reason}; {error.describe()}"
         action.outcome_snapshot_id = post.snapshot_id
         final = self.ledger.transition(action, verdict.state, reason, now=self.clock.now())
         # The lease ends only on a confirmed end (a terminal report, or a confirmed
@@ -210,8 +232,10 @@ class ActionSupervisor:
         self.state.active = None
         self.ledger.stage("verifying", action)
         return RuntimeEvent(type="robot_action_outcome", tool_call_id=action.tool_call_id, action_id=action.action_id,
-                            state=verdict.state.value, detail={"reason": reason, "skill": action.skill,
-                                                               "target": action.target.model_dump() if action.target else None})
+                            state=verdict.state.value, detail={
+                                "reason": reason, "skill": action.skill,
+                                "target": action.target.model_dump() if action.target else None,
+                                **({"nav2_error": error.model_dump(mode="json")} if error is not None else {})})
 
     def _await_terminal(self, action: ManagedAction, timeout_s: float) -> BackendTerminal:
         deadline = self.clock.monotonic() + timeout_s

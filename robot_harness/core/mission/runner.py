@@ -29,7 +29,7 @@ from ..errors import HarnessError, JournalWriteError, StaleRevision, UsageError
 from ..gate import CommitGate
 from ..interactions import MissionCredentials
 from ..journal import Journal, JournalReadError
-from ..ports import (EvidenceRecorder, InteractivePlanner, NavigationPort, PlannerPort, PlannerRequest, RobotIO,
+from ..ports import (EvidenceRecorder, FeasibilityPort, InteractivePlanner, NavigationPort, PlannerPort, PlannerRequest, RobotIO,
                      SnapshotPort, VerifierPort)
 from ..reconcile import Reconciler
 from ..payloads import ModelResponseRecorded, ModelTurnStarted, RuntimeEventDelivered
@@ -131,6 +131,8 @@ class MissionRunner:
     progress_verifier_config: VerifierConfig
     """The verifier's settings, for the in-process check of which obligations are already evidenced."""
     robot_io: RobotIO | None = None
+    feasibility: FeasibilityPort | None = None
+    """Answers the readiness and feasibility checks before each navigation (None: reported not applicable)."""
     recorder: EvidenceRecorder | None = None
     on_update: Observer | None = None
     """Watches every mission (feedback, MCP sessions); read when a mission starts."""
@@ -219,7 +221,7 @@ class MissionRunner:
                                       clock=self.clock, stop=self._stop)
         dispatcher = Dispatcher(config=self.config, state=state, ledger=ledger, observations=observations,
                                 leases=leases, navigation=self.navigation, robot_io=self.robot_io, ids=self.ids,
-                                clock=self.clock, blocked=self._blocked)
+                                clock=self.clock, blocked=self._blocked, feasibility=self.feasibility)
         operator = OperatorDesk(config=self.config, state=state, ledger=ledger, skills=self.skills, clock=self.clock,
                                 stop=self._stop, sleep=self._wait)
         turns = TurnExecutor(config=self.config, state=state, ledger=ledger, skills=self.skills, dispatcher=dispatcher,
