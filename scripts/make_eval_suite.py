@@ -155,6 +155,50 @@ def retry_loop(fault: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
 _LOOP_TURNS = 20
 
 
+def _first_target(s: dict[str, Any]) -> str:
+    turns = s["planner"]["turns"]
+    return turns[_first_nav(turns)]["tool_calls"][0]["arguments"]["place"]
+
+
+def _box_around(place: str, half: float) -> dict[str, float]:
+    p = PLACES[place]
+    return {"x_min": p["x"] - half, "y_min": p["y"] - half, "x_max": p["x"] + half, "y_max": p["y"] + half}
+
+
+SITE_MAP = {"resolution": 0.1, "origin": {"x": -5.0, "y": -4.0}, "width_m": 12.0, "height_m": 10.0,
+            "inflation_m": 0.3}
+"""The suite's occupancy map: every place on it, free but for the obstacles a fault adds."""
+
+
+def goal_in_obstacle(s: dict[str, Any]) -> None:
+    """Something stands where the first motion's place is (a pallet parked on the spot): the goal cell is
+    lethal in the costmap. No robot can get there, and a goal sent anyway fails after a while (the sim's
+    navigator aborts it); the gate sees the cost before anything is sent."""
+    place = _first_target(s)
+    s["robot"]["map"] = {**SITE_MAP, "obstacles": [_box_around(place, 0.5)]}
+    s["truth"]["impossible"] = f"reach {place}: it lies inside an obstacle"
+
+
+def no_path(s: dict[str, Any]) -> None:
+    """The first motion's place is behind a closed door: the planner finds no path into it."""
+    place = _first_target(s)
+    s["robot"]["faults"].append({"kind": "no_path", "at_s": 0.0, "region": _box_around(place, 0.6)})
+    s["truth"]["impossible"] = f"reach {place}: no path leads there"
+
+
+def navigator_inactive(s: dict[str, Any]) -> None:
+    """bt_navigator never came up (it stays inactive): no goal can run."""
+    s["robot"]["faults"].append({"kind": "navigator_inactive", "at_s": 0.0})
+    s["truth"]["impossible"] = "move: the navigator is not active"
+
+
+def lost_localization(s: dict[str, Any]) -> None:
+    """AMCL has converged on the wrong place (1.5 m off, from the start) and says so: its covariance is large.
+    The estimate itself is steady, so only the covariance tells; a robot driven on it ends 1.5 m off."""
+    s["robot"]["faults"] += [{"kind": "localization_jump", "at_s": 0.0, "dx": 1.5, "dy": 0.0},
+                             {"kind": "high_covariance", "at_s": 0.0, "std_xy": 1.5, "std_yaw": 0.8}]
+
+
 def verifier_uncertainty(s: dict[str, Any]) -> None:
     """The goal adds a semantic judgement no deterministic check can make."""
     s["goal"] = s["goal"].rstrip(".") + " and identify a drink bottle there."
@@ -182,6 +226,10 @@ FAULTS: dict[str, list[Callable[[dict[str, Any]], None]]] = {
     "moved_before_dispatch": [moved_before_dispatch],
     "retry_loop_rejected": [retry_loop({"kind": "reject", "at_s": 0.0})],
     "retry_loop_stalled": [retry_loop({"kind": "stall", "at_s": 0.0})],
+    "goal_in_obstacle": [goal_in_obstacle],
+    "no_path": [no_path],
+    "navigator_inactive": [navigator_inactive],
+    "lost_localization": [lost_localization],
 }
 """Every fault applies to every task, except where it cannot (see SKIP)."""
 

@@ -46,7 +46,8 @@ class WorldSpec(_Spec):
 
 
 FAULT_KINDS = ("reject", "early_success", "stall", "no_feedback", "localization_jump", "frozen_pose", "pose_noise", "die",
-               "ack_delay", "no_ack", "claims_completion", "pose_dropout", "external_goal")
+               "ack_delay", "no_ack", "claims_completion", "pose_dropout", "external_goal", "no_path",
+               "navigator_inactive", "high_covariance")
 """The simulated robot's fault kinds (robot_harness/sim/world.py has one class per kind)."""
 
 
@@ -64,6 +65,10 @@ class FaultSpec(_Spec):
     """ack_delay: how late the acceptance reaches the harness."""
     text: str | None = Field(default=None, min_length=1, max_length=500)
     """claims_completion: the false completion claim the robot's acknowledgements and navigation results carry."""
+    region: dict[str, float] | None = None
+    """no_path: only goals inside this box ({x_min, y_min, x_max, y_max}) find no path; unset: every goal."""
+    for_s: float | None = Field(default=None, gt=0.0)
+    """navigator_inactive: how long the navigator stays inactive; unset: for good."""
 
     @field_validator("kind")
     @classmethod
@@ -89,6 +94,10 @@ class RobotSpec(_Spec):
     odom_rate_hz: float = Field(default=50.0, gt=0.0, le=500.0)
     camera: bool = True
     battery_start: float = Field(default=0.9, ge=0.0, le=1.0)
+    map: dict[str, Any] | None = None
+    """An occupancy map for the robot's planner and costmap: ``{resolution, origin: {x, y}, width_m, height_m,
+    obstacles: [{x_min, y_min, x_max, y_max}], inflation_m}`` (robot_harness/sim/world.py ``MapConfig``, which
+    validates it); unset: everything is free and paths are straight lines."""
     faults: list[FaultSpec] = Field(default_factory=list)
 
 

@@ -44,7 +44,10 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     # the pre-dispatch re-check passes whatever the fresh snapshot says
     "gated-no-revalidation": {"navigation": {"preconditions": {
         "max_observation_age_s": 1e9, "max_pose_drift_m": 1e9, "max_yaw_drift_rad": 1e9, "localization_continuous": False,
-        "controller_idle": False, "no_conflicting_action": False, "target_unchanged": False, "battery_min": None}}},
+        "controller_idle": False, "no_conflicting_action": False, "target_unchanged": False, "battery_min": None,
+        # nor the readiness and feasibility checks (issue 16)
+        "lifecycle_active": [], "max_pose_std_xy_m": None, "max_pose_std_yaw_rad": None, "path_feasible": False,
+        "goal_cell_free": False}}},
     # recovery never runs out of budget: only the turn budget and the mission timeout stop a loop
     "gated-no-bounded-recovery": {"recovery": {"re_perceive": _UNBOUNDED, "adjust_view": _UNBOUNDED,
                                                "local_replan": _UNBOUNDED, "switch_provider_or_skill": _UNBOUNDED},
@@ -79,6 +82,9 @@ class RunResult:
     stale_dispatches: int = 0
     """Motions sent on a world that had changed unseen: accepted while the pose stream was silent or
     frozen, or preempting a goal another client had the robot executing (from the simulator's truth)."""
+    infeasible_dispatches: int = 0
+    """Goals sent that could not be reached: the navigator inactive, or no path from the true pose (a goal in
+    an obstacle, off the map, behind a closed door), from the simulator's truth."""
 
     @property
     def claimed(self) -> bool:
@@ -89,7 +95,8 @@ class RunResult:
                 "status": self.status, "truth_done": self.truth.done, "truth_unmet": self.truth.unmet,
                 "duplicates": self.duplicates, "wall_ms": round(self.wall_ms, 2), "steps": self.steps,
                 "planner_calls": self.planner_calls, "tokens": self.tokens, "sim_s": round(self.sim_s, 2),
-                "dispatches": self.dispatches, "stale_dispatches": self.stale_dispatches, "recovery": self.recovery,
+                "dispatches": self.dispatches, "stale_dispatches": self.stale_dispatches,
+                "infeasible_dispatches": self.infeasible_dispatches, "recovery": self.recovery,
                 "summary": self.summary[:300]}
 
 
@@ -98,9 +105,10 @@ def sim_config(scenario: Scenario) -> SimConfig:
     start = scenario.world.start_pose()
     r = scenario.robot
     world_faults = [f.model_dump(exclude_none=True) for f in r.faults]
-    return SimConfig(start=Pose2D(x=start.x, y=start.y, yaw=start.yaw), speed=r.speed, yaw_rate=r.yaw_rate,
-                     pose_rate_hz=r.pose_rate_hz, odom_rate_hz=r.odom_rate_hz, battery_start=r.battery_start,
-                     camera_rate_hz=2.0 if r.camera else 0.0, faults=tuple(parse_faults(world_faults)))
+    return SimConfig.from_data({
+        "start": {"x": start.x, "y": start.y, "yaw": start.yaw}, "speed": r.speed, "yaw_rate": r.yaw_rate,
+        "pose_rate_hz": r.pose_rate_hz, "odom_rate_hz": r.odom_rate_hz, "battery_start": r.battery_start,
+        "camera_rate_hz": 2.0 if r.camera else 0.0, "faults": tuple(parse_faults(world_faults)), "map": r.map})
 
 
 def sim_ports(scenario: Scenario, artifacts_dir: Path) -> SimPorts:
@@ -161,7 +169,8 @@ def run_one(scenario: Scenario, mode: str, *, workdir: Path | None = None, journ
                      planner_calls=planner.calls, sim_s=ports.clock.monotonic(), recovery=recovery, summary=summary,
                      tokens=tokens, dispatches=len(ports.sent_goals),
                      stale_dispatches=ports.blind_dispatches + foreign_preemptions(ports.world.events,
-                                                                                   ports.foreign_goals))
+                                                                                   ports.foreign_goals),
+                     infeasible_dispatches=ports.infeasible_dispatches)
 
 
 def _gated(scenario: Scenario, mode: str, harness: dict[str, Any], ports: SimPorts, planner: Any, workdir: Path,
@@ -178,7 +187,7 @@ def _gated(scenario: Scenario, mode: str, harness: dict[str, Any], ports: SimPor
     runner = mission_runner(config=config, journal=journal, clock=ports.clock, ids=ids,
                            skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
                            snapshots=ports, planner=planner, navigation=ports, robot_io=ports, sleep=ports.sleep,
-                           verifier=verifier)
+                           verifier=verifier, feasibility=ports)
     out = runner.run(scenario.goal)
     from ..core.payloads import RecoveryDecided, payload_of
     from ..core.records import EventType

@@ -19,6 +19,9 @@ Rates (per mode, over the suite's runs):
 * ``stale_dispatches``: motions sent on a world that had changed unseen: accepted
   while the pose stream was silent or frozen, or preempting a goal another client
   had the robot executing (from the simulator's truth).
+* ``infeasible_dispatches``: goals sent that could not be reached: the navigator
+  inactive, or no path from the robot's true pose (a goal in an obstacle, off the
+  map, behind a closed door), from the simulator's truth.
 """
 from __future__ import annotations
 
@@ -88,6 +91,7 @@ def summarize(results: Sequence[RunResult]) -> dict[str, dict[str, Any]]:
             "false_rejections": sum(not r.claimed for r in done),
             "duplicate_dispatches": sum(r.duplicates for r in rs),
             "stale_dispatches": sum(r.stale_dispatches for r in rs),
+            "infeasible_dispatches": sum(r.infeasible_dispatches for r in rs),
             "dispatches_per_mission": round(statistics.fmean(r.dispatches for r in rs), 2),
             "overhead_ms_p50": round(_pct(per_step, 0.5), 3),
             "overhead_ms_p95": round(_pct(per_step, 0.95), 3),
@@ -103,7 +107,7 @@ def summarize(results: Sequence[RunResult]) -> dict[str, dict[str, Any]]:
 
 
 _COLUMNS = ("success_rate", "false_completion_rate", "false_rejection_rate", "duplicate_dispatches",
-            "stale_dispatches", "overhead_ms_p50", "overhead_ms_p95", "llm_calls_per_mission",
+            "stale_dispatches", "infeasible_dispatches", "overhead_ms_p50", "overhead_ms_p95", "llm_calls_per_mission",
             "dispatches_per_mission", "sim_s_per_mission")
 
 

@@ -43,7 +43,8 @@ from typing import Any
 from ..core.clock import IdGenerator, ManualClock
 from ..core.errors import BackendUnavailable, HarnessTimeout, ToolExecutionError
 from ..core.ports import BackendEvent, GoalAck
-from ..core.records import ArtifactRef, Pose2D, WorldSnapshot
+from ..core.preconditions import CostProbe, Feasibility, LifecycleProbe, PathProbe, ProbeStatus
+from ..core.records import ArtifactRef, Pose2D, PoseCovariance, WorldSnapshot
 from ..core.snapshot import FreshnessConfig, SnapshotBuilder
 from ..evidence.png import encode_png
 from ..sim.world import GoalEventType, GoalStatus, SimConfig, SimWorld
@@ -93,7 +94,7 @@ class _Streams:
 
 @dataclass
 class SimPorts:
-    """NavigationPort + SnapshotPort + RobotIO over one ``SimWorld``."""
+    """NavigationPort + SnapshotPort + RobotIO + FeasibilityPort over one ``SimWorld``."""
 
     config: SimConfig
     artifacts_dir: Path
@@ -119,6 +120,9 @@ class SimPorts:
         """Wall time spent simulating the world (stepping, publishing), so the harness's own cost can be told apart."""
         self.blind_dispatches = 0
         """Goals accepted while the pose stream was silent or frozen beyond the freshness bound (ground truth)."""
+        self.infeasible_dispatches = 0
+        """Goals sent that could not be reached (ground truth): the navigator inactive, or no path from the true
+        pose (the goal in an obstacle, off the map, behind a closed door)."""
         self._pose_sample_t: float | None = None
         self.trajectory: list[tuple[float, Pose2D]] = [(self.clock.now(), self.world.true_pose)]
         """The robot's true pose every 0.1 s of sim time (ground truth; the harness never sees it)."""
@@ -169,6 +173,8 @@ class SimPorts:
         if goal_id in self._status_tracked:
             return GoalAck(accepted=False, goal_id=goal_id, reason="goal id already exists")
         self.sent_goals.append(goal_id)
+        if not self.world.navigator_active or not self.world.plan_path(self.world.true_pose, target).ok:
+            self.infeasible_dispatches += 1
         decision = self.world.submit_goal(target.x, target.y, target.yaw)
         if not decision.accepted:
             return GoalAck(accepted=False, goal_id=goal_id, reason=decision.reason)
@@ -208,6 +214,30 @@ class SimPorts:
 
     def adopt(self, goal_id: str) -> None:
         pass
+
+    # -- FeasibilityPort ------------------------------------------------------
+
+    def probe(self, *, pre: Any, start: Pose2D | None, goal: Pose2D | None, frame_id: str) -> Feasibility:
+        """What ``sim_robot``'s lifecycle services, planner server and costmap would answer (a dead robot: none)."""
+        w, dead = self.world, self.world.dead
+        lifecycle = tuple(
+            LifecycleProbe(node=n, status=ProbeStatus.UNANSWERED, error=f"{n}/get_state is not available") if dead
+            else LifecycleProbe(node=n, state="inactive" if n == "bt_navigator" and not w.navigator_active
+                                else "active")
+            for n in pre.lifecycle_active)
+        path = cost = None
+        if goal is not None and start is not None:
+            if pre.path_feasible:
+                if dead:
+                    path = PathProbe(status=ProbeStatus.UNANSWERED, error="no answer from the planner server")
+                else:
+                    plan = w.plan_path(start, goal)
+                    path = PathProbe(ok=plan.ok, length_m=plan.length_m if plan.ok else None, poses=len(plan.poses),
+                                     error_code=plan.error.number, error=plan.message)
+            if pre.goal_cell_free:
+                cost = (CostProbe(status=ProbeStatus.UNANSWERED, error="no answer from the costmap") if dead
+                        else CostProbe(cost=float(w.cost_at(goal.x, goal.y))))
+        return Feasibility(lifecycle=lifecycle, path=path, goal_cost=cost)
 
     # -- RobotIO --------------------------------------------------------------
 
@@ -286,7 +316,7 @@ class SimPorts:
         if (force or now - s.pose >= _POSE_PERIOD_S - 1e-9) and not w.pose_silent:
             s.pose = now
             sample = w.published_pose()
-            self.builder.update_pose(sample.pose, _EPOCH + sample.stamp_t, "/amcl_pose")
+            self.builder.update_pose(sample.pose, _EPOCH + sample.stamp_t, "/amcl_pose", _covariance(w.pose_covariance))
             self._pose_sample_t = _EPOCH + sample.stamp_t
         if force or now - s.odom >= _ODOM_PERIOD_S - 1e-9:
             s.odom = now
@@ -308,3 +338,8 @@ class SimPorts:
                                                  current_pose=w.localized_pose, stamp=now))
                 self.builder.update_nav_feedback(g.goal_id, w.localized_pose, active.distance_remaining, now,
                                                  "navigate_to_pose/_action/feedback")
+
+
+def _covariance(variances: tuple[float, float, float]) -> PoseCovariance:
+    var_x, var_y, var_yaw = variances
+    return PoseCovariance(var_x=var_x, var_y=var_y, var_yaw=var_yaw)

@@ -126,7 +126,8 @@ def test_the_committed_suite_is_what_the_generator_writes_and_covers_every_task_
     assert {"stale_pose", "early_success", "controller_rejection", "stall", "lost_feedback", "localization_jump",
             "repeated_request", "interrupted", "planner_omits_step", "confident_done",
             "observation_claims_completion", "alternate_plan", "verifier_uncertainty", "no_ack",
-            "retry_loop_rejected", "retry_loop_stalled"} <= {s.fault for s in suite}
+            "retry_loop_rejected", "retry_loop_stalled", "goal_in_obstacle", "no_path", "navigator_inactive",
+            "lost_localization"} <= {s.fault for s in suite}
     assert all(s.truth is not None for s in suite)
 
 
@@ -139,10 +140,10 @@ def test_the_generator_writes_a_fault_family_only_once_the_schema_knows_its_kind
     spec.loader.exec_module(gen)
     everything = gen.suite()
     assert {"navigation-missing_pose", "navigation-pose_dropout", "navigation-moved_before_dispatch"} <= set(everything)
-    assert len(everything) == 135
+    assert len(everything) == 163
     kinds = {f["kind"] for d in everything.values() for f in d["robot"]["faults"]}
     held = gen.suite(kinds - {"pose_dropout", "external_goal"})
-    assert len(held) == 114 and not any(k.endswith(("missing_pose", "pose_dropout", "moved_before_dispatch"))
+    assert len(held) == 142 and not any(k.endswith(("missing_pose", "pose_dropout", "moved_before_dispatch"))
                                         for k in held)
     moved = everything["return-moved_before_dispatch"]
     assert moved["robot"]["faults"] == [{"kind": "external_goal", "at_s": 0.5, "dx": 0.0, "dy": -3.0}]
@@ -155,6 +156,8 @@ def test_the_quick_benchmark_gates_every_false_completion_and_duplicate(tmp_path
     results = run_suite(load_suite(quick=True), ("direct", "gated"), workdir=tmp_path)
     summary = summarize(results)
     assert summary["gated"]["false_completions"] == 0 and summary["gated"]["duplicate_dispatches"] == 0
+    assert summary["gated"]["infeasible_dispatches"] == 0 < summary["direct"]["infeasible_dispatches"], \
+        "the feasibility gate sends no goal that cannot be reached; the baseline does"
     assert summary["direct"]["false_completions"] > 0 and summary["direct"]["duplicate_dispatches"] > 0, \
         "the baseline must show the failures the gate prevents, or the suite tests nothing"
 
