@@ -37,6 +37,10 @@ def scenario_overrides(scenario: Scenario, *, journal_path: Path, artifacts_dir:
     """Node parameter overrides that make the graph run this scenario."""
     start = scenario.world.start_pose()
     robot = scenario.robot
+    if robot.map is not None:  # said before a graph starts, as the world's own validation says it
+        from .sim.world import SimConfig
+
+        SimConfig.from_data({"map": robot.map})
     harness = scenario.harness_config()
     return {
         "sim_robot": {
@@ -46,6 +50,7 @@ def scenario_overrides(scenario: Scenario, *, journal_path: Path, artifacts_dir:
             "camera_rate_hz": 2.0 if robot.camera else 0.0,
             "battery_start": robot.battery_start,
             "faults_json": json.dumps([f.model_dump(exclude_none=True) for f in robot.faults]),
+            "map_json": json.dumps(robot.map) if robot.map is not None else "",
         },
         "planner": {"turns_json": json.dumps([t.model_dump() for t in scenario.planner.turns])},
         "supervisor": {
