@@ -1,6 +1,6 @@
 """ROS adapter for the simulated quadruped: a stand-in for the robot plus Nav2.
 
-``SimRobot`` owns three nodes around one ``SimWorld``:
+``SimRobot`` owns five nodes around one ``SimWorld``:
 
 * ``sim_robot`` (plain node): its publishers carry the robot's sensors
   (localization ``amcl_pose``, ``odom``, ``battery_state``,
@@ -21,10 +21,27 @@
   active; once configured it takes ``initialpose`` and relocalizes the world
   (``SimWorld.relocalize``: only the estimate jumps, as in Nav2). See
   ``_Amcl`` for how far it follows AMCL, and where it does not.
+* ``planner_server`` (lifecycle node): serves ``compute_path_to_pose``
+  (nav2_msgs/action/ComputePathToPose) from ``SimWorld.plan_path``, as
+  Nav2's planner server does (see ``_PlannerServer``).
+* ``global_costmap`` (lifecycle node, in the sub-namespace
+  ``global_costmap`` as Nav2's planner server puts its costmap): serves
+  ``global_costmap/get_cost_global_costmap`` (nav2_msgs/srv/GetCosts) from
+  ``SimWorld.cost_at`` (see ``_GlobalCostmap``).
+
+The world's readiness faults show on these surfaces: ``high_covariance`` in
+the covariance ``amcl_pose`` carries (``SimWorld.pose_covariance``), and
+``navigator_inactive`` in bt_navigator's lifecycle state: while it holds the
+tick deactivates bt_navigator (the running goal aborts, ``get_state`` says
+inactive, goals are rejected as Nav2's inactive action server rejects them)
+and activates it again when it ends. A goal without a path (a map's obstacle,
+``no_path``) is accepted and aborted by the world; its result carries the
+planner's ComputePathToPose error code and message, as Nav2's bt_navigator
+passes its planner's error on.
 
 Every name is relative, so the whole robot moves under a namespace
 (``SimRobot(namespace=...)`` in-process, ``--ros-args -r __ns:=/x`` for the
-executable; both apply to all three nodes) and resolves, at the root, to the
+executable; both apply to all five nodes) and resolves, at the root, to the
 names it always had (``/amcl_pose``, ``/sim_robot/ground_truth``, ...). Each
 node pins its own name with a node-local remap, so a launch ``name=``
 (``-r __node:=NAME``, a global remap) renames none of them: ``~/`` topics stay
@@ -87,8 +104,10 @@ import rclpy
 from builtin_interfaces.msg import Duration as DurationMsg
 from builtin_interfaces.msg import Time as TimeMsg
 from geometry_msgs.msg import PoseStamped, PoseWithCovariance, PoseWithCovarianceStamped, Quaternion
-from nav2_msgs.action import NavigateToPose
+from nav2_msgs.action import ComputePathToPose, NavigateToPose
+from nav2_msgs.srv import GetCosts
 from nav_msgs.msg import Odometry
+from nav_msgs.msg import Path as PathMsg
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
@@ -104,23 +123,28 @@ from rcl_interfaces.msg import ParameterDescriptor
 from sensor_msgs.msg import BatteryState, Image
 from std_msgs.msg import String
 
-from robot_harness.core.errors import HarnessError, UsageError
+from robot_harness.core.errors import HarnessError, ScenarioError, UsageError
 from robot_harness.core.records import Pose2D
 from robot_harness.nodes._lifecycle import HarnessLifecycleNode
 from robot_harness.nodes._util import autostart as autostart_node
 from robot_harness.nodes.executors import MultiThreadedExecutor
 from robot_harness.sim.world import (
+    COST_LETHAL,
+    COST_NO_INFORMATION,
     ExternalGoalFault,
     GoalEvent,
     GoalEventType,
     GoalStatus,
     GoalView,
+    PlanErrorCode,
+    PlanResult,
     SimConfig,
     SimWorld,
     parse_faults,
 )
 
-__all__ = ["DieMode", "SimRobot", "MIN_EXECUTOR_THREADS", "SPEAKER_ID", "OUTBOX_ID", "EXTERNAL_GOAL_TAG", "main"]
+__all__ = ["DieMode", "SimRobot", "MIN_EXECUTOR_THREADS", "SPEAKER_ID", "OUTBOX_ID", "EXTERNAL_GOAL_TAG",
+           "PLANNER_ID", "COSTMAP_NAMESPACE", "GET_COSTS_SERVICE", "main"]
 
 MIN_EXECUTOR_THREADS = 5
 """Two goals overlapping during a preemption, one held acceptance (``ack_delay``), plus a request."""
@@ -145,6 +169,14 @@ OUTBOX_ID = "sim_robot/outbox"
 """``by`` of a message acknowledgement."""
 EXTERNAL_GOAL_TAG = "sim_robot/external_goal/"
 """``behavior_tree`` of the ROS goal that carries world goal N of an ``external_goal`` fault: the tag, then N."""
+PLANNER_ID = "GridBased"
+"""The planner_server's one planner (Nav2's default id); ``planner_id`` "" means it too, as in Nav2."""
+COSTMAP_NAMESPACE = "global_costmap"
+"""The costmap node's sub-namespace and name (Nav2: ``Costmap2DROS("global_costmap", <planner's namespace>)``)."""
+GET_COSTS_SERVICE = "get_cost_global_costmap"
+"""Nav2's ``"get_cost_" + get_name()``, in the costmap's namespace: ``global_costmap/get_cost_global_costmap``."""
+_PATH_SPACING_M = 0.1
+"""Pose spacing of a served path without a map (with one: its resolution, as Nav2's grid planners give)."""
 
 _Result = NavigateToPose.Result
 
@@ -230,6 +262,7 @@ def _parameter_defaults(
         "battery_start": config.battery_start,
         "battery_drain_per_m": config.battery_drain_per_m,
         "faults_json": json.dumps(faults),
+        "map_json": config.map.model_dump_json() if config.map is not None else "",
         "seed": config.seed,
         "pose_topic": pose_topic,
         "autostart": autostart,
@@ -249,6 +282,16 @@ class _Settings:
     truth_log_path: str
     speech_topic: str
     message_topic: str
+
+
+def _parse_map(text: str) -> Any:
+    """``map_json``: "" for no map, else a ``MapConfig`` as JSON (``SimConfig.from_data`` validates it)."""
+    if not text.strip():
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ScenarioError(f"invalid sim config: map_json is not JSON: {exc}", map_json=text[:200]) from exc
 
 
 def _read_settings(node: Node, defaults: dict[str, Any]) -> _Settings:
@@ -273,6 +316,7 @@ def _read_settings(node: Node, defaults: dict[str, Any]) -> _Settings:
                 )
             },
             "faults": parse_faults(str(values["faults_json"])),
+            "map": _parse_map(str(values["map_json"])),
         }
     )
     try:
@@ -400,6 +444,8 @@ class SimRobot:
         self._deliveries: list[dict[str, Any]] = []
         self._external_sent: set[int] = set()
         self._external_bound: set[int] = set()
+        self._navigator_held = False
+        """True while the tick holds bt_navigator inactive for a ``navigator_inactive`` fault."""
         self.namespace = namespace
         # Pinned like the helpers (module docstring): a launch name renames none of the sim's nodes.
         self.node = Node("sim_robot", context=self._context, namespace=namespace,
@@ -429,16 +475,27 @@ class SimRobot:
         self._build_io()
         self.navigator = _Navigator(self, context=self._context, namespace=namespace)
         self.amcl = _Amcl(self, context=self._context, namespace=namespace)
+        self.planner = _PlannerServer(self, context=self._context, namespace=namespace)
+        # Under the sim node's resolved namespace (a global __ns remap included), as Nav2 nests its costmap.
+        self.costmap = _GlobalCostmap(self, context=self._context,
+                                      namespace=f"{self.node.get_namespace().rstrip('/')}/{COSTMAP_NAMESPACE}")
         self._context.on_shutdown(self._on_context_shutdown)
         if settings.autostart:
             autostart_node(self.amcl)
-            autostart_node(self.navigator)
+            autostart_node(self.costmap)
+            autostart_node(self.planner)
+            if self.world.navigator_active:
+                autostart_node(self.navigator)
+            else:  # navigator_inactive from the start: bt_navigator never activates
+                self._navigator_held = True
+                self.navigator.trigger_configure()
 
     # ----------------------------------------------------------------- public
 
     @property
-    def nodes(self) -> tuple[Node, Node, Node]:
-        return (self.node, self.navigator, self.amcl)
+    def nodes(self) -> tuple[Node, ...]:
+        """sim_robot, bt_navigator, amcl, planner_server, global_costmap."""
+        return (self.node, self.navigator, self.amcl, self.planner, self.costmap)
 
     @property
     def goal_log(self) -> list[GoalEvent]:
@@ -510,6 +567,7 @@ class SimRobot:
                 spinning = spinning or not getattr(executor, "_is_shutdown", True)
                 executor.remove_node(n)
         self.navigator.release_action_server(destroy=not spinning)
+        self.planner.release_action_server(destroy=not spinning)
         client, self._external_client = self._external_client, None
         if client is not None and not spinning:  # the same rule as the server's (ros2/rclpy#1385)
             client.destroy()
@@ -607,6 +665,23 @@ class SimRobot:
         """The active ``claims_completion`` text ('' when none): navigation results carry it instead of the truth."""
         with self._lock:
             return self.world.completion_claim
+
+    def plan_path(self, start: Pose2D | None, goal: Pose2D) -> tuple[PlanResult, int]:
+        """The world's plan from ``start`` (None: the localized pose, ComputePathToPose's ``use_start`` false)
+        to ``goal``, and the ROS stamp (ns) of the moment it was planned."""
+        with self._lock:
+            plan = self.world.plan_path(start if start is not None else self.world.localized_pose, goal)
+            return plan, self.stamp_ns(self.world.t)
+
+    def costs(self, points: Sequence[tuple[float, float]]) -> list[tuple[int, bool]]:
+        """(cost, on the map) of each point, from one consistent read of the world."""
+        with self._lock:
+            return [(self.world.cost_at(x, y), self.world.in_map(x, y)) for x, y in points]
+
+    @property
+    def path_spacing_m(self) -> float:
+        m = self.config.map
+        return m.resolution if m is not None else _PATH_SPACING_M
 
     def probe(self, index: int) -> _GoalProbe:
         with self._lock:
@@ -777,6 +852,7 @@ class SimRobot:
                 self.world.step(dt)
             self._flush_events()
             died = self.world.dead
+            navigator_allowed = self.world.navigator_active
             external = self._new_external_goals()
             if not died and not self.stopping:
                 t = self.world.t
@@ -787,8 +863,30 @@ class SimRobot:
         self._write_truth()
         if died:
             self._on_death()
-        elif external:
+            return
+        self._follow_navigator_fault(navigator_allowed)
+        if external:
             self._send_external_goals(external)
+
+    def _follow_navigator_fault(self, allowed: bool) -> None:
+        """Hold bt_navigator inactive while ``navigator_inactive`` holds; activate it again once it ends.
+
+        A real deactivation, outside the world lock: the running goal aborts
+        (``_Navigator.deactivated``), ``get_state`` says inactive and goals
+        are rejected. Only a navigator the fault deactivated is reactivated.
+        """
+        nav = self.navigator
+        if self.stopping:
+            return
+        if not allowed and nav.active:
+            self._navigator_held = True
+            nav.get_logger().warning("navigator_inactive fault: bt_navigator deactivating")
+            nav.trigger_deactivate()
+        elif allowed and self._navigator_held:
+            self._navigator_held = False
+            if nav.lifecycle_state == "inactive":
+                nav.get_logger().info("navigator_inactive fault over: bt_navigator activating")
+                nav.trigger_activate()
 
     def _new_external_goals(self) -> list[tuple[int, PoseStamped]]:
         """Accepted world goals of ``external_goal`` faults not yet sent to the navigator (call under the lock)."""
@@ -838,14 +936,13 @@ class SimRobot:
         if self.world.pose_silent:
             return  # the pose_dropout fault: the localization topic goes silent
         sample = self.world.published_pose()
-        std_xy, std_yaw = self.world.pose_noise_std
+        var_x, var_y, var_yaw = self.world.pose_covariance
         msg = PoseWithCovarianceStamped()
         stamped = _pose_stamped(sample.pose, self.stamp_ns(sample.stamp_t))
         msg.header = stamped.header
         msg.pose.pose = stamped.pose
-        cov = [0.0] * 36
-        cov[0] = cov[7] = 0.0025 + std_xy**2
-        cov[35] = 0.0004 + std_yaw**2
+        cov = [0.0] * 36  # row-major 6x6 over (x, y, z, roll, pitch, yaw)
+        cov[0], cov[7], cov[35] = var_x, var_y, var_yaw
         msg.pose.covariance = cov
         self._pose_pub.publish(msg)
 
@@ -946,6 +1043,11 @@ class _Navigator(HarnessLifecycleNode):
                     cancel_callback=self._on_cancel,
                     callback_group=self._group,
                 )
+
+    @property
+    def lifecycle_state(self) -> str:
+        """The label of the current lifecycle state (``unconfigured``, ``inactive``, ``active``, ...)."""
+        return str(self._state_machine.current_state[1])
 
     def deactivated(self) -> None:
         self._robot.abort_goal("bt_navigator deactivated")
@@ -1073,7 +1175,9 @@ class _Navigator(HarnessLifecycleNode):
             goal_handle.canceled()
             return _Result(error_code=_Result.NONE, error_msg=claim or "canceled")
         goal_handle.abort()
-        return _Result(error_code=_Result.UNKNOWN, error_msg=claim or view.reason or view.status.value.lower())
+        # A goal its planner could not serve: Nav2's bt_navigator passes the planner's error code on.
+        code = view.plan_error.number if view.plan_error is not PlanErrorCode.NONE else _Result.UNKNOWN
+        return _Result(error_code=code, error_msg=claim or view.reason or view.status.value.lower())
 
 
 class _Amcl(HarnessLifecycleNode):
@@ -1146,6 +1250,157 @@ class _Amcl(HarnessLifecycleNode):
     def _relocalize(self, pose: Pose2D) -> None:
         self._robot.relocalize(pose)
         self.get_logger().info(f"relocalized: estimate now x={pose.x:.3f} y={pose.y:.3f} yaw={pose.yaw:.3f}")
+
+
+class _PlannerServer(HarnessLifecycleNode):
+    """``planner_server``: ``compute_path_to_pose`` from the world's planner, as Nav2's planner server serves it.
+
+    From nav2_planner (``planner_server.cpp``, navigation2 branch kilted at
+    71a1d84f): the node name, the action name (relative, so under the
+    robot's namespace), created at configure and answering goals only while
+    active (nav2_util's SimpleActionServer rejects every goal while inactive:
+    "Action server is inactive. Rejecting the goal."); ``use_start`` false
+    plans from the robot's pose (here the localized pose); a ``planner_id``
+    that is neither the one planner nor empty is INVALID_PLANNER; a pose
+    that cannot be brought into ``map`` is TF_ERROR; the other failures are
+    the world's (``SimWorld.plan_path``), each aborting the goal with its code
+    and message; a found path is a ``nav_msgs/Path`` in ``map`` with a pose
+    every cell (the map's resolution, 0.1 m without one), each facing along
+    the path and the last with the goal's orientation, and ``planning_time``
+    is the time the request took. Where it differs: there is no costmap to
+    wait for and no ``plan`` topic, and ``compute_path_through_poses`` is not
+    served.
+    """
+
+    check_twins = False  # the robot's planner, not a harness node
+
+    def __init__(self, robot: SimRobot, *, context: Context, namespace: str = "") -> None:
+        # Pinned and without parameter services, as bt_navigator (see _Navigator.__init__).
+        super().__init__("planner_server", context=context, namespace=namespace, start_parameter_services=False,
+                         cli_args=["--ros-args", "-r", "__node:=planner_server"])
+        self._robot = robot
+        self._server: ActionServer | None = None
+        self._server_lock = threading.Lock()
+
+    def build(self, params: dict[str, Any]) -> None:
+        with self._server_lock:
+            if self._server is None:  # kept across cleanup, as bt_navigator's (ros2/rclpy#1385)
+                self._server = ActionServer(
+                    self,
+                    ComputePathToPose,
+                    "compute_path_to_pose",
+                    execute_callback=self._execute,
+                    goal_callback=self._on_goal,
+                    cancel_callback=lambda _handle: CancelResponse.ACCEPT,
+                )
+
+    def release_action_server(self, *, destroy: bool) -> None:
+        """Drop compute_path_to_pose; destroy it only when no executor can be using it. Safe to repeat."""
+        with self._server_lock:
+            server, self._server = self._server, None
+        if server is not None and destroy:
+            server.destroy()
+
+    def _on_goal(self, request: ComputePathToPose.Goal) -> GoalResponse:
+        if self._robot.silenced or not self._active:
+            self.get_logger().info("Action server is inactive. Rejecting the goal.")
+            return GoalResponse.REJECT
+        return GoalResponse.ACCEPT
+
+    def _execute(self, goal_handle: ServerGoalHandle) -> ComputePathToPose.Result:
+        started = time.monotonic()
+        plan, stamp_ns = self._plan(goal_handle.request)
+        result = ComputePathToPose.Result()
+        result.planning_time = _duration_msg(time.monotonic() - started)
+        if plan.ok:
+            result.path = _path_msg(plan, stamp_ns, self._robot.path_spacing_m)
+            goal_handle.succeed()
+        else:
+            self.get_logger().warning(f"planning failed ({plan.error.value}): {plan.message}")
+            result.error_code = plan.error.number
+            result.error_msg = plan.message
+            goal_handle.abort()
+        return result
+
+    def _plan(self, request: ComputePathToPose.Goal) -> tuple[PlanResult, int]:
+        if request.planner_id not in ("", PLANNER_ID):
+            return PlanResult(PlanErrorCode.INVALID_PLANNER, f"Planner id {request.planner_id} is invalid"), 0
+        frames = [request.goal.header.frame_id] + ([request.start.header.frame_id] if request.use_start else [])
+        if any(f.lstrip("/") not in ("", "map") for f in frames):
+            return PlanResult(PlanErrorCode.TF_ERROR, "Unable to transform poses to global frame "
+                                                      f"(frames {frames}; the sim has only 'map')"), 0
+        start = _msg_to_pose(request.start) if request.use_start else None
+        return self._robot.plan_path(start, _msg_to_pose(request.goal))
+
+
+def _path_msg(plan: PlanResult, stamp_ns: int, spacing_m: float) -> PathMsg:
+    """The plan's polyline as a ``nav_msgs/Path`` in ``map``, a pose every ``spacing_m`` along each segment."""
+    msg = PathMsg()
+    msg.header.frame_id = "map"
+    msg.header.stamp = _time_msg(stamp_ns)
+    poses = plan.poses
+    out: list[PoseStamped] = []
+    for a, b in zip(poses, poses[1:]):
+        n = max(1, math.ceil(math.hypot(b.x - a.x, b.y - a.y) / spacing_m))
+        out += [_pose_stamped(Pose2D(x=a.x + (b.x - a.x) * k / n, y=a.y + (b.y - a.y) * k / n, yaw=a.yaw), stamp_ns)
+                for k in range(n)]
+    out.append(_pose_stamped(poses[-1], stamp_ns))
+    msg.poses = out
+    return msg
+
+
+class _GlobalCostmap(HarnessLifecycleNode):
+    """``global_costmap``: the costmap's ``GetCosts`` service, answered from ``SimWorld.cost_at``.
+
+    From nav2_costmap_2d (``costmap_2d_ros.cpp``, kilted at 71a1d84f): the node
+    is named ``global_costmap`` in the sub-namespace ``global_costmap`` of the
+    planner's namespace (``Costmap2DROS``'s node-local ``__ns`` remap, which a
+    global namespace remap does not override), and serves
+    ``get_cost_global_costmap`` (``"get_cost_" + get_name()``) from configure
+    on. Each pose is looked up in ``map``: a pose in another frame cannot be
+    transformed (``success`` false, cost 255, NO_INFORMATION), one off the map
+    is ``success`` false with cost 254 (LETHAL_OBSTACLE, as Kilted answers it),
+    the rest get their cell's cost (0 free, 253 inscribed, 254 lethal).
+    ``use_footprint`` is accepted and changes nothing: the sim's footprint is
+    its centre, the inflation standing for its radius. Before configure and
+    after cleanup every pose is answered 255 with ``success`` false.
+    """
+
+    check_twins = False  # the robot's costmap, not a harness node
+
+    def __init__(self, robot: SimRobot, *, context: Context, namespace: str) -> None:
+        super().__init__(COSTMAP_NAMESPACE, context=context, namespace=namespace, start_parameter_services=False,
+                         cli_args=["--ros-args", "-r", f"__ns:={namespace}", "-r", f"__node:={COSTMAP_NAMESPACE}"])
+        self._robot = robot
+        self._service: Any = None
+        self._serving = False
+
+    def build(self, params: dict[str, Any]) -> None:
+        if self._service is None:  # created once and kept; answered only while configured
+            self._service = self.create_service(GetCosts, GET_COSTS_SERVICE, self._on_get_costs)
+        self._serving = True
+
+    def release(self) -> None:
+        self._serving = False
+
+    def _on_get_costs(self, request: GetCosts.Request, response: GetCosts.Response) -> GetCosts.Response:
+        poses = list(request.poses)
+        in_map_frame = [p.header.frame_id.lstrip("/") in ("", "map") for p in poses]
+        looked_up = self._robot.costs([(p.pose.position.x, p.pose.position.y) for p in poses])
+        costs: list[float] = []
+        success = self._serving
+        for ok_frame, (cost, on_map) in zip(in_map_frame, looked_up):
+            if not self._serving or not ok_frame:
+                costs.append(float(COST_NO_INFORMATION))
+                success = False
+            elif not on_map:
+                costs.append(float(COST_LETHAL))
+                success = False
+            else:
+                costs.append(float(cost))
+        response.costs = costs
+        response.success = success
+        return response
 
 
 # --------------------------------------------------------------------------- executable

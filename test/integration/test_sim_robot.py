@@ -27,7 +27,8 @@ from action_msgs.msg import GoalStatus as RosGoalStatus
 from action_msgs.msg import GoalStatusArray
 from geometry_msgs.msg import PoseStamped, PoseWithCovarianceStamped
 from lifecycle_msgs.srv import GetState
-from nav2_msgs.action import NavigateToPose
+from nav2_msgs.action import ComputePathToPose, NavigateToPose
+from nav2_msgs.srv import GetCosts
 from nav_msgs.msg import Odometry
 from rclpy.action import ActionClient
 from rclpy.action.client import ClientGoalHandle
@@ -42,10 +43,12 @@ from unique_identifier_msgs.msg import UUID
 
 from robot_harness.core.clock import IdGenerator, SystemClock
 from robot_harness.core.errors import ScenarioError
+from robot_harness.core.records import Pose2D
 from robot_harness.nodes.executors import MultiThreadedExecutor
 from robot_harness.nodes.ros_ports import RosRobotIO
 from robot_harness.nodes.sim_robot import (
     EXTERNAL_GOAL_TAG,
+    GET_COSTS_SERVICE,
     MIN_EXECUTOR_THREADS,
     OUTBOX_ID,
     SPEAKER_ID,
@@ -53,7 +56,14 @@ from robot_harness.nodes.sim_robot import (
     SimRobot,
 )
 from robot_harness.sim import SimConfig
-from robot_harness.sim.world import EXTERNAL_GOAL_NOTE
+from robot_harness.sim.world import (
+    COST_FREE,
+    COST_INSCRIBED,
+    COST_LETHAL,
+    DEFAULT_POSE_VARIANCE,
+    EXTERNAL_GOAL_NOTE,
+    PLAN_FAILURE_ABORT_S,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
@@ -308,7 +318,8 @@ def test_bt_navigator_reports_active(make_rig: Callable[..., Rig]) -> None:
 def test_a_namespace_moves_every_node_and_every_name_under_it(make_rig: Callable[..., Rig]) -> None:
     rig = make_rig(fast(), namespace="/robot1")
     assert sorted(n.get_fully_qualified_name() for n in rig.robot.nodes) == [
-        "/robot1/amcl", "/robot1/bt_navigator", "/robot1/sim_robot"]
+        "/robot1/amcl", "/robot1/bt_navigator", "/robot1/global_costmap/global_costmap", "/robot1/planner_server",
+        "/robot1/sim_robot"]
     moved = {"amcl_pose", "odom", "battery_state", "camera/image_raw", "sim_robot/ground_truth", "sim_robot/goal_log",
              "speech/say", "speech/say/ack", "robot_harness/messages", "robot_harness/messages/ack", "initialpose",
              "navigate_to_pose/_action/status"}
@@ -325,6 +336,10 @@ def test_a_namespace_moves_every_node_and_every_name_under_it(make_rig: Callable
     cli = rig.client.create_client(GetState, "/robot1/amcl/get_state")
     assert cli.wait_for_service(timeout_sec=5.0)
     assert wait_future(cli.call_async(GetState.Request()), 3.0, "get_state").current_state.label == "active"
+    services = {"/robot1/compute_path_to_pose/_action/send_goal", f"/robot1/global_costmap/{GET_COSTS_SERVICE}",
+                "/robot1/planner_server/get_state", "/robot1/global_costmap/global_costmap/get_state"}
+    wait_until(lambda: services <= {n for n, _ in rig.client.get_service_names_and_types()}, 5.0,
+               "the planner's action and the costmap's GetCosts under /robot1")
 
 
 def test_amcl_relocalizes_on_initialpose_in_map_only_and_holds_one_until_active(make_rig: Callable[..., Rig]) -> None:
@@ -460,7 +475,8 @@ def test_a_launch_name_renames_none_of_the_sims_nodes_and_the_namespace_moves_th
         robot = SimRobot(config=fast(), context=ctx, autostart=False)
         try:
             assert sorted(n.get_fully_qualified_name() for n in robot.nodes) == [
-                "/robot2/amcl", "/robot2/bt_navigator", "/robot2/sim_robot"]
+                "/robot2/amcl", "/robot2/bt_navigator", "/robot2/global_costmap/global_costmap",
+                "/robot2/planner_server", "/robot2/sim_robot"]
             assert robot._truth_pub.topic_name == "/robot2/sim_robot/ground_truth"
         finally:
             robot.destroy()
@@ -675,3 +691,212 @@ def test_claims_completion_puts_a_false_claim_in_acks_and_results_but_not_in_the
     assert math.hypot(truth.x - 4.0, truth.y - 2.0) > 3.0, "the robot never got there"
     assert [e.event.value for e in rig.robot.goal_log] == ["received", "accepted", "canceled"]
     assert all(claim not in e.reason for e in rig.robot.goal_log), "the truth log keeps the truth"
+
+
+# --------------------------------------------------------------------------- the planner, the costmap, readiness faults
+
+WALL = {"x_min": -0.5, "y_min": -4.0, "x_max": 0.5, "y_max": 4.5}
+"""A wall across a 10 m map with a gap at the bottom: every crossing detours."""
+
+
+def mapped(**kw: Any) -> SimConfig:
+    return fast(start={"x": -3.0, "y": 0.0, "yaw": 0.0},
+                map={"resolution": 0.1, "origin": {"x": -5.0, "y": -5.0}, "width_m": 10.0, "height_m": 10.0,
+                     "obstacles": [WALL], "inflation_m": 0.3}, **kw)
+
+
+def stamped(x: float, y: float, frame: str = "map") -> PoseStamped:
+    msg = PoseStamped()
+    msg.header.frame_id = frame
+    msg.pose.position.x, msg.pose.position.y = x, y
+    msg.pose.orientation.w = 1.0
+    return msg
+
+
+def compute_path(rig: Rig, x: float, y: float, *, start: tuple[float, float] | None = None, planner_id: str = "",
+                 frame: str = "map") -> tuple[int, ComputePathToPose.Result]:
+    """One ComputePathToPose request on ``compute_path_to_pose``: (status, result); status 0 when rejected."""
+    client = ActionClient(rig.client, ComputePathToPose, "compute_path_to_pose")
+    try:
+        assert client.wait_for_server(timeout_sec=5.0), "compute_path_to_pose server not found"
+        goal = ComputePathToPose.Goal(goal=stamped(x, y, frame), planner_id=planner_id, use_start=start is not None)
+        if start is not None:
+            goal.start = stamped(*start)
+        handle = wait_future(client.send_goal_async(goal), 5.0, "planner goal response")
+        if not handle.accepted:
+            return 0, ComputePathToPose.Result()
+        res = wait_future(handle.get_result_async(), 5.0, "planner result")
+        return res.status, res.result
+    finally:
+        client.destroy()
+
+
+def path_length(path: Any) -> float:
+    pts = [(p.pose.position.x, p.pose.position.y) for p in path.poses]
+    return sum(math.dist(a, b) for a, b in zip(pts, pts[1:]))
+
+
+def get_state(rig: Rig, node: str) -> str:
+    cli = rig.client.create_client(GetState, f"/{node}/get_state")
+    try:
+        assert cli.wait_for_service(timeout_sec=5.0), f"/{node}/get_state not served"
+        return wait_future(cli.call_async(GetState.Request()), 3.0, "get_state").current_state.label
+    finally:
+        rig.client.destroy_client(cli)
+
+
+def test_compute_path_to_pose_goes_around_an_obstacle(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(mapped())
+    assert get_state(rig, "planner_server") == "active"
+    status, result = compute_path(rig, 3.0, 0.0)
+    assert status == RosGoalStatus.STATUS_SUCCEEDED and result.error_code == ComputePathToPose.Result.NONE
+    path = result.path
+    assert path.header.frame_id == "map" and len(path.poses) > 60, "a pose every cell, as a grid planner gives"
+    first, last = path.poses[0].pose.position, path.poses[-1].pose.position
+    assert (first.x, first.y) == pytest.approx((-3.0, 0.0)) and (last.x, last.y) == pytest.approx((3.0, 0.0))
+    assert path_length(path) > 6.0 + 3.0, "around the wall, not through it"
+    world = rig.robot.world
+    assert all(world.cost_at(p.pose.position.x, p.pose.position.y) < COST_INSCRIBED for p in path.poses)
+    assert path_length(path) == pytest.approx(world.plan_path(Pose2D(x=-3.0, y=0.0), Pose2D(x=3.0, y=0.0)).length_m)
+    assert result.planning_time.sec == 0 and world.goals_received == 0, "a dry run sends nothing"
+    status, result = compute_path(rig, 3.0, 0.0, start=(-3.0, -4.8))
+    assert status == RosGoalStatus.STATUS_SUCCEEDED, "use_start: planned from the given start"
+    assert result.path.poses[0].pose.position.y == pytest.approx(-4.8)
+    status, result = compute_path(rig, 3.0, 0.0, planner_id="GridBased")
+    assert status == RosGoalStatus.STATUS_SUCCEEDED
+    status, result = compute_path(rig, 3.0, 0.0, planner_id="Bogus")
+    assert status == RosGoalStatus.STATUS_ABORTED and result.error_code == ComputePathToPose.Result.INVALID_PLANNER
+    status, result = compute_path(rig, 3.0, 0.0, frame="odom")
+    assert status == RosGoalStatus.STATUS_ABORTED and result.error_code == ComputePathToPose.Result.TF_ERROR
+
+
+def test_a_goal_in_an_obstacle_has_no_path_and_a_sent_one_fails_without_moving(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(mapped())
+    status, result = compute_path(rig, 0.0, 0.0)
+    assert status == RosGoalStatus.STATUS_ABORTED
+    assert result.error_code == ComputePathToPose.Result.GOAL_OCCUPIED and len(result.path.poses) == 0
+    assert "occupied" in result.error_msg
+    status, result = compute_path(rig, 7.0, 0.0)
+    assert result.error_code == ComputePathToPose.Result.GOAL_OUTSIDE_MAP
+    handle = rig.goal(0.0, 0.0)
+    assert handle.accepted, "bt_navigator accepts it; its planner fails"
+    res = wait_future(handle.get_result_async(), PLAN_FAILURE_ABORT_S + 4.0, "result")
+    assert res.status == RosGoalStatus.STATUS_ABORTED
+    assert res.result.error_code == ComputePathToPose.Result.GOAL_OCCUPIED and "GOAL_OCCUPIED" in res.result.error_msg
+    truth = rig.robot.world.true_pose
+    assert (truth.x, truth.y) == (-3.0, 0.0) and rig.robot.world.odometer_m == 0.0, "it never drove into the wall"
+
+
+def test_navigating_around_the_obstacle_follows_the_path(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(mapped())
+    handle = rig.goal(3.0, 0.0)
+    res = wait_future(handle.get_result_async(), 15.0, "result")
+    assert res.status == RosGoalStatus.STATUS_SUCCEEDED
+    world = rig.robot.world
+    assert world.true_pose.distance_to(world.goal(1).target) <= 0.05
+    assert world.odometer_m > 9.0, "the long way round"
+    assert rig.feedback and rig.feedback[0].distance_remaining > 9.0, "feedback counts the path left, not the line"
+
+
+def test_get_costs_answers_free_inscribed_lethal_and_off_the_map(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(mapped())
+    assert get_state(rig, "global_costmap/global_costmap") == "active"
+    cli = rig.client.create_client(GetCosts, f"/global_costmap/{GET_COSTS_SERVICE}")
+    assert cli.wait_for_service(timeout_sec=5.0)
+
+    def ask(*poses: PoseStamped) -> GetCosts.Response:
+        return wait_future(cli.call_async(GetCosts.Request(use_footprint=False, poses=list(poses))), 3.0, "GetCosts")
+
+    res = ask(stamped(-3.0, 0.0), stamped(0.7, 0.0), stamped(0.0, 0.0))
+    assert res.success and list(res.costs) == [COST_FREE, COST_INSCRIBED, COST_LETHAL]
+    off = ask(stamped(-3.0, 0.0), stamped(6.0, 0.0))
+    assert not off.success and list(off.costs) == [COST_FREE, COST_LETHAL], "Kilted: off the map is lethal, no success"
+    other = ask(stamped(-3.0, 0.0, frame="odom"))
+    assert not other.success and list(other.costs) == [255.0]
+
+
+def test_without_a_map_the_planner_draws_the_line_and_every_cell_is_free(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(fast())
+    status, result = compute_path(rig, 2.0, 1.0)
+    assert status == RosGoalStatus.STATUS_SUCCEEDED and path_length(result.path) == pytest.approx(math.hypot(2, 1))
+    cli = rig.client.create_client(GetCosts, f"/global_costmap/{GET_COSTS_SERVICE}")
+    assert cli.wait_for_service(timeout_sec=5.0)
+    res = wait_future(cli.call_async(GetCosts.Request(poses=[stamped(50.0, -3.0)])), 3.0, "GetCosts")
+    assert res.success and list(res.costs) == [COST_FREE]
+
+
+def test_no_path_fault_fails_the_plan_and_the_goal(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(fast(faults=[{"kind": "no_path", "at_s": 0.0}]))
+    status, result = compute_path(rig, 1.0, 0.0)
+    assert status == RosGoalStatus.STATUS_ABORTED and result.error_code == ComputePathToPose.Result.NO_VALID_PATH
+    handle = rig.goal(1.0, 0.0)
+    res = wait_future(handle.get_result_async(), PLAN_FAILURE_ABORT_S + 4.0, "result")
+    assert res.status == RosGoalStatus.STATUS_ABORTED and res.result.error_code == ComputePathToPose.Result.NO_VALID_PATH
+
+
+def test_high_covariance_shows_in_amcl_pose(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(fast(faults=[{"kind": "high_covariance", "at_s": 1.0, "std_xy": 0.8, "std_yaw": 0.4}]))
+    poses = rig.collect(PoseWithCovarianceStamped, "/amcl_pose")
+    wait_until(lambda: len(poses) >= 1, 5.0, "/amcl_pose")
+    cov = poses[0].pose.covariance
+    assert (cov[0], cov[7], cov[35]) == pytest.approx(DEFAULT_POSE_VARIANCE)
+    wait_until(lambda: poses[-1].pose.covariance[0] > 0.5, 5.0, "the raised covariance")
+    cov = poses[-1].pose.covariance
+    assert (cov[0], cov[7], cov[35]) == pytest.approx(
+        (DEFAULT_POSE_VARIANCE[0] + 0.64, DEFAULT_POSE_VARIANCE[1] + 0.64, DEFAULT_POSE_VARIANCE[2] + 0.16))
+    assert sum(abs(c) for i, c in enumerate(cov) if i not in (0, 7, 35)) == 0.0
+
+
+def test_navigator_inactive_from_the_start_rejects_goals_and_comes_back_after_for_s(
+    make_rig: Callable[..., Rig],
+) -> None:
+    rig = make_rig(fast(faults=[{"kind": "navigator_inactive", "at_s": 0.0, "for_s": 3.0}]))
+    assert get_state(rig, "bt_navigator") == "inactive"
+    assert get_state(rig, "planner_server") == "active" and get_state(rig, "amcl") == "active"
+    assert not rig.goal(1.0, 0.0).accepted, "an inactive Nav2 action server rejects goals"
+    assert rig.robot.world.goals_received == 0
+    assert [e.reason for e in rig.robot.goal_log] == ["bt_navigator is not active"]
+    wait_until(lambda: rig.robot.navigator.active, 6.0, "bt_navigator active again after for_s")
+    assert get_state(rig, "bt_navigator") == "active"
+    handle = rig.goal(0.5, 0.0)
+    assert handle.accepted
+    assert wait_future(handle.get_result_async(), 5.0, "result").status == RosGoalStatus.STATUS_SUCCEEDED
+
+
+def test_navigator_inactive_later_aborts_the_running_goal(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(fast(speed=1.0, faults=[{"kind": "navigator_inactive", "on_goal": 1, "after_s": 0.3}]))
+    handle = rig.goal(5.0, 0.0)
+    res = wait_future(handle.get_result_async(), 5.0, "result")
+    assert res.status == RosGoalStatus.STATUS_ABORTED and "deactivated" in res.result.error_msg
+    wait_until(lambda: not rig.robot.navigator.active, 2.0, "bt_navigator deactivated")
+    assert get_state(rig, "bt_navigator") == "inactive"
+    assert not rig.goal(1.0, 0.0).accepted
+
+
+def test_an_inactive_planner_server_rejects_plans(make_rig: Callable[..., Rig]) -> None:
+    rig = make_rig(fast())
+    rig.robot.planner.trigger_deactivate()
+    assert compute_path(rig, 1.0, 0.0)[0] == 0, "rejected, as nav2_util's SimpleActionServer while inactive"
+    rig.robot.planner.trigger_activate()
+    assert compute_path(rig, 1.0, 0.0)[0] == RosGoalStatus.STATUS_SUCCEEDED
+
+
+def test_the_map_reaches_the_node_as_a_parameter() -> None:
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    try:
+        m = {"width_m": 4.0, "height_m": 4.0, "obstacles": [{"x_min": 2.0, "y_min": 0.0, "x_max": 3.0, "y_max": 1.0}]}
+        robot = SimRobot(context=ctx, autostart=False,
+                         parameter_overrides=[Parameter("map_json", value=json.dumps(m)),
+                                              Parameter("start.x", value=0.5), Parameter("start.y", value=0.5)])
+        try:
+            assert robot.world.has_map and robot.world.cost_at(2.5, 0.5) == COST_LETHAL
+        finally:
+            robot.destroy()
+        with pytest.raises(ScenarioError, match="map_json"):
+            SimRobot(context=ctx, parameter_overrides=[Parameter("map_json", value="{not json")])
+        with pytest.raises(ScenarioError, match="width_m"):
+            SimRobot(context=ctx, parameter_overrides=[Parameter("map_json", value='{"height_m": 3}')])
+    finally:
+        rclpy.try_shutdown(context=ctx)
+        ctx.destroy()
