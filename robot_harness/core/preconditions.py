@@ -232,11 +232,8 @@ def _feasibility_checks(pre: Preconditions, feasibility: Feasibility | None,
     if pre.path_feasible:
         path = feasibility.path if feasibility is not None else None
         if path is None or path.status is ProbeStatus.ABSENT:
-            why = _NOT_ASKED if feasibility is None else f"no planner server ({path.error if path else 'not asked'})"
-            required = pre.require_planner
-            checks.append(Check(name="path_feasible", ok=not required, applicable=required,
-                                detail=why + (" (required: navigation.preconditions.require_planner)" if required else
-                                              "; not checked")))
+            checks.append(_unanswerable("path_feasible", feasibility, path, "no planner server",
+                                        pre.require_planner, "require_planner"))
         elif path.status is ProbeStatus.UNANSWERED:
             checks.append(Check(name="path_feasible", ok=False, detail=f"the planner did not answer: {path.error}"))
         elif not path.ok or path.length_m is None:
@@ -256,11 +253,8 @@ def _feasibility_checks(pre: Preconditions, feasibility: Feasibility | None,
     if pre.goal_cell_free:
         cost = feasibility.goal_cost if feasibility is not None else None
         if cost is None or cost.status is ProbeStatus.ABSENT:
-            why = _NOT_ASKED if feasibility is None else f"no costmap query ({cost.error if cost else 'not asked'})"
-            required = pre.require_costmap
-            checks.append(Check(name="goal_cell_free", ok=not required, applicable=required,
-                                detail=why + (" (required: navigation.preconditions.require_costmap)" if required else
-                                              "; not checked")))
+            checks.append(_unanswerable("goal_cell_free", feasibility, cost, "no costmap query",
+                                        pre.require_costmap, "require_costmap"))
         elif cost.status is ProbeStatus.UNANSWERED or cost.cost is None:
             checks.append(Check(name="goal_cell_free", ok=False,
                                 detail=f"the costmap did not answer: {cost.error or 'no cost'}"))
@@ -269,6 +263,15 @@ def _feasibility_checks(pre: Preconditions, feasibility: Feasibility | None,
                 f"goal cell cost {cost.cost:g} (max {pre.max_goal_cost}; 253 inscribed, 254 lethal, "
                 f"255 no information)")))
     return checks
+
+
+def _unanswerable(name: str, feasibility: Feasibility | None, probe: _Probe | None, absent: str, required: bool,
+                  flag: str) -> Check:
+    """A check the robot cannot answer (no one asked, or no such server): not applicable, on the record, or
+    failed when the site requires it (``navigation.preconditions.<flag>``)."""
+    why = _NOT_ASKED if feasibility is None else f"{absent} ({probe.error if probe else 'not asked'})"
+    return Check(name=name, ok=not required, applicable=required,
+                 detail=why + (f" (required: navigation.preconditions.{flag})" if required else "; not checked"))
 
 
 def _bound(v: float | None) -> str:
