@@ -110,18 +110,21 @@ class _PublishingBuilder:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._builder, name)
 
-    def update_pose(self, pose: Any, stamp: float, source: str) -> Any:
+    def update_pose(self, pose: Any, stamp: float, source: str, covariance: Any = None) -> Any:
         from geometry_msgs.msg import PoseWithCovariance, PoseWithCovarianceStamped
         from std_msgs.msg import Header
 
         from robot_harness.nodes.conversions import float_to_stamp, pose2d_to_pose_msg
 
-        out = self._builder.update_pose(pose, stamp, source)
+        out = self._builder.update_pose(pose, stamp, source, covariance)
         if stamp - self._last_pose >= 1.0 / POSE_HZ - 1e-9:
             self._last_pose = stamp
+            cov = [0.0] * 36  # row-major 6x6 over x, y, z, roll, pitch, yaw, as AMCL fills it
+            if covariance is not None:
+                cov[0], cov[7], cov[35] = covariance.var_x, covariance.var_y, covariance.var_yaw
             self._graph.publish("/amcl_pose", PoseWithCovarianceStamped(
                 header=Header(stamp=float_to_stamp(stamp), frame_id="map"),
-                pose=PoseWithCovariance(pose=pose2d_to_pose_msg(pose))))
+                pose=PoseWithCovariance(pose=pose2d_to_pose_msg(pose), covariance=cov)))
         return out
 
     def update_nav_status(self, active_goal_ids: Any, stamp: float, source: str) -> Any:

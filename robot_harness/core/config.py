@@ -65,8 +65,8 @@ class Preconditions(_Cfg):
     require_planner: bool = False
     """No planner server fails ``path_feasible`` instead of skipping it."""
     max_path_length_m: float | None = Field(default=None, gt=0.0, allow_inf_nan=False)
-    """The planned path must be at most this long; and, always, short enough that its action timeout
-    (``timeout_s + timeout_per_m_s * length``) fits in the mission's time left."""
+    """The planned path must be at most this long; and, always, short enough to walk in the mission's time
+    left at the pace the action timeout allows per metre (``timeout_per_m_s * length <= time left``)."""
     goal_cell_free: bool = True
     """The goal's cell in the global costmap (Nav2's ``GetCosts``) must cost at most ``max_goal_cost`` (skipped,
     and said so, when the robot serves no costmap query)."""

@@ -110,8 +110,8 @@ def check_preconditions(
     A target must also be finite, inside ``workspace`` (when there is one) and within
     ``pre.max_goal_distance_m`` of the fresh pose: nothing unvalidated reaches the robot.
     ``feasibility``: the robot's answers (``ports.FeasibilityPort``); None when this harness has no one to
-    ask (each such check is then reported not applicable). ``path_budget_m``: the longest path whose action
-    timeout fits in the mission's time left (None: no bound from time)."""
+    ask (each such check is then reported not applicable). ``path_budget_m``: the longest path the robot
+    could walk in the mission's time left (None: no bound from time)."""
     checks: list[Check] = []
     if target_now is not None:
         finite = all(math.isfinite(v) for v in (target_now.x, target_now.y, target_now.yaw))

@@ -546,6 +546,24 @@ class SupervisorNode(HarnessLifecycleNode):
             return False, f"navigator is {resp.current_state.label}, not active"
         return True, "active"
 
+    def _lifecycle_not_active(self, pre: Any) -> str:
+        """Why not every node of ``navigation.preconditions.lifecycle_active`` is active ("" when all are):
+        asked once, as the dispatch gate will ask before each navigation, so a mission is not admitted only
+        to have every navigation refused (a localizer its manager never brought up)."""
+        port = getattr(self, "_feasibility", None)
+        if port is None or not pre.lifecycle_active:
+            return ""
+        from ..core.preconditions import ProbeStatus
+
+        probes = port.probe(pre=pre, start=None, goal=None, frame_id="").lifecycle
+        lagging = [f"{p.node} {p.state or 'unknown'}" if p.status is ProbeStatus.ANSWERED
+                   else f"{p.node} not answered ({p.error})"
+                   for p in probes if p.status is not ProbeStatus.ANSWERED or p.state != "active"]
+        if not lagging:
+            return ""
+        return (f"Nav2 is not active: {', '.join(lagging)} (navigation.preconditions.lifecycle_active lists "
+                f"{', '.join(pre.lifecycle_active)}; each must be active)")
+
     # -- Mission action -----------------------------------------------------------
 
     def _on_goal(self, goal_request: Any) -> GoalResponse:
@@ -592,6 +610,9 @@ class SupervisorNode(HarnessLifecycleNode):
         if not ok:
             return "backend_not_active", f"the navigator is not active: {why}"
         nav = self._config.navigation if self._config is not None else NavigationConfig()
+        lagging = self._lifecycle_not_active(nav.preconditions)
+        if lagging:
+            return "backend_not_active", lagging
         deadline = time.monotonic() + nav.ready_wait_s
         while True:
             try:
@@ -886,6 +907,9 @@ class SupervisorNode(HarnessLifecycleNode):
         ok, why = self.backend_active()
         if not ok:
             raise self._refusal(mission_id, "backend_not_active", f"the navigator is not active: {why}", spec, caller)
+        lagging = self._lifecycle_not_active(self._config.navigation.preconditions)
+        if lagging:
+            raise self._refusal(mission_id, "backend_not_active", lagging, spec, caller)
         # A session that was just stopped (or a mission in its last writes) frees the robot within
         # moments: wait that long before refusing, not longer.
         if not self._busy.acquire(timeout=_SESSION_START_WAIT_S):

@@ -145,6 +145,14 @@ def test_separate_processes_refuse_until_nav2_is_active_then_verify_and_survive_
 
         assert change_state(ctx, "bt_navigator", 1)  # configure
         assert change_state(ctx, "bt_navigator", 3)  # activate
+        # the navigator alone is not Nav2: the localizer (amcl, navigation.preconditions.lifecycle_active) is
+        # still unconfigured, and a mission is refused at admission rather than admitted to have every
+        # navigation refused
+        accepted, refused = client.send("Go to spot, then return to dock.", timeout_s=30.0)
+        assert accepted and refused.refusal == "backend_not_active", refused.summary
+        assert "Nav2 is not active: amcl unconfigured (" in refused.summary, refused.summary
+        assert change_state(ctx, "amcl", 1)  # what Nav2's localization lifecycle manager does
+        assert change_state(ctx, "amcl", 3)
         wait_until_world_is_observed(ctx)
 
         accepted, result = client.send("Go to spot, then return to dock.", timeout_s=60.0)

@@ -160,3 +160,21 @@ def test_the_action_timeout_follows_the_planned_path_not_the_straight_line():
     (started,) = [e.payload for e in journal.events(types=[EventType.ROBOT_ACTION_STARTED])]
     nav = HarnessConfig().navigation
     assert started["intent"]["timeout_s"] == pytest.approx(nav.timeout_s + nav.timeout_per_m_s * 12.0, abs=0.01)
+
+
+def test_the_missions_time_left_bounds_the_walk_not_the_timeouts_fixed_slack():
+    """A 60 s mission with a 60 s action timeout still reaches a goal 8 m away (32 s at the 4 s/m pace);
+    a 20 m path (80 s) cannot be walked in the time left and is refused with nothing sent."""
+    cfg = {"limits": {"mission_timeout_s": 60.0}, "navigation": {"timeout_s": 60.0, "timeout_per_m_s": 4.0}}
+    near = READY.model_copy(update={"path": PathProbe(ok=True, length_m=8.0, poses=80)})
+    out, robot, journal, _ = run(near, **cfg)
+    assert len(robot.goals) == 1, out.summary
+    (checked,) = [e.payload for e in journal.events(types=[EventType.ACTION_PRECONDITION_CHECKED])]
+    (length,) = [c for c in checked["checks"] if c["name"] == "path_length"]
+    assert length["ok"] and "max 15.00 m: what the mission's time left allows" in length["detail"], length
+
+    far = READY.model_copy(update={"path": PathProbe(ok=True, length_m=20.0, poses=200)})
+    out, robot, journal, _ = run(far, **cfg)
+    assert robot.goals == [] and out.status is not MissionStatus.SUCCEEDED
+    (result,) = [e.payload for e in journal.events(types=[EventType.TOOL_RESULT_RECORDED])]
+    assert [f["name"] for f in result["content"]["failed"]] == ["path_length"], result

@@ -122,12 +122,15 @@ class Dispatcher:
         return self.feasibility.probe(pre=pre, start=fresh.pose, goal=target, frame_id=self.config.frame_id)
 
     def _path_budget_m(self, nav: Any) -> float | None:
-        """The longest path whose action timeout (``timeout_s + timeout_per_m_s * length``) fits in the
-        mission's time left; None when the mission has no deadline or the timeout does not grow with length."""
+        """The longest path the robot could walk in the mission's time left at the pace the action timeout
+        allows per metre (``timeout_per_m_s``); None when the mission has no deadline or the timeout does not
+        grow with length. The timeout's fixed part (``timeout_s``) is slack for acceptance and the last
+        metre, not travel: counting it refused a reachable goal whenever ``timeout_s`` was near the mission's
+        own limit (an 8 m goal at 0.25 m/s in a 60 s mission with ``timeout_s: 60``)."""
         left = self.state.deadline - self.clock.monotonic()
         if not math.isfinite(left) or nav.timeout_per_m_s <= 0.0:
             return None
-        return (left - nav.timeout_s) / nav.timeout_per_m_s
+        return max(left, 0.0) / nav.timeout_per_m_s
 
     def _commit_intent(self, turn_id: str, call: ToolCall, skill: Skill, key: DispatchKey, action: ManagedAction,
                        checked: list[EventDraft]) -> ToolResult | None:
