@@ -15,6 +15,7 @@ from .records import ArtifactRef, ModelResponse, Pose2D, WorldSnapshot
 if TYPE_CHECKING:
     from .completion import EvidenceRef, Verdict
     from .config import Preconditions
+    from .nav_goals import NavGoal
     from .preconditions import Feasibility
     from .verifier import VerifyRequest
 
@@ -74,10 +75,17 @@ class BackendEvent(BaseModel):
 class NavigationPort(Protocol):
     name: str
 
-    def send_goal(self, *, target: Pose2D, frame_id: str, timeout_s: float, goal_id: str = "") -> GoalAck:
+    def send_goal(self, *, target: Pose2D, frame_id: str, timeout_s: float, goal_id: str = "",
+                  goal: "NavGoal | None" = None) -> GoalAck:
         """Send a goal under ``goal_id`` (32 hex; the backend's own when empty) and wait (bounded)
         for accept/reject. Raises BackendUnavailable or HarnessTimeout (the goal may still be
-        accepted later: look it up, never re-send it under a new id)."""
+        accepted later: look it up, never re-send it under a new id).
+
+        ``goal``: which Nav2 interface and what for it (``nav_goals.NavGoal``); None is a
+        NavigateToPose to ``target``. For a route ``target`` is its last pose, for a behaviour the
+        robot's pose at dispatch. A route's terminal event carries ``detail["waypoints"]`` (a list of
+        ``nav_goals.WaypointReport`` dicts) when the backend reports them; feedback carries
+        ``number_of_poses_remaining`` / ``current_waypoint`` in ``detail``."""
 
     def lookup(self, goal_id: str, *, timeout_s: float) -> str | None:
         """The backend's current status of a goal (accepted | executing | canceling | succeeded |

@@ -86,7 +86,8 @@ class FakeRobot:
         )
 
     # NavigationPort
-    def send_goal(self, *, target: Pose2D, frame_id: str, timeout_s: float, goal_id: str = "") -> GoalAck:
+    def send_goal(self, *, target: Pose2D, frame_id: str, timeout_s: float, goal_id: str = "",
+                  goal: Any = None) -> GoalAck:
         if not self.reachable:
             raise BackendUnavailable("fake navigator is down")
         gid = goal_id or f"goal{len(self.goals) + 1}"
@@ -95,7 +96,7 @@ class FakeRobot:
             raise HarnessTimeout(f"no answer within {timeout_s} s")
         if gid in self.status:
             return GoalAck(accepted=False, goal_id=gid, reason="duplicate goal id")  # as an action server does
-        self.goals.append({"goal_id": gid, "target": target})
+        self.goals.append({"goal_id": gid, "target": target, "goal": goal})
         if self.on_send:
             self.on_send(self)
         if self.mode == "reject":
