@@ -13,8 +13,8 @@ One process per node, as ``launch/harness.launch.py`` runs them:
   baseline.
 * This process hosts only what the supervisor process would: the core
   ``MissionRunner`` with the production storage setting (``SqliteJournal``:
-  WAL, ``synchronous=FULL``), ``RosSnapshotPort`` and ``Nav2NavigationPort``
-  on one rclpy node in its own context, spun on a background thread by
+  WAL, ``synchronous=FULL``), ``RosSnapshotPort``, ``Nav2NavigationPort`` and
+  ``RosFeasibilityPort`` on one rclpy node in its own context, spun on a background thread by
   ``rclpy.experimental.EventsExecutor`` (default, ``--executor events``) or a
   ``MultiThreadedExecutor`` with 4 threads (``--executor multithreaded``;
   ``--executor all`` runs one after the other, each against fresh robot
@@ -44,14 +44,28 @@ Measured:
 
 (a) per action: tool call received (the planner returns) -> goal sent (the
     navigation port's ``send_goal`` is entered). This is the pre-dispatch
-    snapshot, the precondition check and the durable journal writes.
+    snapshot, the gate (below), the durable journal writes and the rest.
 (b) per model turn: wall time from one planner call to the next, minus the
     time inside the planner and inside the navigation port (``send_goal``,
     ``poll``, ``cancel``): snapshots, context compilation, journal writes.
 
 Both are also split into the main thread's CPU time (the harness's own work),
-the wall time spent in journal appends and in snapshot captures, and the rest
-(waiting for the GIL and for the scheduler).
+the wall time spent in journal appends, in snapshot captures and in the gate,
+and the rest (waiting for the GIL and for the scheduler).
+
+The gate, per navigation, inside (a): the dispatcher's readiness and
+feasibility probe (``RosFeasibilityPort.probe``, as the supervisor wires it:
+``get_state`` of each node of ``navigation.preconditions.lifecycle_active``,
+bt_navigator and amcl by default; a ``ComputePathToPose`` dry run on
+``compute_path_to_pose``; ``GetCosts`` of the goal cell on
+``global_costmap/get_cost_global_costmap``; all served by the ``sim_robot``
+process), each question timed on its own, plus ``check_preconditions``. It is
+printed with (a) of the same mission and as a ratio to it, and per variant
+with how many questions the robot answered (a server not yet discovered
+would make a check not applicable at no cost; the bench waits, bounded,
+until each answers before measuring). ``check_preconditions`` is a function,
+not a port: the bench swaps ``dispatch``'s reference to it for a timing
+wrapper during the missions.
 
 (b) is also read along the mission: the median of the 10 turns up to action
 10 against the median of the last 10 turns (action 200 by default), and their
@@ -61,10 +75,15 @@ Every figure is printed with the VM steal (``/proc/stat``) measured over the
 phase that produced it: each variant's mission, each baseline half, the
 capture and conversion references, each commit-cost loop.
 
-Two variants of the harness mission, one after the other on the same node:
+Three variants of the harness mission, one after the other on the same node:
 
-* ``bare``: the core ``MissionRunner`` and its journal, nothing else.
-* ``listeners``: plus the journal listener the supervisor process runs: one
+* ``bare``: the core ``MissionRunner`` and its journal, nothing else, with
+  the gate as deployed (the default ``navigation.preconditions``).
+* ``ungated``: the same with the readiness and feasibility checks switched
+  off (``lifecycle_active: []``, ``path_feasible`` and ``goal_cell_free``
+  false, the covariance bounds None; the port is still wired and asks
+  nothing): (a) with and without the gate, measured in one invocation.
+* ``listeners``: ``bare`` plus the journal listener the supervisor process runs: one
   ``JournalFanout`` (``nodes/listener.py``) on a thread of its own, fed by
   the appending mission thread, that converts each committed event once
   (``journal_event_to_msg``, serialized once) and hands it to the
@@ -92,6 +111,7 @@ workspace: ``make setup``)::
     python bench/overhead.py --actions 200 --json /tmp/overhead.json
     python bench/overhead.py --executor all       # every executor, one after the other
     python bench/overhead.py --variants bare      # without the supervisor's journal listeners
+    python bench/overhead.py --variants bare,ungated   # (a) with and without the gate only
 """
 from __future__ import annotations
 
@@ -150,8 +170,17 @@ EXECUTOR_THREADS = 4
 EXECUTORS = ("events", "multithreaded", "rclpy-multithreaded")
 MULTITHREADED = ("multithreaded", "rclpy-multithreaded")
 DEFAULT_EXECUTOR = "events"
-VARIANTS = ("bare", "listeners")
-"""``bare``: the core runner alone; ``listeners``: plus the supervisor's ``~/events`` publisher and evidence recorder."""
+VARIANTS = ("bare", "ungated", "listeners")
+"""Default run order. ``bare``: the core runner alone; ``ungated``: the same with the readiness and feasibility
+checks switched off (``UNGATED``); ``listeners``: plus the supervisor's ``~/events`` publisher and evidence
+recorder. ``bare`` and ``listeners`` run the gate as deployed (the default ``navigation.preconditions``)."""
+UNGATED: dict[str, Any] = {"lifecycle_active": [], "path_feasible": False, "goal_cell_free": False,
+                           "max_pose_std_xy_m": None, "max_pose_std_yaw_rad": None}
+"""``navigation.preconditions`` of the ``ungated`` variant: nothing asked of the robot, no covariance bound
+(the fresh-state checks on the snapshot stay on). The feasibility port is still wired, as in deployment."""
+PLANNER_ACTION = "compute_path_to_pose"
+COST_SERVICE = "global_costmap/get_cost_global_costmap"
+"""The supervisor's defaults (``config/supervisor.yaml``), served by ``sim_robot``'s planner_server and global_costmap."""
 CONFIG = _ROOT / "config"
 CAPTURE_SERVICE = "/snapshot_aggregator/capture"
 NAV_ACTION = "navigate_to_pose"
@@ -191,9 +220,24 @@ class Recorder:
     """Every span spent inside the navigation port: send_goal, poll, cancel."""
     snapshot_spans: list[tuple[float, float, float, float]] = field(default_factory=list)
     journal_spans: list[tuple[float, float, float, float]] = field(default_factory=list)
+    probe_spans: list[tuple[float, float, float, float]] = field(default_factory=list)
+    """Per ``RosFeasibilityPort.probe``: the gate's questions to the robot, all of them."""
+    lifecycle_spans: list[tuple[float, float, float, float]] = field(default_factory=list)
+    """Per lifecycle ``get_state`` (one per node of ``lifecycle_active``), inside a probe."""
+    path_spans: list[tuple[float, float, float, float]] = field(default_factory=list)
+    """Per ``ComputePathToPose`` dry run, inside a probe."""
+    cost_spans: list[tuple[float, float, float, float]] = field(default_factory=list)
+    """Per ``GetCosts`` of the goal cell, inside a probe."""
+    check_spans: list[tuple[float, float, float, float]] = field(default_factory=list)
+    """Per ``check_preconditions`` call of the dispatcher."""
+    answers: list[Any] = field(default_factory=list)
+    """What each probe returned (``Feasibility``): was the robot really asked, and what did it say."""
+    check_ok: list[bool] = field(default_factory=list)
 
     def reset(self) -> None:
-        for name in ("planner_calls", "send_goals", "accepted", "nav_spans", "snapshot_spans", "journal_spans"):
+        for name in ("planner_calls", "send_goals", "accepted", "nav_spans", "snapshot_spans", "journal_spans",
+                     "probe_spans", "lifecycle_spans", "path_spans", "cost_spans", "check_spans", "answers",
+                     "check_ok"):
             getattr(self, name).clear()
 
 
@@ -252,6 +296,70 @@ def _instrumented_classes(rec: Recorder) -> tuple[type, type, type]:
                 rec.journal_spans.append((t0[0], t1[0], t0[1], t1[1]))
 
     return TimedNavPort, TimedSnapshotPort, TimedJournal
+
+
+def _timed_feasibility_class(rec: Recorder) -> type:
+    """``RosFeasibilityPort`` timing the probe and each of its questions (its private per-question methods are
+    wrapped, not changed: the port asks in series, so the parts add up to the probe less its own glue)."""
+    from robot_harness.nodes.ros_ports import RosFeasibilityPort
+
+    def timed(spans: list[tuple[float, float, float, float]], call: Any) -> Any:
+        t0 = _now()
+        try:
+            return call()
+        finally:
+            t1 = _now()
+            spans.append((t0[0], t1[0], t0[1], t1[1]))
+
+    # Arguments pass through untouched: the timing must not depend on the port's signatures.
+    class TimedFeasibilityPort(RosFeasibilityPort):
+        def probe(self, **kwargs: Any) -> Any:
+            answer = timed(rec.probe_spans, lambda: super(TimedFeasibilityPort, self).probe(**kwargs))
+            rec.answers.append(answer)
+            return answer
+
+        def _lifecycle(self, *args: Any, **kwargs: Any) -> Any:
+            return timed(rec.lifecycle_spans, lambda: super(TimedFeasibilityPort, self)._lifecycle(*args, **kwargs))
+
+        def _path(self, *args: Any, **kwargs: Any) -> Any:
+            return timed(rec.path_spans, lambda: super(TimedFeasibilityPort, self)._path(*args, **kwargs))
+
+        def _cost(self, *args: Any, **kwargs: Any) -> Any:
+            return timed(rec.cost_spans, lambda: super(TimedFeasibilityPort, self)._cost(*args, **kwargs))
+
+    return TimedFeasibilityPort
+
+
+@contextlib.contextmanager
+def timed_check(rec: Recorder) -> Any:
+    """Time the dispatcher's ``check_preconditions`` calls while the block runs.
+
+    It is a function the dispatch module imports by name, not a port, so there
+    is no class to subclass: the bench swaps the module's reference for a timing
+    wrapper and puts the original back afterwards (production code unchanged).
+    """
+    from robot_harness.core.execution import dispatch
+
+    real = getattr(dispatch, "check_preconditions", None)
+    if real is None:
+        raise RuntimeError("robot_harness.core.execution.dispatch no longer calls check_preconditions by that name: "
+                           "the bench cannot time the gate's check")
+
+    def check(*args: Any, **kwargs: Any) -> Any:
+        t0 = _now()
+        try:
+            report = real(*args, **kwargs)
+            rec.check_ok.append(bool(report.ok))
+            return report
+        finally:
+            t1 = _now()
+            rec.check_spans.append((t0[0], t1[0], t0[1], t1[1]))
+
+    dispatch.check_preconditions = check
+    try:
+        yield
+    finally:
+        dispatch.check_preconditions = real
 
 
 class AlternatingPlanner:
@@ -338,7 +446,8 @@ def analyse(rec: Recorder) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {k: [] for k in (
         "a", "a_cpu", "a_journal", "a_journal_cpu", "a_snapshot", "a_snapshot_cpu", "a_other", "a_commits",
         "a_captures", "accept_rt",
-        "b", "b_cpu", "b_journal", "b_snapshot", "b_other", "b_commits", "b_action", "b_action_journal",
+        "a_gate", "a_gate_cpu", "a_probe", "a_lifecycle", "a_path", "a_cost", "a_check", "a_ungated", "a_probes",
+        "b", "b_cpu", "b_journal", "b_snapshot", "b_gate", "b_other", "b_commits", "b_action", "b_action_journal",
     )}
     for (entry, exit_, cpu_entry, _cpu_exit), accepted in zip(rec.send_goals, rec.accepted):
         before = [c for c in calls if c[1] <= entry]
@@ -348,13 +457,26 @@ def analyse(rec: Recorder) -> dict[str, list[float]]:
         journals = _within(rec.journal_spans, returned, entry)
         journal = _wall(journals)
         snaps = _within(rec.snapshot_spans, returned, entry)
+        # The gate: the feasibility probe (its questions in series) and the check, each timed where it runs.
+        probes = _within(rec.probe_spans, returned, entry)
+        checks = _within(rec.check_spans, returned, entry)
+        gate = _wall(probes) + _wall(checks)
         out["a"].append(entry - returned)
         out["a_cpu"].append(cpu_entry - cpu_returned)
         out["a_journal"].append(journal)
         out["a_journal_cpu"].append(_cpu(journals))
         out["a_snapshot"].append(_wall(snaps))
         out["a_snapshot_cpu"].append(_cpu(snaps))
-        out["a_other"].append(entry - returned - journal - _wall(snaps))
+        out["a_gate"].append(gate)
+        out["a_gate_cpu"].append(_cpu(probes) + _cpu(checks))
+        out["a_probe"].append(_wall(probes))
+        out["a_lifecycle"].append(_wall(_within(rec.lifecycle_spans, returned, entry)))
+        out["a_path"].append(_wall(_within(rec.path_spans, returned, entry)))
+        out["a_cost"].append(_wall(_within(rec.cost_spans, returned, entry)))
+        out["a_check"].append(_wall(checks))
+        out["a_ungated"].append(entry - returned - gate)
+        out["a_probes"].append(len(probes))
+        out["a_other"].append(entry - returned - journal - _wall(snaps) - gate)
         out["a_commits"].append(len(_within(rec.journal_spans, returned, entry)))
         out["a_captures"].append(len(snaps))
         if accepted:
@@ -365,9 +487,11 @@ def analyse(rec: Recorder) -> dict[str, list[float]]:
         out["b_cpu"].append((ce1 - ce0) - (cr0 - ce0) - _cpu(nav))
         journal = _wall(_within(rec.journal_spans, r0, e1))
         snaps = _wall(_within(rec.snapshot_spans, r0, e1))
+        gate = _wall(_within(rec.probe_spans, r0, e1)) + _wall(_within(rec.check_spans, r0, e1))
         out["b_journal"].append(journal)
         out["b_snapshot"].append(snaps)
-        out["b_other"].append(out["b"][-1] - journal - snaps)
+        out["b_gate"].append(gate)
+        out["b_other"].append(out["b"][-1] - journal - snaps - gate)
         out["b_commits"].append(len(_within(rec.journal_spans, r0, e1)))
     # (b) of the turn that sent each action, in action order: does a turn cost more late in a mission?
     returns = [c[1] for c in calls]
@@ -876,6 +1000,57 @@ def wait_ready(baseline: DirectBaseline, bench: BenchNode, robot: RobotProcesses
     raise TimeoutError(f"robot processes not ready within {timeout_s:.0f} s ({last})")
 
 
+def wait_answering(port: Any, config: Any, bench: BenchNode, robot: RobotProcesses, timeout_s: float) -> dict[str, Any]:
+    """Bounded: until the robot answers every question of the gate (lifecycle, path, cost).
+
+    A server not yet discovered is ABSENT, and its check passes as not
+    applicable without a round trip: measuring then would time a gate that
+    asks nothing.
+    """
+    from robot_harness.core.preconditions import ProbeStatus
+    from robot_harness.core.records import Pose2D
+
+    pre = config.navigation.preconditions
+    t0 = time.monotonic()
+    deadline = t0 + timeout_s
+    missing: list[str] = ["not asked yet"]
+    while time.monotonic() < deadline:
+        robot.check()
+        bench.check()
+        answer = port.probe(pre=pre, start=Pose2D(**PLACES["p0"]), goal=Pose2D(**PLACES["p1"]),
+                            frame_id=config.frame_id)
+        parts = [(f"lifecycle {p.node}", p) for p in answer.lifecycle]
+        parts += [("path", answer.path), ("goal cost", answer.goal_cost)]
+        missing = [f"{name} {'not asked' if p is None else f'{p.status.value} ({p.error})'}"
+                   for name, p in parts if p is None or p.status is not ProbeStatus.ANSWERED]
+        if not missing:
+            return {"gate_ready_s": time.monotonic() - t0}
+        time.sleep(0.2)
+    raise TimeoutError(f"the robot did not answer the gate's questions within {timeout_s:.0f} s: {', '.join(missing)}")
+
+
+def gate_answers(rec: Recorder) -> dict[str, Any]:
+    """What the robot answered to a measured mission's probes, and how the checks came out: that the gate
+    really asked (an ABSENT server would be a not-applicable check at no cost)."""
+    from robot_harness.core.preconditions import ProbeStatus
+
+    answered = ProbeStatus.ANSWERED
+    lifecycle = [p for a in rec.answers for p in a.lifecycle]
+    paths = [a.path for a in rec.answers if a.path is not None]
+    costs = [a.goal_cost for a in rec.answers if a.goal_cost is not None]
+    odd = [f"{name}: {p.status.value} {p.error}".strip() for name, probes in
+           (("lifecycle", lifecycle), ("path", paths), ("goal cost", costs)) for p in probes if p.status is not answered]
+    return {
+        "probes": len(rec.answers),
+        "lifecycle_asked": len(lifecycle),
+        "lifecycle_active": sum(1 for p in lifecycle if p.status is answered and p.state == "active"),
+        "path_asked": len(paths), "path_found": sum(1 for p in paths if p.status is answered and p.ok),
+        "cost_asked": len(costs), "cost_answered": sum(1 for p in costs if p.status is answered and p.cost is not None),
+        "not_answered": {line: odd.count(line) for line in sorted(set(odd))},
+        "checks": len(rec.check_ok), "checks_refused": sum(1 for ok in rec.check_ok if not ok),
+    }
+
+
 # --------------------------------------------------------------------------- the supervisor's listeners
 
 
@@ -965,6 +1140,7 @@ def run_executor(kind: str, robot: RobotProcesses, workdir: Path, actions: int, 
 
     rec = Recorder()
     TimedNavPort, TimedSnapshotPort, TimedJournal = _instrumented_classes(rec)
+    TimedFeasibilityPort = _timed_feasibility_class(rec)
     clock, ids = SystemClock(), IdGenerator(None)
     # The mission's completion contract (frozen before planning, as always):
     # both places reached. Given verbatim, like a scenario's contract.
@@ -978,12 +1154,18 @@ def run_executor(kind: str, robot: RobotProcesses, workdir: Path, actions: int, 
         limits=LimitsConfig(mission_timeout_s=mission_timeout_s, max_turns=2 * actions + 20),
         contract=contract,
     )
+    ungated = HarnessConfig(
+        places=PLACES,
+        limits=LimitsConfig(mission_timeout_s=mission_timeout_s, max_turns=2 * actions + 20),
+        contract=contract, navigation={"preconditions": UNGATED},
+    )
     res: dict[str, Any] = {"executor": kind}
     bench = BenchNode(kind)
     res["executor_label"] = bench.label
     journal = TimedJournal(workdir / f"bench-journal-{kind}.sqlite3", clock=clock, ids=ids)
     snapshots: Any = None
     nav: Any = None
+    feasibility: Any = None
     baseline: DirectBaseline | None = None
     try:
         journal.setup()
@@ -992,9 +1174,11 @@ def run_executor(kind: str, robot: RobotProcesses, workdir: Path, actions: int, 
         # port's status subscription sees the baseline's goals too).
         snapshots = TimedSnapshotPort(bench.node, CAPTURE_SERVICE)
         nav = TimedNavPort(bench.node, NAV_ACTION, clock=clock)
+        feasibility = TimedFeasibilityPort(bench.node, planner_action=PLANNER_ACTION, cost_service=COST_SERVICE)
         baseline = DirectBaseline(bench.node)
         bench.start()
         res.update(wait_ready(baseline, bench, robot, START_TIMEOUT_S))
+        res.update(wait_answering(feasibility, config, bench, robot, START_TIMEOUT_S))
         first = actions // 2
         print(f"[{step}] {bench.label}: ready after {res['ready_s']:.1f} s; direct baseline, first half "
               f"({first} goals, +{WARMUP_ACTIONS} warm-up) ...", flush=True)
@@ -1006,30 +1190,30 @@ def run_executor(kind: str, robot: RobotProcesses, workdir: Path, actions: int, 
             capture_1 = baseline.capture_round_trips(first)
         bench.check()
 
-        def mission(n: int, recorder: Any = None) -> Any:
+        def mission(n: int, cfg: HarnessConfig, recorder: Any = None) -> Any:
             runner = mission_runner(
-                config=config, journal=journal, clock=clock, ids=ids,
-                skills=default_skills(config.navigation), snapshots=snapshots,
+                config=cfg, journal=journal, clock=clock, ids=ids,
+                skills=default_skills(cfg.navigation), snapshots=snapshots,
                 planner=AlternatingPlanner(rec, actions=n, first=_away(baseline)), navigation=nav,
-                recorder=recorder,
+                feasibility=feasibility, recorder=recorder,
             )
             return runner.run(f"Visit p0 and p1 {n} times.")
 
-        def measured_mission(variant: str, recorder: Any = None) -> tuple[dict[str, Any], Any]:
+        def measured_mission(variant: str, cfg: HarnessConfig, recorder: Any = None) -> tuple[dict[str, Any], Any]:
             # Warm-up: first SQLite pages, the port's clients, and the latched status
             # of the baseline's goals (reported to the port as uncorrelated events) -
             # none of it counted.
             print(f"[{step}] harness mission ({variant}), {actions} actions (+{WARMUP_ACTIONS} warm-up) ...",
                   flush=True)
             out: dict[str, Any] = {"variant": variant}
-            warm = mission(WARMUP_ACTIONS, recorder)
+            warm = mission(WARMUP_ACTIONS, cfg, recorder)
             out["warmup_uncorrelated_events"] = len(journal.events(
                 mission_id=warm.mission_id, types=[EventType.BACKEND_EVENT_UNCORRELATED]))
             rec.reset()
             status_goals_0 = len(getattr(nav, "_last_status", {}))  # diagnostic read of the port's private map
             cpu0, proc0, main0, mach0 = robot.cpu(), time.process_time(), time.thread_time(), machine_cpu()
             t0 = time.perf_counter()
-            outcome = mission(actions, recorder)
+            outcome = mission(actions, cfg, recorder)
             out["mission_wall_s"] = wall = time.perf_counter() - t0
             cpu1, proc1, main1, mach1 = robot.cpu(), time.process_time(), time.thread_time(), machine_cpu()
             cpu = out["cpu_pct_of_one_core"] = {
@@ -1048,6 +1232,7 @@ def run_executor(kind: str, robot: RobotProcesses, workdir: Path, actions: int, 
             robot.check()
             bench.check()
             out["measured"] = analyse(rec)
+            out["gate_answers"] = gate_answers(rec)
             out["uncorrelated_events"] = len(journal.events(
                 mission_id=outcome.mission_id, types=[EventType.BACKEND_EVENT_UNCORRELATED]))
             out["journal_events"] = len(journal.events(mission_id=outcome.mission_id))
@@ -1063,21 +1248,22 @@ def run_executor(kind: str, robot: RobotProcesses, workdir: Path, actions: int, 
             return out, outcome
 
         runs: dict[str, dict[str, Any]] = {}
-        for variant in variants:
-            if variant == "bare":
-                runs[variant], _ = measured_mission(variant)
-                continue
-            load = SupervisorListeners(bench, journal, workdir / f"bags-{kind}")
-            try:
-                if not load.wait_for_client(5.0):
-                    print("warning: the stand-in ~/events client was not matched within 5 s", file=sys.stderr)
-                runs[variant], _ = measured_mission(variant, load.recorder)
-                time.sleep(0.5)  # the last events reach the stand-in client
-                runs[variant]["events_published"] = load.published
-                runs[variant]["events_received"] = load.received
-                runs[variant]["recorder_failures"] = load.recorder.failures
-            finally:
-                load.close()
+        with timed_check(rec):
+            for variant in variants:
+                if variant != "listeners":
+                    runs[variant], _ = measured_mission(variant, ungated if variant == "ungated" else config)
+                    continue
+                load = SupervisorListeners(bench, journal, workdir / f"bags-{kind}")
+                try:
+                    if not load.wait_for_client(5.0):
+                        print("warning: the stand-in ~/events client was not matched within 5 s", file=sys.stderr)
+                    runs[variant], _ = measured_mission(variant, config, load.recorder)
+                    time.sleep(0.5)  # the last events reach the stand-in client
+                    runs[variant]["events_published"] = load.published
+                    runs[variant]["events_received"] = load.received
+                    runs[variant]["recorder_failures"] = load.recorder.failures
+                finally:
+                    load.close()
         res["variants"] = runs
         res.update({k: v for k, v in runs[variants[0]].items() if k != "variant"})
         print(f"[{step}] direct baseline, second half ({actions - first} goals) ...", flush=True)
@@ -1101,6 +1287,7 @@ def run_executor(kind: str, robot: RobotProcesses, workdir: Path, actions: int, 
     finally:
         bench.stop_spinning()
         for destroy in (lambda: nav.destroy() if nav is not None else None,
+                        lambda: feasibility.destroy() if feasibility is not None else None,
                         lambda: baseline.destroy() if baseline is not None else None,
                         lambda: snapshots.destroy(bench.node) if snapshots is not None else None):
             try:
@@ -1116,11 +1303,72 @@ def _fmt(v: float) -> str:
     return f"{v:8.2f}"
 
 
+GATE_ROW = "    in the gate (probe + check)"
+"""The pre-dispatch gate's own wall time per navigation, inside (a)."""
+
+
+def _gate_rows(m: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    """The gate inside (a): the feasibility probe (its questions, asked in series) and ``check_preconditions``."""
+    return {
+        GATE_ROW: _summary(m["a_gate"]),
+        "      main-thread CPU in the gate": _summary(m["a_gate_cpu"]),
+        "      feasibility probe": _summary(m["a_probe"]),
+        "        lifecycle get_state (all nodes)": _summary(m["a_lifecycle"]),
+        "        ComputePathToPose dry run": _summary(m["a_path"]),
+        "        GetCosts of the goal cell": _summary(m["a_cost"]),
+        "      check_preconditions": _summary(m["a_check"]),
+    }
+
+
 def _variant_rows(m: dict[str, list[float]]) -> dict[str, dict[str, float]]:
     return {"(a) tool call -> goal sent": _summary(m["a"]), "    main-thread CPU": _summary(m["a_cpu"]),
             "    in journal appends": _summary(m["a_journal"]),
+            **_gate_rows(m),
+            "    (a) less the gate": _summary(m["a_ungated"]),
             "(b) per turn, excl. planner + nav port": _summary(m["b"]),
             "    main-thread CPU ": _summary(m["b_cpu"]), "    in journal appends ": _summary(m["b_journal"])}
+
+
+def report_gate(runs: dict[str, Any], tables: dict[str, dict[str, dict[str, float]]],
+                steal: dict[str, float]) -> dict[str, Any]:
+    """The pre-dispatch gate per navigation, per variant, against (a) of the same mission; and (a) with the
+    gate against (a) without it (``ungated``), when both ran."""
+    print()
+    print("the pre-dispatch gate per navigation (RosFeasibilityPort.probe: lifecycle get_state per node, "
+          "ComputePathToPose dry run, GetCosts of the goal cell; then check_preconditions):")
+    out: dict[str, Any] = {"variants": {}}
+    parts = (("probe", "      feasibility probe"), ("lifecycle", "        lifecycle get_state (all nodes)"),
+             ("path", "        ComputePathToPose dry run"), ("cost", "        GetCosts of the goal cell"),
+             ("check", "      check_preconditions"))
+    for v, r in runs.items():
+        t, m, ans = tables[v], r["measured"], r["gate_answers"]
+        a, g = t["(a) tool call -> goal sent"], t[GATE_ROW]
+        ratio = {q: g[q] / a[q] if a[q] > 0 else float("nan") for q in ("median_ms", "p95_ms")}
+        shares = [gi / ai for gi, ai in zip(m["a_gate"], m["a"]) if ai > 0]
+        share = statistics.median(shares) if shares else float("nan")
+        out["variants"][v] = {"a": a, "gate": g, **{k: t[row] for k, row in parts},
+                              "ratio_to_a": ratio, "median_share_of_a": share, "answers": ans,
+                              "steal_pct": steal[v]}
+        print(f"{v}: gate median {g['median_ms']:.2f} ms, p95 {g['p95_ms']:.2f} ms; (a) median "
+              f"{a['median_ms']:.2f} ms, p95 {a['p95_ms']:.2f} ms; gate / (a): median {ratio['median_ms']:.2f}x, "
+              f"p95 {ratio['p95_ms']:.2f}x (median share per action {share:.2f}); VM steal {steal[v]:.1f} %")
+        print("    median / p95 ms: " + ", ".join(f"{k} {t[row]['median_ms']:.2f} / {t[row]['p95_ms']:.2f}"
+                                                   for k, row in parts))
+        extra = "".join(f"; {line} ({n}x)" for line, n in ans["not_answered"].items())
+        print(f"    asked {ans['probes']} probes: lifecycle {ans['lifecycle_active']}/{ans['lifecycle_asked']} active, "
+              f"path {ans['path_found']}/{ans['path_asked']} found, goal cost {ans['cost_answered']}/"
+              f"{ans['cost_asked']} answered; checks {ans['checks']}, refused {ans['checks_refused']}{extra}")
+    if "ungated" in runs:
+        for gated in (v for v in runs if v != "ungated"):
+            with_, without = tables[gated]["(a) tool call -> goal sent"], tables["ungated"]["(a) tool call -> goal sent"]
+            r = {q: with_[q] / without[q] if without[q] > 0 else float("nan") for q in ("median_ms", "p95_ms")}
+            out[f"a_{gated}_vs_ungated"] = {"with_gate": with_, "without_gate": without, "ratio": r,
+                                             "steal_pct": {gated: steal[gated], "ungated": steal["ungated"]}}
+            print(f"(a) with the gate ({gated}) / without (ungated): median {with_['median_ms']:.2f} / "
+                  f"{without['median_ms']:.2f} ms = {r['median_ms']:.2f}x, p95 {with_['p95_ms']:.2f} / "
+                  f"{without['p95_ms']:.2f} ms = {r['p95_ms']:.2f}x (VM steal {steal[gated]:.1f} / "
+                  f"{steal['ungated']:.1f} %)")
+    return out
 
 
 def report_variants(res: dict[str, Any]) -> dict[str, Any]:
@@ -1129,7 +1377,8 @@ def report_variants(res: dict[str, Any]) -> dict[str, Any]:
     tables = {v: _variant_rows(r["measured"]) for v, r in runs.items()}
     names = list(runs)
     print()
-    print("the supervisor's journal listeners (~/events publisher + MCAP evidence recorder), same node, same robot:")
+    print("the variants side by side (listeners: + the supervisor's ~/events publisher and MCAP evidence recorder; "
+          "ungated: readiness and feasibility checks off), same node, same robot:")
     head = "".join(f" {v + ' med':>16s} {v + ' p95':>16s}" for v in names)
     print(f"{'metric (ms)':44s}{head}")
     for row in next(iter(tables.values())):
@@ -1149,7 +1398,7 @@ def report_variants(res: dict[str, Any]) -> dict[str, Any]:
     for v, r in runs.items():
         cpu = r["cpu_pct_of_one_core"]
         extra = ""
-        if v != "bare":
+        if v == "listeners":
             extra = (f"; events published {r.get('events_published', 0)} (received by the stand-in client "
                      f"{r.get('events_received', 0)}), bag {r['bag'].get('messages', 0)} messages, "
                      f"recorder failures {r.get('recorder_failures', 0)}")
@@ -1157,6 +1406,7 @@ def report_variants(res: dict[str, Any]) -> dict[str, Any]:
               f"CPU % of one core: bench process {cpu['bench process']:.0f}, runner thread "
               f"{cpu['bench main thread (runner)']:.0f}, other processes {cpu.get('other processes', float('nan')):.0f}, "
               f"VM steal {cpu.get('VM steal', float('nan')):.0f}{extra}")
+    gate = report_gate(runs, tables, steal)
     targets: dict[str, Any] = {}
     for v in names:
         p95 = tables[v]["(a) tool call -> goal sent"]["p95_ms"]
@@ -1176,26 +1426,34 @@ def report_variants(res: dict[str, Any]) -> dict[str, Any]:
                   f"{loaded:.2f} / {bare:.2f} ms = {ratio:.2f}x: {'MET' if ratio <= bound else 'NOT MET'} "
                   f"(VM steal {steal['bare']:.1f} / {steal['listeners']:.1f} %)")
     return {"tables": {v: {k.strip(): t[k] for k in t} for v, t in tables.items()}, "targets": targets,
-            "listener_targets": listener_targets, "growth": grown, "steal_pct": steal,
+            "listener_targets": listener_targets, "growth": grown, "steal_pct": steal, "gate": gate,
             "runs": {v: {k: x for k, x in r.items() if k != "measured"} for v, r in runs.items()}}
 
 
 def report(res: dict[str, Any], stopped: dict[str, Any], *, workdir: Path) -> dict[str, Any]:
     """The table for one executor (its first variant in full, then the variants side by side); returns its JSON part."""
     m = res["measured"]
-    rows: dict[str, dict[str, float]] = {
-        "(a) tool call -> goal sent": _summary(m["a"]),
+    a_parts: dict[str, dict[str, float]] = {
         "    main-thread CPU": _summary(m["a_cpu"]),
         "    in journal appends": _summary(m["a_journal"]),
         "      main-thread CPU in journal appends": _summary(m["a_journal_cpu"]),
         "    in snapshot capture": _summary(m["a_snapshot"]),
         "      main-thread CPU in snapshot capture": _summary(m["a_snapshot_cpu"]),
+        **_gate_rows(m),
         "    rest (harness code, GIL, scheduling)": _summary(m["a_other"]),
-        "(b) per turn, excl. planner + nav port": _summary(m["b"]),
+    }
+    b_parts: dict[str, dict[str, float]] = {
         "    main-thread CPU ": _summary(m["b_cpu"]),
         "    in journal appends ": _summary(m["b_journal"]),
         "    in snapshot captures ": _summary(m["b_snapshot"]),
+        "    in the gate (probe + check) ": _summary(m["b_gate"]),
         "    rest (harness code, GIL, scheduling) ": _summary(m["b_other"]),
+    }
+    rows: dict[str, dict[str, float]] = {
+        "(a) tool call -> goal sent": _summary(m["a"]),
+        **a_parts,
+        "(b) per turn, excl. planner + nav port": _summary(m["b"]),
+        **b_parts,
         "harness send_goal -> accepted": _summary(m["accept_rt"]),
         "direct send_goal -> accepted (baseline)": _summary(res["direct"]),
         "direct capture service call (reference)": _summary(res["capture"]),
@@ -1230,6 +1488,9 @@ def report(res: dict[str, Any], stopped: dict[str, Any], *, workdir: Path) -> di
         r = {q: rows[key][q] / direct[q] for q in ("median_ms", "p95_ms")}
         ratios[label] = r
         print(f"ratio {label:32s} median {r['median_ms']:6.2f}x   p95 {r['p95_ms']:6.2f}x")
+    r = {q: rows[GATE_ROW][q] / a[q] if a[q] > 0 else float("nan") for q in ("median_ms", "p95_ms")}
+    ratios["gate / (a)"] = r
+    print(f"ratio {'gate / (a)':32s} median {r['median_ms']:6.2f}x   p95 {r['p95_ms']:6.2f}x")
     half = len(m["a"]) // 2
     drift = {"a_first_half": _summary(m["a"][:half])["median_ms"], "a_second_half": _summary(m["a"][half:])["median_ms"],
              "direct_before": _summary(res["direct_first"])["median_ms"],
@@ -1276,7 +1537,7 @@ def report(res: dict[str, Any], stopped: dict[str, Any], *, workdir: Path) -> di
                    "variant": judged, "applies_to": "(a), the per-action overhead: tool call -> goal sent"},
         "by_variant": by_variant,
         "rows": {k.strip(): v for k, v in rows.items() if not k.startswith("    ")},
-        "parts": {"a": {k.strip(): rows[k] for k in list(rows)[1:7]}, "b": {k.strip(): rows[k] for k in list(rows)[8:12]}},
+        "parts": {"a": {k.strip(): v for k, v in a_parts.items()}, "b": {k.strip(): v for k, v in b_parts.items()}},
         "ratios": ratios, "drift": drift,
         "journal_commit": {"append_stopped": j, "raw_fsync_stopped": f, "append_running": jg,
                            "raw_fsync_running": fg, "pragmas": stopped["pragmas"], "fs": fs,
@@ -1315,7 +1576,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--mission-timeout", type=float, default=150.0, help="bound on each mission, s (default 150)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when the target is not met")
     parser.add_argument("--variants", default=",".join(VARIANTS),
-                        help=f"comma-separated, in run order: {', '.join(VARIANTS)} (default both)")
+                        help=f"comma-separated, in run order (default {','.join(VARIANTS)})")
     args = parser.parse_args(argv)
     require_loopback()
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # progress before stderr noise
