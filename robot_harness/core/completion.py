@@ -32,6 +32,9 @@ __all__ = [
     "ObligationKind",
     "EvidenceKind",
     "NAVIGATE_SKILL",
+    "NAVIGATE_THROUGH_SKILL",
+    "FOLLOW_WAYPOINTS_SKILL",
+    "ROUTE_SKILLS",
     "CAPTURE_SKILL",
     "MESSAGE_SKILL",
     "SPEAK_SKILL",
@@ -212,13 +215,17 @@ class EvidenceKind(str, enum.Enum):
 
 
 NAVIGATE_SKILL = "navigate_to"
+NAVIGATE_THROUGH_SKILL = "navigate_through"
+FOLLOW_WAYPOINTS_SKILL = "follow_waypoints"
+ROUTE_SKILLS = (NAVIGATE_THROUGH_SKILL, FOLLOW_WAYPOINTS_SKILL)
+"""Skills whose one receipt covers several places: each waypoint is judged on the poses observed during it."""
 CAPTURE_SKILL = "capture_image"
 MESSAGE_SKILL = "send_message"
 SPEAK_SKILL = "speak"
 
 DEFAULT_SKILLS: Mapping[ObligationKind, tuple[str, ...]] = MappingProxyType({
-    ObligationKind.AT_PLACE: (NAVIGATE_SKILL,),
-    ObligationKind.ROUTE_CLOSED: (NAVIGATE_SKILL,),
+    ObligationKind.AT_PLACE: (NAVIGATE_SKILL, *ROUTE_SKILLS),
+    ObligationKind.ROUTE_CLOSED: (NAVIGATE_SKILL, *ROUTE_SKILLS),
     ObligationKind.IMAGE_CAPTURED: (CAPTURE_SKILL,),
     ObligationKind.SPOKEN: (SPEAK_SKILL,),
     ObligationKind.MESSAGE_DELIVERED: (MESSAGE_SKILL,),
@@ -246,6 +253,8 @@ _ALSO_ELIGIBLE: Mapping[ObligationKind, tuple[str, ...]] = MappingProxyType({
 
 _SKILL_EVIDENCE: Mapping[str, EvidenceKind] = MappingProxyType({
     NAVIGATE_SKILL: EvidenceKind.NAVIGATION_RECEIPT,
+    NAVIGATE_THROUGH_SKILL: EvidenceKind.NAVIGATION_RECEIPT,
+    FOLLOW_WAYPOINTS_SKILL: EvidenceKind.NAVIGATION_RECEIPT,
     CAPTURE_SKILL: EvidenceKind.IMAGE_ARTIFACT,
     MESSAGE_SKILL: EvidenceKind.DELIVERY_RECEIPT,
     SPEAK_SKILL: EvidenceKind.SPEECH_RECEIPT,

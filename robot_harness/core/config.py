@@ -131,6 +131,11 @@ class NavigationConfig(_Cfg):
     workspace: Workspace | None = None
     """Where targets may lie; None: the known places' bounding box grown by ``workspace_margin_m``."""
     workspace_margin_m: float = Field(default=10.0, ge=0.0, allow_inf_nan=False)
+    route_sample_period_s: float = Field(default=0.1, ge=0.02, le=2.0, allow_inf_nan=False)
+    """While a route runs (navigate_through / follow_waypoints), how often the supervisor samples the
+    localized pose for the next waypoint: the first fresh pose within ``verification.xy_tolerance_m`` of it
+    is journaled as that waypoint's evidence (a robot passing at v m/s needs v * period well under twice
+    the tolerance to be seen)."""
 
 
 class LimitsConfig(_Cfg):
@@ -185,6 +190,18 @@ class RecoveryConfig(_Cfg):
     local_replan: int = Field(default=3, ge=0)
     """Replans are bounded; 3 by default."""
     switch_provider_or_skill: int = Field(default=1, ge=0)
+    nav2_behavior: int = Field(default=3, ge=0)
+    """Nav2 behaviours the recovery policy may run in one mission (the ``nav2_behavior`` rung)."""
+    nav2_behaviors: dict[str, list[Literal["clear_costmaps", "back_up", "spin", "wait"]]] = Field(
+        default_factory=lambda: {"stuck": ["clear_costmaps", "back_up", "spin"],
+                                 "start_blocked": ["back_up", "clear_costmaps", "spin"]})
+    """Per kind of Nav2 error (``nav2_errors.Nav2ErrorKind`` value), the behaviours to run, in order, one per
+    failure, before the planner retries (Nav2's own recovery tree: clear the costmaps, back up, spin);
+    a kind not listed never opens the rung."""
+    behavior_args: dict[str, dict[str, Any]] = Field(default_factory=lambda: {
+        "back_up": {"distance": 0.3, "speed": 0.1}, "spin": {"angle": 1.57}, "wait": {"seconds": 2.0},
+        "clear_costmaps": {"costmaps": ["global", "local"]}})
+    """The arguments each behaviour is run with (the skills' own argument models validate them)."""
     alternatives: dict[str, list[str]] = Field(default_factory=dict)
     """Authorized alternatives per skill (empty: the switch rung is never open)."""
     advisor: Literal["none", "llm"] = "none"

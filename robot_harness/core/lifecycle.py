@@ -14,7 +14,10 @@ twice) is refused there with ``StaleRevision``, nothing written.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from .errors import IllegalTransition, StaleRevision
+from .nav_goals import NavGoal
 from .records import ActionStatus, ActionView, Pose2D, WorldSnapshot
 
 __all__ = ["ALLOWED_TRANSITIONS", "ManagedAction", "check_change"]
@@ -100,6 +103,15 @@ class ManagedAction:
         self.last_progress_at: float | None = None
         self.terminal_reported_at: float | None = None
         self.timeout_s = 0.0
+        self.goal: NavGoal | None = NavGoal(poses=(target,)) if target is not None else None
+        """What was sent to Nav2 (the dispatcher sets it; a NavigateToPose to ``target`` by default)."""
+        self.waypoint_names: tuple[str, ...] = ()
+        """A route's place names, in order (as the call gave them)."""
+        self.waypoints_seen: dict[int, tuple[str, float]] = {}
+        """Route waypoint index -> (journaled snapshot id, pose stamp) of the first fresh pose observed within
+        tolerance of it during the action, in route order (``execution/supervise``)."""
+        self.waypoint_reports: tuple[Any, ...] = ()
+        """What the backend said of each waypoint (``nav_goals.WaypointReport``), from its terminal report."""
         self.dispatch_snapshot: WorldSnapshot | None = None
         """The fresh pre-dispatch snapshot: the baseline the outcome check compares against."""
 

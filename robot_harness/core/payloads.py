@@ -365,6 +365,8 @@ class ToolCallRecorded(EventPayload):
     """Position of the call within its response."""
     skill_view: dict[str, Any] | None = None
     """The C2 view the call was judged in (``{role, scope, items, ...}``); absent for non-skill calls."""
+    proposed_by: str = "planner"
+    """Who made the call: ``planner``, or ``recovery`` (the recovery policy's ``nav2_behavior`` rung)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -498,6 +500,17 @@ class RobotActionProgress(EventPayload):
     estimated_time_remaining_s: float | None = None
     number_of_recoveries: int | None = None
     """Recoveries Nav2's behavior tree has run on this goal."""
+    number_of_poses_remaining: int | None = None
+    """NavigateThroughPoses's feedback: poses not yet passed (absent before issue 16's routes)."""
+    current_waypoint: int | None = None
+    """FollowWaypoints's feedback: the index of the waypoint it is driving to."""
+    distance_traveled: float | None = None
+    """BackUp's feedback, metres."""
+    angular_distance_traveled: float | None = None
+    """Spin's feedback, radians."""
+    waypoint_reached: dict[str, Any] | None = None
+    """A route's waypoint seen reached by the harness itself: ``{index, place, snapshot_id, t}`` (the journaled
+    snapshot whose fresh pose was within the verifier's tolerance of it); not the backend's word."""
 
 
 class RobotActionOutcome(EventPayload):

@@ -42,6 +42,8 @@ class _Probe(BaseModel):
     status: ProbeStatus = ProbeStatus.ANSWERED
     error: str = ""
     """Why it is absent or unanswered, or the server's own error message."""
+    where: str = ""
+    """For a route, which leg or waypoint this answer is about ("" for a single goal)."""
 
 
 class LifecycleProbe(_Probe):
@@ -104,6 +106,7 @@ def check_preconditions(
     workspace: Workspace | None = None,
     feasibility: Feasibility | None = None,
     path_budget_m: float | None = None,
+    waypoints: Sequence[Pose2D] = (),
 ) -> PreconditionReport:
     """Evaluate every declared precondition; all of them, so the report is complete.
 
@@ -111,11 +114,24 @@ def check_preconditions(
     ``pre.max_goal_distance_m`` of the fresh pose: nothing unvalidated reaches the robot.
     ``feasibility``: the robot's answers (``ports.FeasibilityPort``); None when this harness has no one to
     ask (each such check is then reported not applicable). ``path_budget_m``: the longest path the robot
-    could walk in the mission's time left (None: no bound from time)."""
+    could walk in the mission's time left (None: no bound from time). ``waypoints``: a route's poses before
+    ``target_now`` (each finite and in the workspace); a behaviour has no target (``target_*`` None)."""
     checks: list[Check] = []
     if target_now is not None:
         finite = all(math.isfinite(v) for v in (target_now.x, target_now.y, target_now.yaw))
         checks.append(Check(name="target_finite", ok=finite, detail=f"target {target_now}"))
+        for k, w in enumerate(waypoints):
+            w_ok = all(math.isfinite(v) for v in (w.x, w.y, w.yaw)) and (
+                workspace is None or workspace.contains(w.x, w.y))
+            if not w_ok:
+                checks.append(Check(name="waypoints_valid", ok=False,
+                                    detail=f"waypoint #{k + 1} ({w.x:.2f}, {w.y:.2f}) is not finite or lies outside "
+                                           "the workspace"))
+                break
+        else:
+            if waypoints:
+                checks.append(Check(name="waypoints_valid", ok=True,
+                                    detail=f"{len(waypoints)} waypoint(s) before the target, finite, in the workspace"))
         if workspace is not None:
             inside = finite and workspace.contains(target_now.x, target_now.y)
             checks.append(Check(name="target_in_workspace", ok=inside, detail=(
@@ -169,8 +185,13 @@ def check_preconditions(
             detail="none in flight" if not live else "in flight: " + ", ".join(f"{a.action_id} ({a.state.value})" for a in live),
         ))
     if pre.target_unchanged:
-        same = target_at_decision is not None and target_now is not None and target_at_decision == target_now
-        checks.append(Check(name="target_unchanged", ok=same, detail=f"decision {target_at_decision}, now {target_now}"))
+        if target_at_decision is None and target_now is None:
+            checks.append(Check(name="target_unchanged", ok=True, applicable=False,
+                                detail="no target: a behaviour acts where the robot is"))
+        else:
+            same = target_at_decision is not None and target_now is not None and target_at_decision == target_now
+            checks.append(Check(name="target_unchanged", ok=same,
+                                detail=f"decision {target_at_decision}, now {target_now}"))
     if pre.battery_min is not None:
         bm = fresh.battery_meta
         ok = bm.availability is Availability.AVAILABLE and fresh.battery is not None and fresh.battery >= pre.battery_min
@@ -226,6 +247,10 @@ def _readiness_checks(pre: Preconditions, fresh: WorldSnapshot, feasibility: Fea
     return checks
 
 
+def _at(probe: _Probe) -> str:
+    return f"{probe.where}: " if probe.where else ""
+
+
 def _feasibility_checks(pre: Preconditions, feasibility: Feasibility | None,
                         path_budget_m: float | None) -> list[Check]:
     checks: list[Check] = []
@@ -235,10 +260,11 @@ def _feasibility_checks(pre: Preconditions, feasibility: Feasibility | None,
             checks.append(_unanswerable("path_feasible", feasibility, path, "no planner server",
                                         pre.require_planner, "require_planner"))
         elif path.status is ProbeStatus.UNANSWERED:
-            checks.append(Check(name="path_feasible", ok=False, detail=f"the planner did not answer: {path.error}"))
+            checks.append(Check(name="path_feasible", ok=False,
+                                detail=f"{_at(path)}the planner did not answer: {path.error}"))
         elif not path.ok or path.length_m is None:
             checks.append(Check(name="path_feasible", ok=False, detail=(
-                f"no path to the target (planner error {path.error_code}"
+                f"{_at(path)}no path to the target (planner error {path.error_code}"
                 f"{': ' + path.error if path.error else ''})")))
         else:
             checks.append(Check(name="path_feasible", ok=True,
@@ -257,10 +283,10 @@ def _feasibility_checks(pre: Preconditions, feasibility: Feasibility | None,
                                         pre.require_costmap, "require_costmap"))
         elif cost.status is ProbeStatus.UNANSWERED or cost.cost is None:
             checks.append(Check(name="goal_cell_free", ok=False,
-                                detail=f"the costmap did not answer: {cost.error or 'no cost'}"))
+                                detail=f"{_at(cost)}the costmap did not answer: {cost.error or 'no cost'}"))
         else:
             checks.append(Check(name="goal_cell_free", ok=cost.cost <= pre.max_goal_cost, detail=(
-                f"goal cell cost {cost.cost:g} (max {pre.max_goal_cost}; 253 inscribed, 254 lethal, "
+                f"{_at(cost)}goal cell cost {cost.cost:g} (max {pre.max_goal_cost}; 253 inscribed, 254 lethal, "
                 f"255 no information)")))
     return checks
 

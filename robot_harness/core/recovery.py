@@ -3,7 +3,8 @@
 A ``Failure`` is what went wrong, in the harness's terms (never the model's
 words). ``RecoveryPolicy.decide`` picks the response from a fixed ladder,
 
-    re-perceive -> adjust view -> local replan -> switch provider/skill -> safe stop -> human handoff
+    re-perceive -> adjust view -> Nav2 behaviour -> local replan -> switch provider/skill -> safe stop
+    -> human handoff
 
 starting at the first rung that suits the failure kind and skipping rungs
 whose budget is spent. Every rung but the last two is charged to a budget
@@ -57,6 +58,10 @@ class Rung(str, enum.Enum):
     """Decide again on a fresh snapshot (the next turn captures one)."""
     ADJUST_VIEW = "adjust_view"
     """Give the planner more of the failure's evidence in its next view."""
+    NAV2_BEHAVIOR = "nav2_behavior"
+    """Run the next of Nav2's behaviours the failure's kind lists (``Failure.behaviors``: clear the costmaps,
+    back up, spin) as a managed action, then the planner retries. Open only for a Nav2 failure with such a
+    list (a robot that made no progress, or whose start cell is blocked); the first rung for it."""
     LOCAL_REPLAN = "local_replan"
     """The planner re-plans only what is left (the verified prefix stays): suffix repair."""
     SWITCH = "switch_provider_or_skill"
@@ -94,6 +99,11 @@ class Failure(BaseModel):
     tool_call_id: str = ""
     action_id: str = ""
     obligation_ids: tuple[str, ...] = ()
+    nav2_kind: str = ""
+    """The kind of the Nav2 error behind an action's failure (``nav2_errors.Nav2ErrorKind``), "" when none."""
+    behaviors: tuple[str, ...] = ()
+    """The Nav2 behaviours (skill names, in order) the site's recovery config lists for ``nav2_kind``
+    (``recovery.nav2_behaviors``); empty: the ``nav2_behavior`` rung is not open for this failure."""
 
 
 class RecoveryBudgets(BaseModel):
@@ -105,6 +115,8 @@ class RecoveryBudgets(BaseModel):
     local_replan: int = Field(default=3, ge=0)
     """Replans are bounded; 3 by default."""
     switch_provider_or_skill: int = Field(default=1, ge=0)
+    nav2_behavior: int = Field(default=3, ge=0)
+    """Nav2 behaviours run as recovery in one mission (each costmap clear, back-up or spin counts one)."""
 
     @classmethod
     def from_config(cls, config: RecoveryConfig) -> "RecoveryBudgets":
@@ -148,12 +160,15 @@ class RecoveryPolicy:
 
     def authorized(self, failure: Failure, spent: Mapping[Rung, int]) -> list[Rung]:
         """The rungs open for this failure: from its first rung up, budgets permitting, plus the terminal ones."""
-        start = LADDER.index(_FIRST_RUNG[failure.failure_kind])
+        first = Rung.NAV2_BEHAVIOR if failure.behaviors else _FIRST_RUNG[failure.failure_kind]
+        start = LADDER.index(first)
         open_: list[Rung] = []
         for rung in LADDER[start:]:
             budget = self.budgets.of(rung)
             if rung is Rung.SWITCH and not self.alternatives.get(failure.skill):
                 continue  # nothing to switch to
+            if rung is Rung.NAV2_BEHAVIOR and not failure.behaviors:
+                continue  # not a failure a Nav2 behaviour answers
             if budget is None or spent.get(rung, 0) < budget:
                 open_.append(rung)
         return open_

@@ -12,13 +12,15 @@ import json
 import math
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .completion import FOLLOW_WAYPOINTS_SKILL, NAVIGATE_THROUGH_SKILL, ROUTE_SKILLS
 from .config import NavigationConfig
 from .errors import InvalidArgumentsError, ToolExecutionError, UnknownToolError, UsageError
+from .nav_goals import BACKEND_NAMES, MAX_WAYPOINTS, NavGoal, NavGoalKind
 from .ports import RobotIO
 from .records import ArtifactRef, Pose2D, WorldSnapshot
 
@@ -29,6 +31,17 @@ __all__ = [
     "Skill",
     "SkillRegistry",
     "NavigateToArgs",
+    "RouteArgs",
+    "SpinArgs",
+    "BackUpArgs",
+    "WaitArgs",
+    "ClearCostmapsArgs",
+    "NAVIGATE_THROUGH",
+    "FOLLOW_WAYPOINTS",
+    "ROUTE_SKILLS",
+    "BEHAVIOR_SKILLS",
+    "RECOVERY_ONLY",
+    "nav_goal_for",
     "ProposeDoneArgs",
     "PROPOSE_DONE",
     "default_skills",
@@ -43,6 +56,8 @@ class ManagedActionSpec(BaseModel):
     resource: str = "base"
     backend: str = "nav2/navigate_to_pose"
     navigation: NavigationConfig = NavigationConfig()
+    goal_kind: NavGoalKind = NavGoalKind.NAVIGATE_TO_POSE
+    """Which Nav2 interface the action's goal goes to (``nav_goals.NavGoal``)."""
 
 
 class ToolEnv:
@@ -132,7 +147,8 @@ class SkillRegistry:
         return list(self._skills)
 
     def tool_specs(self) -> list[dict[str, Any]]:
-        return [s.tool_spec() for s in self._skills.values()]
+        """What the planner is offered: every skill but the recovery policy's own (``RECOVERY_ONLY``)."""
+        return [s.tool_spec() for s in self._skills.values() if RECOVERY_ONLY not in s.tags]
 
     def __iter__(self):
         return iter(self._skills.values())
@@ -169,6 +185,40 @@ class NavigateToArgs(_Args):
         if self.place is None and (self.x is None or self.y is None):
             raise ValueError("give place, or both x and y")
         return self
+
+
+class RouteArgs(_Args):
+    """The named places of a route, in the order the robot must visit them."""
+
+    places: list[str] = Field(min_length=1, max_length=MAX_WAYPOINTS,
+                              description="Named places (see lookup_place), in visiting order; the last is where "
+                                          "the route ends.")
+
+
+class SpinArgs(_Args):
+    angle: float = Field(description="Signed angle to turn in place, radians (positive: counter-clockwise).",
+                         ge=-2.0 * math.pi, le=2.0 * math.pi)
+
+    @field_validator("angle")
+    @classmethod
+    def _non_zero(cls, angle: float) -> float:
+        if angle == 0.0:
+            raise ValueError("a spin of 0 rad does nothing")
+        return angle
+
+
+class BackUpArgs(_Args):
+    distance: float = Field(default=0.3, gt=0.0, le=2.0, description="How far to drive straight back, metres.")
+    speed: float = Field(default=0.1, gt=0.0, le=0.5, description="Metres per second.")
+
+
+class WaitArgs(_Args):
+    seconds: float = Field(default=2.0, gt=0.0, le=60.0, description="How long to stand still.")
+
+
+class ClearCostmapsArgs(_Args):
+    costmaps: list[Literal["global", "local"]] = Field(default_factory=lambda: ["global", "local"], min_length=1,
+                                                       max_length=2, description="Which costmaps to clear.")
 
 
 class LookupPlaceArgs(_Args):
@@ -225,6 +275,44 @@ class AskOperatorArgs(_Args):
 
 def _ask_operator(env: ToolEnv, args: AskOperatorArgs) -> dict[str, Any]:
     raise ToolExecutionError("ask_operator is handled by the mission engine (it waits on the operator)")
+
+
+NAVIGATE_THROUGH = NAVIGATE_THROUGH_SKILL
+FOLLOW_WAYPOINTS = FOLLOW_WAYPOINTS_SKILL
+BEHAVIOR_SKILLS = {"clear_costmaps": NavGoalKind.CLEAR_COSTMAPS, "back_up": NavGoalKind.BACK_UP,
+                   "spin": NavGoalKind.SPIN, "wait": NavGoalKind.WAIT}
+"""Nav2's behaviours as skills (the recovery policy's ``nav2_behavior`` rung runs them)."""
+RECOVERY_ONLY = "recovery_only"
+"""Tag of a skill only the recovery policy may call: not offered to the planner, refused from it."""
+
+
+def route_poses(args: RouteArgs, places: Mapping[str, Pose2D], *, tool: str) -> tuple[Pose2D, ...]:
+    """The poses of a route's places, in order (an unknown place is the caller's mistake, named)."""
+    unknown = [p for p in args.places if p not in places]
+    if unknown:
+        raise InvalidArgumentsError(f"unknown place {unknown[0]!r}", tool=tool, unknown=unknown,
+                                    known_places=sorted(places))
+    return tuple(places[p] for p in args.places)
+
+
+def nav_goal_for(skill: Skill, args: BaseModel, places: Mapping[str, Pose2D]) -> NavGoal:
+    """The Nav2 goal a managed skill's call sends (raises InvalidArgumentsError for an unknown place)."""
+    assert skill.managed is not None
+    kind = skill.managed.goal_kind
+    if kind is NavGoalKind.NAVIGATE_TO_POSE:
+        assert isinstance(args, NavigateToArgs)
+        return NavGoal(poses=(resolve_target(args, places),))
+    if isinstance(args, RouteArgs):
+        return NavGoal(kind=kind, poses=route_poses(args, places, tool=skill.name))
+    if isinstance(args, SpinArgs):
+        return NavGoal(kind=kind, spin_dist_rad=args.angle)
+    if isinstance(args, BackUpArgs):
+        return NavGoal(kind=kind, backup_dist_m=args.distance, backup_speed_mps=args.speed)
+    if isinstance(args, WaitArgs):
+        return NavGoal(kind=kind, wait_s=args.seconds)
+    if isinstance(args, ClearCostmapsArgs):
+        return NavGoal(kind=kind, costmaps=tuple(dict.fromkeys(args.costmaps)))
+    raise UsageError(f"skill {skill.name!r}: no Nav2 goal for arguments of type {type(args).__name__}")
 
 
 def resolve_target(args: NavigateToArgs, places: Mapping[str, Pose2D]) -> Pose2D:
@@ -289,6 +377,18 @@ def _send_message(env: ToolEnv, args: SendMessageArgs) -> dict[str, Any]:
     return {"receipt": env.require_io().send_message(to=args.to, text=args.text, artifacts=refs)}
 
 
+_BEHAVIOR_TEXT = {
+    NavGoalKind.CLEAR_COSTMAPS: "Clear Nav2's global and local costmaps (phantom obstacles); the robot does not move.",
+    NavGoalKind.BACK_UP: "Drive straight back a short distance (Nav2's BackUp behaviour).",
+    NavGoalKind.SPIN: "Turn in place by an angle (Nav2's Spin behaviour).",
+    NavGoalKind.WAIT: "Stand still for a while (Nav2's Wait behaviour).",
+}
+_BEHAVIOR_ARGS: dict[NavGoalKind, type[BaseModel]] = {
+    NavGoalKind.CLEAR_COSTMAPS: ClearCostmapsArgs, NavGoalKind.BACK_UP: BackUpArgs, NavGoalKind.SPIN: SpinArgs,
+    NavGoalKind.WAIT: WaitArgs,
+}
+
+
 def default_skills(navigation: NavigationConfig | None = None, *, ask_operator: bool = False) -> SkillRegistry:
     """The skills the simulated robot (and a Nav2 robot) offers the model (``ask_operator`` when enabled)."""
     nav = navigation or NavigationConfig()
@@ -307,6 +407,32 @@ def default_skills(navigation: NavigationConfig | None = None, *, ask_operator: 
             args_model=NavigateToArgs,
             managed=ManagedActionSpec(backend=nav.backend, navigation=nav),
         ),
+        Skill(
+            name=NAVIGATE_THROUGH,
+            description=(
+                "Drive through the named places in order without stopping at them, ending at the last (Nav2's "
+                "NavigateThroughPoses). Returns when the backend accepts or rejects the route; the verified "
+                "outcome, with each waypoint passed or missed, arrives in a later turn as a runtime event."
+            ),
+            args_model=RouteArgs,
+            managed=ManagedActionSpec(backend=BACKEND_NAMES[NavGoalKind.NAVIGATE_THROUGH_POSES], navigation=nav,
+                                      goal_kind=NavGoalKind.NAVIGATE_THROUGH_POSES),
+        ),
+        Skill(
+            name=FOLLOW_WAYPOINTS,
+            description=(
+                "Stop at each named place in order, ending at the last (Nav2's FollowWaypoints). Returns when "
+                "the backend accepts or rejects the route; the verified outcome, with each waypoint reached or "
+                "missed, arrives in a later turn as a runtime event."
+            ),
+            args_model=RouteArgs,
+            managed=ManagedActionSpec(backend=BACKEND_NAMES[NavGoalKind.FOLLOW_WAYPOINTS], navigation=nav,
+                                      goal_kind=NavGoalKind.FOLLOW_WAYPOINTS),
+        ),
+        *(Skill(name=name, description=_BEHAVIOR_TEXT[kind], args_model=_BEHAVIOR_ARGS[kind],
+                managed=ManagedActionSpec(backend=BACKEND_NAMES[kind], navigation=nav, goal_kind=kind),
+                tags=(RECOVERY_ONLY,))
+          for name, kind in BEHAVIOR_SKILLS.items()),
         Skill(name="lookup_place", description="Resolve a place name to its pose in the map frame, without moving.",
               args_model=LookupPlaceArgs, handler=_lookup_place, tags=(READ_ONLY,)),
         Skill(name="get_pose", description="The robot's current localized pose with its availability and age.",

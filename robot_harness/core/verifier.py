@@ -106,6 +106,7 @@ from .completion import (
     CAPTURE_SKILL,
     MESSAGE_SKILL,
     NAVIGATE_SKILL,
+    ROUTE_SKILLS,
     SPEAK_SKILL,
     CompletionContract,
     EvidenceKind,
@@ -243,6 +244,14 @@ class _Sev(enum.IntEnum):
     AMBIGUOUS = 1
     STALE = 2
     VIOLATED = 3
+
+
+def _evidence_start(r: Receipt) -> float:
+    """When a receipt's evidence for its place begins: a navigation's start; a route's end (its last place
+    is reached at its end, after its earlier waypoints, whose own passes are ordered by their poses)."""
+    if r.skill in ROUTE_SKILLS:
+        return r.pose_stamp if r.pose_stamp is not None else r.ended_at
+    return r.started_at
 
 
 def _dedupe(ids: Sequence[str]) -> tuple[str, ...]:
@@ -674,6 +683,14 @@ class Verifier:
             return self._observed_at_place(ob, request, not_before)
         if ob.kind is ObligationKind.SEMANTIC:
             return self._semantic_floor(ob, request, admitted, excluded)
+        if ob.kind is ObligationKind.AT_PLACE and any(s in ROUTE_SKILLS for s in eligible_skills(ob)):
+            return self._at_place_or_passed(ob, request, fresh, admitted, excluded, not_before, anchors, prior)
+        return self._receipts_predicate(ob, request, fresh, admitted, excluded, not_before, anchors, prior)
+
+    def _receipts_predicate(self, ob: Obligation, request: VerifyRequest, fresh: WorldSnapshot,
+                            admitted: list[Receipt], excluded: dict[str, list[str]], not_before: float | None,
+                            anchors: list[str], prior: Mapping[str, _Outcome] | None) -> _Outcome:
+        """The kind's predicate over the admitted receipts of the obligation's eligible skills."""
         skills = eligible_skills(ob)
         if not skills:  # only a record that bypassed validation: nothing may satisfy it
             return _Outcome(StepVerdict.AMBIGUOUS, "floor",
@@ -707,6 +724,18 @@ class Verifier:
         if old.verdict is StepVerdict.SATISFIED:
             return self._stale(ob, list(old.receipts) or stale, old.reason, old.evidence)
         return out if out is not None else old
+
+    def _at_place_or_passed(self, ob: Obligation, request: VerifyRequest, fresh: WorldSnapshot,
+                            admitted: list[Receipt], excluded: dict[str, list[str]], not_before: float | None,
+                            anchors: list[str], prior: Mapping[str, _Outcome] | None) -> _Outcome:
+        """AT_PLACE: a navigation that ended there (``_receipts_predicate``), else a route that passed it
+        (``_route_passes``): whichever is satisfied; when neither is, the route's finding when there is
+        one (a waypoint the route was to pass says more than "no navigation ended there")."""
+        out = self._receipts_predicate(ob, request, fresh, admitted, excluded, not_before, anchors, prior)
+        if out.verdict is StepVerdict.SATISFIED:
+            return out
+        passed = self._route_passes(ob, request, fresh, not_before)
+        return passed if passed is not None else out
 
     def _semantic_floor(self, ob: Obligation, request: VerifyRequest, admitted: list[Receipt],
                         excluded: dict[str, list[str]]) -> _Outcome:
@@ -744,10 +773,10 @@ class Verifier:
             except _Unresolved:
                 target = None
         for r in candidates:
-            if not_before is not None and r.started_at < not_before:
+            if not_before is not None and _evidence_start(r) < not_before:
                 aimed = _nav_target(r, request.places) if target is not None else None
                 if target is None or (aimed is not None and aimed.distance_to(target) <= self.config.xy_tolerance_m):
-                    early.append(f"{r.receipt_id} started at {r.started_at:.3f}, before dependency "
+                    early.append(f"{r.receipt_id} started at {_evidence_start(r):.3f}, before dependency "
                                  f"{'/'.join(anchors)} was satisfied at {not_before:.3f}")
             else:
                 ordered.append(r)
@@ -970,6 +999,67 @@ class Verifier:
             return _Outcome(StepVerdict.VIOLATED, "predicate", f"fresh pose in {fresh.snapshot_id} is {err}", evidence)
         return _Outcome(StepVerdict.SATISFIED, "predicate", f"{reason}; fresh pose in {fresh.snapshot_id} still there",
                         evidence, hit.ended_at, (hit,))
+
+    def _route_passes(self, ob: Obligation, request: VerifyRequest, fresh: WorldSnapshot,
+                      not_before: float | None) -> _Outcome | None:
+        """AT_PLACE on a route that was to pass the place: None when no current route receipt lists it.
+
+        The evidence is a journaled pose (``request.trajectory``) within the xy tolerance of the place,
+        observed during the route's receipt window and after the obligation's dependencies were
+        satisfied. A route of any verified end counts (its end is another waypoint's business), not one
+        refused before it was sent. Nav2's report that it skipped or failed the waypoint is violated
+        whatever the poses say; so is a finished route with no such pose (it went on without passing);
+        an UNKNOWN route without one is ambiguous (it may have passed unobserved)."""
+        place = self._resolve(ob.params.get("place", ob.params.get("pose")), request.places)
+        rev, tol = request.contract.revision, self.config.xy_tolerance_m
+        found: list[tuple[Receipt, int, Mapping[str, Any]]] = []
+        for r in sorted(request.receipts, key=lambda r: (r.started_at, r.ended_at)):
+            if r.skill not in ROUTE_SKILLS or r.mission_id != request.mission_id or r.contract_revision != rev \
+                    or r.state_version > request.state_version or r.status is ReceiptStatus.REJECTED:
+                continue
+            for k, row in enumerate(r.result.get("waypoints") or ()):
+                pose = _as_pose(row.get("pose")) if isinstance(row, Mapping) else None
+                if pose is not None and pose[0].distance_to(place.pose) <= tol:
+                    found.append((r, k, row))
+        if not found:
+            return None
+        problems: list[tuple[_Sev, str, list[str]]] = []
+        now = self._clock.now()
+        too_old: tuple[Receipt, PoseSample] | None = None
+        for r, k, row in found:
+            label = f"{place.label} (waypoint #{k + 1} of {r.receipt_id})"
+            reported = row.get("reported") if isinstance(row.get("reported"), Mapping) else None
+            if reported is not None and reported.get("state") in ("skipped", "failed"):
+                said = f": {reported['error_msg']}" if reported.get("error_msg") else ""
+                problems.append((_Sev.VIOLATED, f"{label} was reported {reported['state']} by the backend "
+                                 f"(error {reported.get('error_code', 0)}{said})", [r.receipt_id]))
+                continue
+            lo = r.started_at if not_before is None else max(r.started_at, not_before)
+            hit = next((p for p in sorted(request.trajectory, key=lambda p: p.t)
+                        if lo <= p.t <= r.ended_at and p.pose.distance_to(place.pose) <= tol), None)
+            if hit is None:
+                after = f", after its dependency at {not_before:.3f}" if not_before is not None else ""
+                sev = _Sev.AMBIGUOUS if r.status is ReceiptStatus.UNKNOWN else _Sev.VIOLATED
+                problems.append((sev, f"{label} was never observed: no journaled pose within {tol} m of it between "
+                                 f"{r.started_at:.3f} and {r.ended_at:.3f}{after}", [r.receipt_id]))
+                continue
+            jump = fresh.last_pose_jump_at
+            if jump is not None and lo <= jump <= hit.t:
+                problems.append((_Sev.AMBIGUOUS, f"{label}: localization jumped at {jump:.3f}, before the pose "
+                                 f"that shows it passed ({hit.source_id})", [r.receipt_id, hit.source_id]))
+                continue
+            if ob.max_age_s is not None and now - hit.t > ob.max_age_s:
+                too_old = too_old or (r, hit)
+                continue
+            return _Outcome(StepVerdict.SATISFIED, "predicate",
+                            f"{label} passed: observed within tolerance at t={hit.t:.3f} ({hit.source_id})",
+                            [r.receipt_id, hit.source_id], hit.t, (r,))
+        if too_old is not None and not problems:
+            r, hit = too_old
+            return _Outcome(StepVerdict.STALE, "floor", f"{place.label} passed on {r.receipt_id} only "
+                            f"{now - hit.t:.1f} s before verification ({hit.source_id}; max_age_s={ob.max_age_s} s)",
+                            [r.receipt_id, hit.source_id])
+        return self._worst(problems, f"no route passed {place.label}")
 
     def _end_pose_problem(self, r: Receipt, place: _Place, *, missing: str,
                           verb: str) -> tuple[_Sev, str, list[str]] | None:

@@ -1,8 +1,8 @@
 """The recovery node: decides the response to a structured failure.
 
 It serves ``~/decide`` (robot_harness/srv/Recover) with the core
-``RecoveryPolicy``: a fixed ladder (re-perceive, adjust view, local replan,
-switch provider/skill, safe stop, human handoff) and per-mission budgets from
+``RecoveryPolicy``: a fixed ladder (re-perceive, adjust view, Nav2 behaviour, local
+replan, switch provider/skill, safe stop, human handoff) and per-mission budgets from
 its parameters. The supervisor sends the failure and what the mission has
 spent so far, journals the decision and acts on it; the node keeps no state
 between calls, so a restarted recovery node cannot hand out a spent budget
@@ -27,7 +27,7 @@ __all__ = ["RecoveryNode", "main"]
 class RecoveryNode(HarnessLifecycleNode):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__("recovery", params={
-            "re_perceive": 2, "adjust_view": 1, "local_replan": 3, "switch_provider_or_skill": 1,
+            "re_perceive": 2, "adjust_view": 1, "local_replan": 3, "switch_provider_or_skill": 1, "nav2_behavior": 3,
             "alternatives_json": "", "advisor": "none", "advisor_llm_json": "", "autostart": False,
         }, **kwargs)
         self._policy: RecoveryPolicy | None = None
@@ -46,7 +46,8 @@ class RecoveryNode(HarnessLifecycleNode):
         try:
             budgets = RecoveryBudgets(re_perceive=int(p["re_perceive"]), adjust_view=int(p["adjust_view"]),
                                       local_replan=int(p["local_replan"]),
-                                      switch_provider_or_skill=int(p["switch_provider_or_skill"]))
+                                      switch_provider_or_skill=int(p["switch_provider_or_skill"]),
+                                      nav2_behavior=int(p["nav2_behavior"]))
             alternatives = json.loads(p["alternatives_json"]) if p["alternatives_json"] else {}
             if not isinstance(alternatives, dict):
                 raise ValueError("alternatives_json must be a JSON object")

@@ -40,11 +40,14 @@ def test_an_abort_with_nav2s_error_names_it_in_the_outcome_and_the_next_turn():
     runner, robot, journal, planner = make([GO_OFFICE, {"done": "arrived"}], robot_kw={
         "mode": "abort", "abort_detail": {"error_code": 105, "error_msg": "Failed to make progress"}})
     runner.run("go to the office")
-    (outcome,) = [e.payload for e in journal.events(types=[EventType.ROBOT_ACTION_OUTCOME])]
+    # the navigation's outcome first; a stuck robot then gets recovery's first Nav2 behaviour (its own outcome)
+    outcome = [e.payload for e in journal.events(types=[EventType.ROBOT_ACTION_OUTCOME])][0]
     assert "Nav2 error 105 FAILED_TO_MAKE_PROGRESS (controller_server (FollowPath), stuck): Failed to make progress" \
         in outcome["reason"], outcome["reason"]
     delivered = [e.payload for e in journal.events(types=[EventType.RUNTIME_EVENT_DELIVERED])]
     assert delivered and delivered[0]["detail"]["nav2_error"]["kind"] == "stuck", delivered
+    decided = [e.payload for e in journal.events(types=[EventType.RECOVERY_DECIDED])][0]
+    assert decided["failure"]["nav2_kind"] == "stuck" and decided["decision"]["rung"] == "nav2_behavior"
     assert "FAILED_TO_MAKE_PROGRESS" in str(planner.requests[1].context)
 
 

@@ -16,6 +16,7 @@ from ..clock import Clock, IdGenerator
 from ..completion import EvidenceRef, Fact, FactStatus, Receipt, ReceiptStatus
 from ..gate import record_draft
 from ..lifecycle import ManagedAction
+from ..nav_goals import ROUTE_KINDS, NavGoalKind
 from ..records import ActionStatus, Availability, EventDraft, EventType, ToolCall, ToolResult, ToolResultStatus, WorldSnapshot
 from ..skills import PROPOSE_DONE
 from ..mission.ledger import MissionLedger
@@ -68,13 +69,22 @@ class Receipts:
         call = next((c for c in reversed(self.state.calls) if c["id"] == action.tool_call_id), None)  # the latest, mostly
         arguments = call["arguments"] if call is not None else {}
         evidence = self.observations.snapshot_evidence(post.snapshot_id) if post is not None else []
+        result: dict[str, Any] = {"state": action.state.value, "reason": reason,
+                                  "backend_goal_id": action.backend_goal_id, "backend_status": action.backend_status,
+                                  "target": action.target.model_dump() if action.target else None}
+        goal = action.goal
+        if goal is not None and goal.kind is not NavGoalKind.NAVIGATE_TO_POSE:
+            result["goal"] = goal.model_dump(mode="json")
+        if goal is not None and goal.kind in ROUTE_KINDS:
+            result["waypoints"] = _waypoint_rows(action)
+            for sid in dict.fromkeys(sid for sid, _t in action.waypoints_seen.values()):
+                if post is None or sid != post.snapshot_id:
+                    evidence += self.observations.snapshot_evidence(sid)
         return self._drafts(
             turn_id=action.model_turn_id, call=ToolCall(id=action.tool_call_id, name=action.skill, arguments=arguments),
             physical=True, status=status,
             started_at=self.state.call_started.pop(action.tool_call_id, self.clock.now()),
-            result={"state": action.state.value, "reason": reason, "backend_goal_id": action.backend_goal_id,
-                    "backend_status": action.backend_status,
-                    "target": action.target.model_dump() if action.target else None},
+            result=result,
             decision_snapshot_id=action.decision_snapshot_id, outcome_snapshot_id=post.snapshot_id if post else "",
             action_id=action.action_id, pose_snapshot=post, evidence=evidence,
         )
@@ -126,3 +136,18 @@ class Receipts:
             heads[key] = fact.fact_id
             facts.append(fact)
         return facts
+
+
+def _waypoint_rows(action: ManagedAction) -> list[dict[str, Any]]:
+    """A route receipt's waypoints: place, pose, what the backend reported and what the harness saw (the
+    verifier re-finds each pass in the journaled poses itself; these rows are the executor's account)."""
+    assert action.goal is not None
+    told = {r.index: r for r in action.waypoint_reports}
+    rows = []
+    for k, pose in enumerate(action.goal.poses):
+        seen = action.waypoints_seen.get(k)
+        rows.append({"index": k, "place": action.waypoint_names[k] if k < len(action.waypoint_names) else "",
+                     "pose": pose.model_dump(),
+                     "reported": told[k].model_dump(mode="json") if k in told else None,
+                     "observed": {"snapshot_id": seen[0], "t": seen[1]} if seen else None})
+    return rows

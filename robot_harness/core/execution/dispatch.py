@@ -20,11 +20,13 @@ from ..durable import DispatchKey, DuplicateDispatch, LeaseConflict, ReleaseReas
 from ..errors import HarnessError, HarnessTimeout, UsageError
 from ..lifecycle import ManagedAction
 from ..ports import FeasibilityPort, NavigationPort, RobotIO
-from ..preconditions import Feasibility, check_preconditions
+from ..nav_goals import NavGoal, NavGoalKind
+from ..preconditions import CostProbe, Feasibility, PathProbe, ProbeStatus, check_preconditions
 from ..reconcile import ACTIVE_STATUSES, TERMINAL_STATUSES
 from ..payloads import ActionPreconditionChecked
-from ..records import ActionStatus, EventDraft, EventType, ToolCall, ToolResult, ToolResultStatus, WorldSnapshot
-from ..skills import NavigateToArgs, Skill, ToolEnv, resolve_target
+from ..records import (ActionStatus, EventDraft, EventType, Pose2D, ToolCall, ToolResult, ToolResultStatus,
+                       WorldSnapshot)
+from ..skills import Skill, ToolEnv, nav_goal_for
 from ..mission.ledger import MissionLedger, StoppedBeforeDispatch
 from ..mission.observations import Observations
 from ..mission.state import MissionState
@@ -60,13 +62,17 @@ class Dispatcher:
 
     def navigate(self, turn_id: str, decision: WorldSnapshot, call: ToolCall, skill: Skill,
                  args: Any) -> tuple[ToolResult, ManagedAction | None]:
-        """Dispatch one physical call; the action when the backend accepted it (supervision follows)."""
-        assert skill.managed is not None and isinstance(args, NavigateToArgs)
+        """Dispatch one physical call; the action when the backend accepted it (supervision follows).
+
+        Any Nav2 goal (``skill.managed.goal_kind``): a pose, a route through places, a behaviour. A route
+        is checked leg by leg (a path to each waypoint from the one before, each waypoint's cell); a
+        behaviour has no target, so only the world and readiness checks apply to it."""
+        assert skill.managed is not None
         s, nav = self.state, skill.managed.navigation
         if self.blocked.reason:
             return results.rejected(call, f"physical work blocked: {self.blocked.reason}"), None
         try:
-            target_decision = resolve_target(args, s.places)
+            goal_decision = nav_goal_for(skill, args, s.places)
         except UsageError as exc:
             return results.error(call, exc.code, exc.message, exc.details), None
         key = self.leases.key(skill, args)
@@ -80,11 +86,11 @@ class Dispatcher:
             return _lease_conflict(call, conflict), None
         # Last, right before dispatch: the fresh-state check (reconciling a lease may have taken a while).
         fresh, snap_draft = self.observations.capture("pre_dispatch")
-        target_now = resolve_target(args, s.places)
-        feasibility = self._probe(nav.preconditions, fresh, target_now)
+        goal = nav_goal_for(skill, args, s.places)
+        feasibility = self._probe(nav.preconditions, fresh, goal)
         report = check_preconditions(
             nav.preconditions, decision=decision, fresh=fresh,
-            target_at_decision=target_decision, target_now=target_now,
+            target_at_decision=goal_decision.target, target_now=goal.target, waypoints=goal.poses[:-1],
             active_actions=[a.view() for a in s.actions if not a.terminal],  # only a live one can conflict
             workspace=navigation_workspace(nav, s.places),
             feasibility=feasibility, path_budget_m=self._path_budget_m(nav),
@@ -101,25 +107,40 @@ class Dispatcher:
             }), None
         action = ManagedAction(
             action_id=self.ids.new("act"), mission_id=s.mission_id, tool_call_id=call.id, model_turn_id=turn_id,
-            skill=skill.name, target=target_now, decision_snapshot_id=decision.snapshot_id,
-            backend=self.navigation.name, now=self.clock.now(),
+            skill=skill.name, target=goal.target if goal.target is not None else fresh.pose,
+            decision_snapshot_id=decision.snapshot_id, backend=skill.managed.backend, now=self.clock.now(),
         )
+        action.goal = goal
+        action.waypoint_names = tuple(getattr(args, "places", ()) or ())
         action.dispatch_snapshot = fresh
         path = feasibility.path if feasibility is not None else None
-        distance = fresh.pose.distance_to(target_now) if fresh.pose else 0.0
+        distance = (_polyline_m(fresh.pose, goal.poses) if fresh.pose is not None else 0.0) if goal.poses else \
+            _behavior_extent(goal)
         if path is not None and path.ok and path.length_m is not None:  # the way it will walk, not the crow's
             distance = max(distance, path.length_m)
-        action.timeout_s = nav.timeout_s + nav.timeout_per_m_s * distance
+        action.timeout_s = nav.timeout_s + nav.timeout_per_m_s * distance + goal.wait_s
         refused = self._commit_intent(turn_id, call, skill, key, action, [snap_draft, check_draft])
         if refused is not None:
             return refused, None
         return self._send(call, skill, action, goal_uuid_for(key.text))
 
-    def _probe(self, pre: Any, fresh: WorldSnapshot, target: Any) -> Feasibility | None:
-        """The robot's readiness and feasibility answers, asked right before the check (None: no one to ask)."""
+    def _probe(self, pre: Any, fresh: WorldSnapshot, goal: NavGoal) -> Feasibility | None:
+        """The robot's readiness and feasibility answers, asked right before the check (None: no one to ask).
+
+        A route is asked leg by leg: the first leg with the readiness questions, each later one from the
+        waypoint before it; the answers are folded into one (the paths' lengths summed, the first leg
+        without a path and the costliest waypoint cell named)."""
         if self.feasibility is None:
             return None
-        return self.feasibility.probe(pre=pre, start=fresh.pose, goal=target, frame_id=self.config.frame_id)
+        if len(goal.poses) <= 1:
+            return self.feasibility.probe(pre=pre, start=fresh.pose, goal=goal.target, frame_id=self.config.frame_id)
+        legs: list[Feasibility] = []
+        start = fresh.pose
+        for k, pose in enumerate(goal.poses):
+            legs.append(self.feasibility.probe(pre=pre if k == 0 else pre.model_copy(update={"lifecycle_active": ()}),
+                                               start=start, goal=pose, frame_id=self.config.frame_id))
+            start = pose
+        return _fold_legs(legs)
 
     def _path_budget_m(self, nav: Any) -> float | None:
         """The longest path the robot could walk in the mission's time left at the pace the action timeout
@@ -175,8 +196,11 @@ class Dispatcher:
         assert action.target is not None
         self.ledger.stage("dispatching", action)
         try:
+            # A NavigateToPose goes as it always has (a port that knows only it keeps working).
+            other = action.goal is not None and action.goal.kind is not NavGoalKind.NAVIGATE_TO_POSE
             ack = self.navigation.send_goal(target=action.target, frame_id=self.config.frame_id,
-                                            timeout_s=nav.accept_timeout_s, goal_id=goal_id)
+                                            timeout_s=nav.accept_timeout_s, goal_id=goal_id,
+                                            **({"goal": action.goal} if other else {}))
         except HarnessTimeout as exc:
             return self._lost_acknowledgment(call, action, skill, goal_id, exc.message)
         except HarnessError as exc:
@@ -300,3 +324,41 @@ def _duplicate_capability(call: ToolCall, existing: dict[str, Any]) -> ToolResul
 def _lease_conflict(call: ToolCall, exc: LeaseConflict) -> ToolResult:
     return results.rejected(call, f"{exc.message}; nothing was sent", code="lease_conflict",
                             lease=exc.lease.model_dump(mode="json"))
+
+
+def _polyline_m(start: Pose2D, poses: tuple[Pose2D, ...]) -> float:
+    """Straight-line length from ``start`` through ``poses`` in order."""
+    total, here = 0.0, start
+    for p in poses:
+        total += here.distance_to(p)
+        here = p
+    return total
+
+
+def _behavior_extent(goal: NavGoal) -> float:
+    """The metres a behaviour's action timeout is sized by (a spin counts its arc at 0.5 m radius)."""
+    return goal.backup_dist_m + abs(goal.spin_dist_rad) * 0.5
+
+
+def _fold_legs(legs: list[Feasibility]) -> Feasibility:
+    """One answer for a route from its legs' (see ``Dispatcher._probe``); legs are named by waypoint number."""
+    paths = [(k, f.path) for k, f in enumerate(legs) if f.path is not None]
+    path: PathProbe | None = None
+    if paths:
+        bad = next(((k, p) for k, p in paths if p.status is not ProbeStatus.ANSWERED or not p.ok
+                    or p.length_m is None), None)
+        if bad is not None:
+            k, p = bad
+            path = p.model_copy(update={"where": f"leg {k + 1} (to waypoint #{k + 1})"})
+        else:
+            path = PathProbe(ok=True, length_m=sum(p.length_m or 0.0 for _, p in paths),
+                             poses=sum(p.poses for _, p in paths),
+                             planning_time_s=sum(p.planning_time_s or 0.0 for _, p in paths))
+    costs = [(k, f.goal_cost) for k, f in enumerate(legs) if f.goal_cost is not None]
+    cost: CostProbe | None = None
+    if costs:
+        unanswered = next(((k, c) for k, c in costs if c.status is not ProbeStatus.ANSWERED or c.cost is None), None)
+        k, c = unanswered if unanswered is not None else max(costs, key=lambda kc: kc[1].cost or 0.0)
+        cost = c.model_copy(update={"where": f"waypoint #{k + 1}"})
+    return Feasibility(lifecycle=legs[0].lifecycle, path=path, goal_cost=cost,
+                       duration_s=sum(f.duration_s for f in legs))

@@ -20,13 +20,15 @@ from ..durable import ReleaseReason
 from ..errors import HarnessError
 from ..lifecycle import ManagedAction
 from ..nav2_errors import Nav2Error, describe_nav2_error
-from ..outcome import BackendTerminal, OutcomeVerdict, check_navigation_outcome
+from ..nav_goals import BEHAVIOR_KINDS, ROUTE_KINDS, WaypointReport
+from ..outcome import (BackendTerminal, OutcomeVerdict, check_behavior_outcome, check_navigation_outcome,
+                       check_route_waypoints)
 from ..ports import NavigationPort
-from ..records import ActionStatus, EventType, RuntimeEvent
+from ..records import ActionStatus, Availability, EventType, RuntimeEvent, WorldSnapshot
 from ..skills import SkillRegistry
 from ..authority.receipts import Receipts
 from ..mission.ledger import MissionLedger, StoppedBeforeDispatch
-from ..mission.observations import Observations
+from ..mission.observations import NoWorldSnapshot, Observations
 from ..mission.state import MissionState, StopFlag
 from .leases import Leases
 
@@ -38,8 +40,26 @@ _TERMINAL_STATUS = {
     "canceled": BackendTerminal.CANCELED,
 }
 
-_PROGRESS_KEYS = ("navigation_time_s", "estimated_time_remaining_s", "number_of_recoveries")
-"""Nav2 feedback counters journaled with each progress event (``records.NavProgress``)."""
+_PROGRESS_KEYS = ("navigation_time_s", "estimated_time_remaining_s", "number_of_recoveries",
+                  "number_of_poses_remaining", "current_waypoint", "distance_traveled", "angular_distance_traveled")
+"""Nav2 feedback counters journaled with each progress event (``records.NavProgress``; a route's and a
+behaviour's own)."""
+
+
+def _waypoint_reports(detail: dict) -> tuple[WaypointReport, ...]:
+    """A route's per-waypoint reports from a terminal event (malformed entries are dropped: Nav2's word
+    about waypoints is only ever a reason against, never evidence for)."""
+    out = []
+    for item in detail.get("waypoints") or ():
+        try:
+            out.append(WaypointReport.model_validate(item))
+        except (TypeError, ValueError):
+            continue
+    return tuple(out)
+
+
+def _is_route(action: ManagedAction) -> bool:
+    return action.goal is not None and action.goal.kind in ROUTE_KINDS
 
 
 def _backend_error(detail: dict) -> Nav2Error | None:
@@ -77,6 +97,8 @@ class _Tracking:
     backend_error: Nav2Error | None = None
     """The terminal report's error code and message, named (None: the report carried none)."""
     uncorrelated_seen: set[tuple[str, str]] = field(default_factory=set)
+    last_sample: float = -math.inf
+    """When a route's waypoints were last looked for (monotonic)."""
 
     def earlier_goals(self) -> set[str]:
         if self._earlier_goals is None:
@@ -133,6 +155,9 @@ class ActionSupervisor:
                 t.why_none = "mission timeout while the action was running"
             return Tick.CUT_SHORT
         nav = self._nav(action)
+        if _is_route(action) and now - t.last_sample >= nav.route_sample_period_s:
+            t.last_sample = now
+            self._watch_waypoints(action)
         for ev in self.navigation.poll(min(0.1, t.deadline - now)):
             if not self.config.eval_ablations.evidence_binding and ev.status in _TERMINAL_STATUS:
                 ev = ev.model_copy(update={"goal_id": action.backend_goal_id})  # ablation: any report is "ours"
@@ -158,12 +183,13 @@ class ActionSupervisor:
                                         robot_action_id=action.action_id, payload={
                                             "distance_remaining": ev.distance_remaining,
                                             "current_pose": ev.current_pose.model_dump() if ev.current_pose else None,
-                                            **{k: ev.detail[k] for k in _PROGRESS_KEYS if k in ev.detail},
+                                            **{k: ev.detail[k] for k in _PROGRESS_KEYS if ev.detail.get(k) is not None},
                                         })
                     self.ledger.stage("running", action)
             if ev.status in _TERMINAL_STATUS:
                 t.terminal = _TERMINAL_STATUS[ev.status]
                 t.backend_error = _backend_error(ev.detail)
+                action.waypoint_reports = _waypoint_reports(ev.detail)
                 action.backend_status = ev.status
                 action.terminal_reported_at = ev.stamp or self.clock.now()
                 return Tick.TERMINAL
@@ -201,10 +227,19 @@ class ActionSupervisor:
                                             f"backend {terminal.value}" if terminal is not BackendTerminal.NONE
                                             else why_none, now=self.clock.now())
         assert action.target is not None and action.dispatch_snapshot is not None
-        verdict = check_navigation_outcome(
-            target=action.target, backend=terminal, post=post, dispatch=action.dispatch_snapshot, tol=nav.outcome,
-            not_before=action.terminal_reported_at,
-        )
+        goal = action.goal
+        if goal is not None and goal.kind in BEHAVIOR_KINDS:
+            verdict = check_behavior_outcome(goal=goal, backend=terminal, post=post, dispatch=action.dispatch_snapshot,
+                                             tol=nav.outcome, not_before=action.terminal_reported_at)
+        else:
+            verdict = check_navigation_outcome(
+                target=action.target, backend=terminal, post=post, dispatch=action.dispatch_snapshot, tol=nav.outcome,
+                not_before=action.terminal_reported_at,
+            )
+        if goal is not None and goal.kind in ROUTE_KINDS:
+            self._mark_waypoints(action, post)  # the post-terminal snapshot is journaled below, with the verdict
+            verdict = check_route_waypoints(verdict, goal=goal, seen=action.waypoints_seen,
+                                            reports=action.waypoint_reports, names=action.waypoint_names)
         if not self.config.eval_ablations.evidence_binding and terminal is BackendTerminal.SUCCEEDED:
             verdict = OutcomeVerdict(state=ActionStatus.SUCCEEDED, reason="backend succeeded (ablation: not bound "
                                      "to a fresh observation)", evidence={"backend_terminal": "succeeded"})
@@ -236,6 +271,49 @@ class ActionSupervisor:
                                 "reason": reason, "skill": action.skill,
                                 "target": action.target.model_dump() if action.target else None,
                                 **({"nav2_error": error.model_dump(mode="json")} if error is not None else {})})
+
+    def _watch_waypoints(self, action: ManagedAction) -> None:
+        """Look (a snapshot, not journaled unless it shows something) whether the route's next waypoint is
+        reached; the first fresh pose within tolerance of it is journaled as that waypoint's evidence,
+        with a progress event naming it. A failed capture is not an end: the waypoint just stays unseen."""
+        goal = action.goal
+        assert goal is not None
+        if len(action.waypoints_seen) >= len(goal.poses):
+            return
+        try:
+            snap = self.observations.peek("waypoint_watch")
+        except NoWorldSnapshot:
+            return
+        reached = self._mark_waypoints(action, snap)
+        if not reached:
+            return
+        drafts = [self.observations.keep(snap, "waypoint_reached")]
+        for k in reached:
+            name = action.waypoint_names[k] if k < len(action.waypoint_names) else ""
+            drafts.append(self.ledger.draft(EventType.ROBOT_ACTION_PROGRESS, tool_call_id=action.tool_call_id,
+                                            robot_action_id=action.action_id, snapshot_id=snap.snapshot_id, payload={
+                                                "current_pose": snap.pose.model_dump() if snap.pose else None,
+                                                "waypoint_reached": {"index": k, "place": name,
+                                                                     "snapshot_id": snap.snapshot_id,
+                                                                     "t": action.waypoints_seen[k][1]}}))
+        self.ledger.append_many(drafts)
+
+    def _mark_waypoints(self, action: ManagedAction, snap: WorldSnapshot) -> list[int]:
+        """Waypoints (in route order, from the next unseen one) that ``snap``'s fresh pose is within the
+        verifier's tolerance of; recorded on the action. A pose after a localization jump shows nothing."""
+        goal, meta, seen = action.goal, snap.pose_meta, action.waypoints_seen
+        dispatch = action.dispatch_snapshot
+        if goal is None or snap.pose is None or meta.availability is not Availability.AVAILABLE \
+                or meta.source_stamp is None or (dispatch is not None and snap.pose_jumps != dispatch.pose_jumps):
+            return []
+        tol = self.config.verification.xy_tolerance_m
+        reached: list[int] = []
+        k = len(seen)
+        while k < len(goal.poses) and snap.pose.distance_to(goal.poses[k]) <= tol:
+            seen[k] = (snap.snapshot_id, meta.source_stamp)
+            reached.append(k)
+            k += 1
+        return reached
 
     def _await_terminal(self, action: ManagedAction, timeout_s: float) -> BackendTerminal:
         deadline = self.clock.monotonic() + timeout_s

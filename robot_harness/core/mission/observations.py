@@ -46,6 +46,12 @@ class Observations:
 
         Raises ``NoWorldSnapshot`` when the source does not answer.
         """
+        snap = self.peek(reason)
+        return snap, self.keep(snap, reason)
+
+    def peek(self, reason: str) -> WorldSnapshot:
+        """Capture a snapshot, stamped with the mission's actions, without recording it: only what is
+        kept (``keep``) is journaled and joins the trajectory the verifier judges."""
         s = self.state
         try:
             snap = self.snapshots.capture(reason=reason, mission_id=s.mission_id)
@@ -53,12 +59,15 @@ class Observations:
             raise NoWorldSnapshot(f"no world snapshot ({reason}): {exc.message}", reason=reason) from None
         active = s.active.view() if s.active is not None else None
         recent = next((a.view() for a in reversed(s.actions) if a.terminal), None)
-        snap = snap.model_copy(update={"active_action": active, "recent_outcome": recent, "mission_id": s.mission_id})
-        meta = snap.pose_meta
+        return snap.model_copy(update={"active_action": active, "recent_outcome": recent, "mission_id": s.mission_id})
+
+    def keep(self, snap: WorldSnapshot, reason: str) -> EventDraft:
+        """A peeked snapshot joins the pose trajectory; its journal event is drafted (for the caller's commit)."""
+        s, meta = self.state, snap.pose_meta
         if snap.pose is not None and meta.availability is Availability.AVAILABLE and meta.source_stamp is not None:
             if not s.trajectory or s.trajectory[-1].t < meta.source_stamp:
                 s.trajectory.append(PoseSample(t=meta.source_stamp, pose=snap.pose, source_id=snap.snapshot_id))
-        return snap, self.snapshot_draft(snap, reason)
+        return self.snapshot_draft(snap, reason)
 
     def capture_now(self, reason: str) -> WorldSnapshot:
         """Capture a snapshot and commit its event at once."""

@@ -16,6 +16,7 @@ from ..clock import IdGenerator
 from ..config import HarnessConfig
 from ..records import ActionStatus, EventType, MissionStatus, RuntimeEvent, ToolResult, ToolResultStatus
 from ..recovery import Failure, FailureKind, RecoveryBudgets, Rung
+from ..skills import BEHAVIOR_SKILLS
 from .ledger import MissionLedger
 from .progress import ProgressViews
 from .state import MissionEnd, MissionState
@@ -30,6 +31,7 @@ _RUNG_ADVICE = {
                       "progress.recent_failures) before acting",
     Rung.LOCAL_REPLAN: "re-plan only what is left (progress.frontier); verified steps stay done",
     Rung.SWITCH: "use one of the authorized alternative skills listed in alternatives",
+    Rung.NAV2_BEHAVIOR: "retry what failed",
 }
 
 
@@ -51,8 +53,10 @@ def worst_failure(results: Sequence[ToolResult], outcome: RuntimeEvent | None, *
 
     if outcome is not None and outcome.state in (ActionStatus.UNKNOWN.value, ActionStatus.FAILED.value):
         kind = FailureKind.ACTION_UNKNOWN if outcome.state == ActionStatus.UNKNOWN.value else FailureKind.ACTION_FAILED
+        nav2 = outcome.detail.get("nav2_error")
         add(0 if kind is FailureKind.ACTION_UNKNOWN else 1, kind, str(outcome.detail.get("reason", "")),
-            skill=str(outcome.detail.get("skill", "")), tool_call_id=outcome.tool_call_id, action_id=outcome.action_id)
+            skill=str(outcome.detail.get("skill", "")), tool_call_id=outcome.tool_call_id, action_id=outcome.action_id,
+            nav2_kind=str(nav2.get("kind", "")) if isinstance(nav2, dict) else "")
     for r in results:
         if r.status is ToolResultStatus.PRECONDITION_CHANGED:
             add(3, FailureKind.PRECONDITION_CHANGED, "preconditions changed before dispatch", skill=r.name,
@@ -82,10 +86,17 @@ class Recovery:
     usage: ModelUsage
     policy: Any
     abandon: Callable[[], str]
+    run_behavior: Callable[[str, str, dict[str, Any]], tuple[ToolResult, RuntimeEvent | None]] | None = None
+    """Runs one Nav2 behaviour (skill name, arguments) as a managed action for the ``nav2_behavior`` rung:
+    its tool result, and its verified outcome when the backend accepted it (``mission/behaviors``)."""
 
     def recover(self, turn_id: str, failure: Failure) -> RecoveryStep:
         """Journal the failure and the rung recovery chose; end the mission on a terminal rung."""
         s = self.state
+        if failure.nav2_kind and self.run_behavior is not None and failure.skill not in BEHAVIOR_SKILLS:
+            # what the site lists for this kind of Nav2 failure (a failed behaviour is not answered by another)
+            failure = failure.model_copy(update={"behaviors": tuple(
+                self.config.recovery.nav2_behaviors.get(failure.nav2_kind, ()))})
         contract = self.ledger.task_state().contract
         budgets = RecoveryBudgets(**contract.recovery_budgets) if contract and contract.recovery_budgets else None
         context: dict[str, Any] = {}
@@ -122,5 +133,25 @@ class Recovery:
         if decision.rung is Rung.SWITCH:
             # Only the alternatives authorized for the failed skill (config recovery.alternatives).
             detail["alternatives"] = list(self.config.recovery.alternatives.get(failure.skill or "", []))
+        if decision.rung is Rung.NAV2_BEHAVIOR:
+            detail.update(self._behave(turn_id, failure))
         return RecoveryStep(event=RuntimeEvent(type="recovery", tool_call_id=failure.tool_call_id,
                                                action_id=failure.action_id, state=decision.rung.value, detail=detail))
+
+    def _behave(self, turn_id: str, failure: Failure) -> dict[str, Any]:
+        """Run the next behaviour of the failure's list (one per ``nav2_behavior`` rung taken this mission,
+        the last one again once the list is spent) and say what it did, for the planner."""
+        assert self.run_behavior is not None and failure.behaviors
+        taken = self.state.spent.get(Rung.NAV2_BEHAVIOR, 1) - 1  # this decision is already charged
+        name = failure.behaviors[min(taken, len(failure.behaviors) - 1)]
+        args = dict(self.config.recovery.behavior_args.get(name, {}))
+        result, outcome = self.run_behavior(turn_id, name, args)
+        if outcome is not None:
+            did = f"{outcome.state}: {outcome.detail.get('reason', '')}"
+        else:
+            content = result.content if isinstance(result.content, dict) else {}
+            did = f"{result.status.value}: {content.get('reason') or (result.error or {}).get('message', '')}"
+        return {"behavior": name, "arguments": args, "behavior_call_id": result.tool_call_id,
+                "behavior_outcome": outcome.state if outcome is not None else result.status.value,
+                "do": f"the harness ran Nav2's {name} ({did}); retry what failed (a new attempt is authorized), "
+                      "or re-plan if the behaviour did not help"}

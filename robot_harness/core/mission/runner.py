@@ -43,6 +43,7 @@ from ..authority.receipts import Receipts
 from ..execution.dispatch import Blocked, Dispatcher
 from ..execution.leases import Leases
 from ..execution.supervise import ActionSupervisor
+from .behaviors import BehaviorRunner
 from .ledger import MissionLedger, Observer
 from .observations import NoWorldSnapshot, Observations
 from .operator import OperatorDesk
@@ -226,8 +227,10 @@ class MissionRunner:
                                 stop=self._stop, sleep=self._wait)
         turns = TurnExecutor(config=self.config, state=state, ledger=ledger, skills=self.skills, dispatcher=dispatcher,
                              operator=operator, receipts=receipts, clock=self.clock, stop=self._stop)
+        behaviors = BehaviorRunner(state=state, ledger=ledger, observations=observations, turns=turns,
+                                   supervisor=supervisor, ids=self.ids)
         recovery = Recovery(config=self.config, state=state, ledger=ledger, views=views, usage=self._usage,
-                            policy=self.recovery, abandon=supervisor.abandon)
+                            policy=self.recovery, abandon=supervisor.abandon, run_behavior=behaviors.run)
         return _Mission(state=state, ledger=ledger, observations=observations, views=views, done=done,
                         supervisor=supervisor, turns=turns, recovery=recovery)
 

@@ -9,17 +9,17 @@ results, the accepted action to supervise, and the done proposal to verify.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..clock import Clock
 from ..config import HarnessConfig
-from ..errors import UsageError
+from ..errors import UnknownToolError, UsageError
 from ..execution import results
 from ..execution.dispatch import Dispatcher
 from ..lifecycle import ManagedAction
 from ..payloads import ToolResultRecorded
 from ..records import EventType, ToolCall, ToolResult, ToolResultStatus, WorldSnapshot
-from ..skills import ASK_OPERATOR, PROPOSE_DONE, SkillRegistry
+from ..skills import ASK_OPERATOR, PROPOSE_DONE, RECOVERY_ONLY, SkillRegistry
 from ..authority.receipts import Receipts
 from .ledger import MissionLedger
 from .operator import OperatorDesk
@@ -50,8 +50,19 @@ class TurnExecutor:
     receipts: Receipts
     clock: Clock
     stop: StopFlag
+    _proposed_by: str = field(default="planner", init=False, repr=False)
 
-    def run(self, turn_id: str, decision: WorldSnapshot, calls: Sequence[ToolCall]) -> TurnResult:
+    def run(self, turn_id: str, decision: WorldSnapshot, calls: Sequence[ToolCall], *,
+            proposed_by: str = "planner") -> TurnResult:
+        """``proposed_by``: ``planner`` (a model turn), or ``recovery`` (the recovery policy's own call of a
+        ``RECOVERY_ONLY`` skill, such as a Nav2 behaviour); only the recovery policy may call those."""
+        self._proposed_by = proposed_by
+        try:
+            return self._run(turn_id, decision, calls)
+        finally:
+            self._proposed_by = "planner"
+
+    def _run(self, turn_id: str, decision: WorldSnapshot, calls: Sequence[ToolCall]) -> TurnResult:
         out: list[ToolResult] = []
         dispatched: ManagedAction | None = None
         done_call: ToolCall | None = None
@@ -117,6 +128,11 @@ class TurnExecutor:
                                  {"raw": str(call.arguments[MALFORMED_ARGUMENTS])[:500]}), None
         try:
             skill = self.skills.get(call.name)
+            if RECOVERY_ONLY in skill.tags and self._proposed_by != "recovery":
+                raise UnknownToolError(f"unknown tool {call.name!r} (the recovery policy's own: not offered to "
+                                       "the planner)", tool=call.name,
+                                       available=sorted(n for n in self.skills.names()
+                                                        if RECOVERY_ONLY not in self.skills.get(n).tags))
             args = skill.validate(call.arguments)
         except UsageError as exc:
             return results.error(call, exc.code, exc.message, exc.details), None
