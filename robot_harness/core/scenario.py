@@ -47,7 +47,7 @@ class WorldSpec(_Spec):
 
 FAULT_KINDS = ("reject", "early_success", "stall", "no_feedback", "localization_jump", "frozen_pose", "pose_noise", "die",
                "ack_delay", "no_ack", "claims_completion", "pose_dropout", "external_goal", "no_path",
-               "navigator_inactive", "high_covariance")
+               "navigator_inactive", "high_covariance", "skip_waypoint", "stuck")
 """The simulated robot's fault kinds (robot_harness/sim/world.py has one class per kind)."""
 
 
@@ -69,6 +69,16 @@ class FaultSpec(_Spec):
     """no_path: only goals inside this box ({x_min, y_min, x_max, y_max}) find no path; unset: every goal."""
     for_s: float | None = Field(default=None, gt=0.0)
     """navigator_inactive: how long the navigator stays inactive; unset: for good."""
+    waypoint: int | None = Field(default=None, ge=0, description="skip_waypoint: the index (0-based) of the route "
+                                                                "waypoint the navigator drops; never the last")
+    reported: bool | None = Field(default=None, description="skip_waypoint: whether the navigator reports the skip "
+                                                            "(true) or claims the waypoint done (false, the default)")
+    freed_by: str | None = Field(default=None, json_schema_extra={"enum": ["backup", "spin", "clear_costmaps"]},
+                                 description="stuck: the behaviour that frees the wedged robot (default backup)")
+    min_backup_m: float | None = Field(default=None, gt=0.0, description="stuck, freed_by backup: the shortest "
+                                                                         "back-up that frees it, metres (default 0.15)")
+    patience_s: float | None = Field(default=None, gt=0.0, description="stuck: how long a wedged goal runs before "
+                                                                       "it is aborted, seconds (default 10)")
 
     @field_validator("kind")
     @classmethod
@@ -94,6 +104,9 @@ class RobotSpec(_Spec):
     odom_rate_hz: float = Field(default=50.0, gt=0.0, le=500.0)
     camera: bool = True
     battery_start: float = Field(default=0.9, ge=0.0, le=1.0)
+    stop_on_failure: bool = True
+    """FollowWaypoints ends at the first missed waypoint (ABORTED, 603: Nav2's waypoint_follower default);
+    False: it goes on and lists the missed ones in its result (nav2_bringup's shipped params)."""
     map: dict[str, Any] | None = None
     """An occupancy map for the robot's planner and costmap: ``{resolution, origin: {x, y}, width_m, height_m,
     obstacles: [{x_min, y_min, x_max, y_max}], inflation_m}`` (robot_harness/sim/world.py ``MapConfig``, which

@@ -21,6 +21,9 @@ __all__ = ["Truth", "adjudicate", "duplicate_dispatches", "foreign_preemptions"]
 class Truth:
     done: bool
     unmet: list[str] = field(default_factory=list)
+    missed_visits: int = 0
+    """Places of ``visits`` the robot never truly passed in order (each looked for after the last one it did
+    pass): a route's skipped waypoint counts one, and the places after it still count when reached."""
 
 
 def _near(p: Pose2D, q: Any, tol: float) -> bool:
@@ -38,6 +41,7 @@ def adjudicate(scenario: Scenario, ports: Any) -> Truth:
         if i < len(spec.visits) and _near(pose, places[spec.visits[i]], tol):
             i += 1
     unmet += [f"never truly at {p}" for p in spec.visits[i:i + 1]]
+    missed = _missed_in_order(ports.trajectory, [places[p] for p in spec.visits], tol)
     if spec.final_at is not None and not _near(ports.trajectory[-1][1], places[spec.final_at], tol):
         unmet.append(f"not truly at {spec.final_at} at the end")
     for place in spec.captures_at:
@@ -50,7 +54,19 @@ def adjudicate(scenario: Scenario, ports: Any) -> Truth:
         unmet.append("nothing was said")
     if spec.impossible:
         unmet.append(f"cannot be done by this robot: {spec.impossible}")
-    return Truth(done=not unmet, unmet=unmet)
+    return Truth(done=not unmet, unmet=unmet, missed_visits=missed)
+
+
+def _missed_in_order(trajectory: list[tuple[float, Pose2D]], stops: list[Any], tol: float) -> int:
+    """How many of ``stops`` the true trajectory does not pass in order (a missed one is skipped over)."""
+    missed, at = 0, 0
+    for stop in stops:
+        k = next((j for j in range(at, len(trajectory)) if _near(trajectory[j][1], stop, tol)), None)
+        if k is None:
+            missed += 1
+        else:
+            at = k
+    return missed
 
 
 def duplicate_dispatches(events: tuple[GoalEvent, ...]) -> int:

@@ -22,6 +22,9 @@ Rates (per mode, over the suite's runs):
 * ``infeasible_dispatches``: goals sent that could not be reached: the navigator
   inactive, or no path from the robot's true pose (a goal in an obstacle, off the
   map, behind a closed door), from the simulator's truth.
+* ``missed_waypoints_accepted``: places a task had the robot pass (a route's
+  waypoints, a patrol's stops) that it never truly passed, in missions declared
+  SUCCEEDED, from the simulator's true trajectory.
 """
 from __future__ import annotations
 
@@ -92,6 +95,7 @@ def summarize(results: Sequence[RunResult]) -> dict[str, dict[str, Any]]:
             "duplicate_dispatches": sum(r.duplicates for r in rs),
             "stale_dispatches": sum(r.stale_dispatches for r in rs),
             "infeasible_dispatches": sum(r.infeasible_dispatches for r in rs),
+            "missed_waypoints_accepted": sum(r.missed_waypoints_accepted for r in rs),
             "dispatches_per_mission": round(statistics.fmean(r.dispatches for r in rs), 2),
             "overhead_ms_p50": round(_pct(per_step, 0.5), 3),
             "overhead_ms_p95": round(_pct(per_step, 0.95), 3),
@@ -107,7 +111,7 @@ def summarize(results: Sequence[RunResult]) -> dict[str, dict[str, Any]]:
 
 
 _COLUMNS = ("success_rate", "false_completion_rate", "false_rejection_rate", "duplicate_dispatches",
-            "stale_dispatches", "infeasible_dispatches", "overhead_ms_p50", "overhead_ms_p95", "llm_calls_per_mission",
+            "stale_dispatches", "infeasible_dispatches", "missed_waypoints_accepted", "overhead_ms_p50", "overhead_ms_p95", "llm_calls_per_mission",
             "dispatches_per_mission", "sim_s_per_mission")
 
 

@@ -29,6 +29,21 @@ Two faults of the robot's outside are decided by the world and carried out here 
   drives off on it and a running harness goal ends aborted (preempted). It is not the
   harness's goal: its events reach no harness handle, but the navigator's status lists
   it, as Nav2's does.
+
+Every Nav2 interface of ``core.nav_goals.NavGoal`` goes to the world's matching call
+(``submit_goal``, ``submit_route``, ``submit_spin`` / ``submit_backup`` / ``submit_wait``);
+``CLEAR_COSTMAPS`` is a service that answers at once, so its goal id gets an accepted ack
+and, in the same breath, a terminal ``succeeded`` result. What the events carry in
+``detail``, as the real backend would report it:
+
+* every result: ``error_code`` and ``error_msg`` (Nav2's result fields; 0 and "" on
+  success), and ``message`` while a ``claims_completion`` fault holds;
+* a route's result: ``waypoints``, a list of ``WaypointReport`` dicts: every waypoint with
+  its state for NavigateThroughPoses (``waypoint_statuses``), only the missed ones for
+  FollowWaypoints (``missed_waypoints``);
+* feedback: ``number_of_poses_remaining`` (NavigateThroughPoses), ``current_waypoint``
+  (FollowWaypoints), ``distance_traveled`` (BackUp), ``angular_distance_traveled`` (Spin),
+  ``time_left`` (Wait); a behaviour's feedback has no ``distance_remaining``.
 """
 from __future__ import annotations
 
@@ -42,12 +57,13 @@ from typing import Any
 
 from ..core.clock import IdGenerator, ManualClock
 from ..core.errors import BackendUnavailable, HarnessTimeout, ToolExecutionError
+from ..core.nav_goals import NavGoal, NavGoalKind, WaypointReport, WaypointState
 from ..core.ports import BackendEvent, GoalAck
 from ..core.preconditions import CostProbe, Feasibility, LifecycleProbe, PathProbe, ProbeStatus
 from ..core.records import ArtifactRef, Pose2D, PoseCovariance, WorldSnapshot
 from ..core.snapshot import FreshnessConfig, SnapshotBuilder
 from ..evidence.png import encode_png
-from ..sim.world import GoalEventType, GoalStatus, SimConfig, SimWorld
+from ..sim.world import GoalDecision, GoalEventType, GoalStatus, GoalView, SimConfig, SimWorld
 
 __all__ = ["SimPorts", "Capture", "ACK_WAIT_S"]
 
@@ -81,8 +97,15 @@ class Capture:
 class _Goal:
     goal_id: str
     index: int
+    """The world's goal index; 0 for a costmap clear (a service, not a goal)."""
+    kind: NavGoalKind = NavGoalKind.NAVIGATE_TO_POSE
     last_feedback: float = -math.inf
     ended: bool = False
+
+
+_NAVIGATION_KINDS = frozenset({NavGoalKind.NAVIGATE_TO_POSE, NavGoalKind.NAVIGATE_THROUGH_POSES,
+                               NavGoalKind.FOLLOW_WAYPOINTS})
+"""Goals that take the robot somewhere: counted by ``blind_dispatches`` and ``infeasible_dispatches``."""
 
 
 @dataclass
@@ -121,8 +144,9 @@ class SimPorts:
         self.blind_dispatches = 0
         """Goals accepted while the pose stream was silent or frozen beyond the freshness bound (ground truth)."""
         self.infeasible_dispatches = 0
-        """Goals sent that could not be reached (ground truth): the navigator inactive, or no path from the true
-        pose (the goal in an obstacle, off the map, behind a closed door)."""
+        """Navigation goals sent that could not be reached (ground truth): the navigator inactive, or no path from
+        the true pose (the goal in an obstacle, off the map, behind a closed door); for a route, some leg without a
+        path (the first from the true pose, each next from the waypoint before). Behaviours are not counted."""
         self._pose_sample_t: float | None = None
         self.trajectory: list[tuple[float, Pose2D]] = [(self.clock.now(), self.world.true_pose)]
         """The robot's true pose every 0.1 s of sim time (ground truth; the harness never sees it)."""
@@ -165,22 +189,28 @@ class SimPorts:
 
     # -- NavigationPort -------------------------------------------------------
 
-    def send_goal(self, *, target: Pose2D, frame_id: str, timeout_s: float, goal_id: str = "") -> GoalAck:
+    def send_goal(self, *, target: Pose2D, frame_id: str, timeout_s: float, goal_id: str = "",
+                  goal: NavGoal | None = None) -> GoalAck:
+        """``goal`` None or NAVIGATE_TO_POSE: a NavigateToPose to ``target`` (the goal's pose when given)."""
         if self.world.dead:
             self.advance(timeout_s)
             raise HarnessTimeout(f"no answer within {timeout_s} s")
         goal_id = goal_id or self.ids.new("goal")
         if goal_id in self._status_tracked:
             return GoalAck(accepted=False, goal_id=goal_id, reason="goal id already exists")
+        kind = goal.kind if goal is not None else NavGoalKind.NAVIGATE_TO_POSE
         self.sent_goals.append(goal_id)
-        if not self.world.navigator_active or not self.world.plan_path(self.world.true_pose, target).ok:
+        if kind is NavGoalKind.CLEAR_COSTMAPS:
+            assert goal is not None
+            return self._clear_costmaps(goal_id, goal)
+        if kind in _NAVIGATION_KINDS and not self._feasible(goal.poses if goal is not None else (target,)):
             self.infeasible_dispatches += 1
-        decision = self.world.submit_goal(target.x, target.y, target.yaw)
+        decision = self._dispatch(kind, target, goal)
         if not decision.accepted:
             return GoalAck(accepted=False, goal_id=goal_id, reason=decision.reason)
-        if self._pose_blind():
+        if kind in _NAVIGATION_KINDS and self._pose_blind():
             self.blind_dispatches += 1
-        g = _Goal(goal_id, decision.goal_index)
+        g = _Goal(goal_id, decision.goal_index, kind)
         self._goals[goal_id] = g
         self._by_index[decision.goal_index] = g
         self._status_tracked[goal_id] = "executing"
@@ -191,6 +221,42 @@ class SimPorts:
         self.advance(delay)
         return GoalAck(accepted=True, goal_id=goal_id)
 
+    def _dispatch(self, kind: NavGoalKind, target: Pose2D, goal: NavGoal | None) -> GoalDecision:
+        w = self.world
+        if goal is None:
+            return w.submit_goal(target.x, target.y, target.yaw)
+        if kind is NavGoalKind.NAVIGATE_TO_POSE:
+            p = goal.poses[0]
+            return w.submit_goal(p.x, p.y, p.yaw)
+        if kind in (NavGoalKind.NAVIGATE_THROUGH_POSES, NavGoalKind.FOLLOW_WAYPOINTS):
+            return w.submit_route(goal.poses, follow=kind is NavGoalKind.FOLLOW_WAYPOINTS)
+        if kind is NavGoalKind.SPIN:
+            return w.submit_spin(goal.spin_dist_rad, time_allowance_s=goal.time_allowance_s)
+        if kind is NavGoalKind.BACK_UP:
+            return w.submit_backup(goal.backup_dist_m, goal.backup_speed_mps, time_allowance_s=goal.time_allowance_s)
+        return w.submit_wait(goal.wait_s)
+
+    def _feasible(self, poses: tuple[Pose2D, ...]) -> bool:
+        """Ground truth: the navigator is active and every leg has a path (the first from the true pose)."""
+        w = self.world
+        if not w.navigator_active:
+            return False
+        start = w.true_pose
+        for p in poses:
+            if not w.plan_path(start, p).ok:
+                return False
+            start = p
+        return True
+
+    def _clear_costmaps(self, goal_id: str, goal: NavGoal) -> GoalAck:
+        """The costmaps' clear services answered: accepted, and at once succeeded."""
+        self.world.clear_costmaps(goal.costmaps)
+        self._goals[goal_id] = _Goal(goal_id, 0, NavGoalKind.CLEAR_COSTMAPS, ended=True)
+        self._status_tracked[goal_id] = "succeeded"
+        self._events.append(BackendEvent(goal_id=goal_id, type="result", status="succeeded", stamp=self.clock.now(),
+                                         detail={"error_code": 0, "error_msg": ""}))
+        return GoalAck(accepted=True, goal_id=goal_id)
+
     def poll(self, timeout_s: float) -> list[BackendEvent]:
         if not self._events:
             self.advance(max(timeout_s, 0.01))
@@ -199,7 +265,7 @@ class SimPorts:
 
     def cancel(self, goal_id: str, *, timeout_s: float) -> bool:
         g = self._goals.get(goal_id)
-        if g is None or self.world.dead:
+        if g is None or self.world.dead or g.kind is NavGoalKind.CLEAR_COSTMAPS:
             if self.world.dead:
                 self.advance(timeout_s)
             return False
@@ -308,9 +374,12 @@ class SimPorts:
             if status is not None:
                 g.ended = True
                 self._status_tracked[g.goal_id] = status
+                detail = _result_detail(w.goal(ev.goal_index))
                 claim = getattr(w, "completion_claim", "")
+                if claim:
+                    detail["message"] = claim
                 self._events.append(BackendEvent(goal_id=g.goal_id, type="result", status=status, stamp=now,
-                                                 detail={"message": claim} if claim else {}))
+                                                 detail=detail))
         if w.dead:
             return  # a dead robot publishes nothing, ever again
         if (force or now - s.pose >= _POSE_PERIOD_S - 1e-9) and not w.pose_silent:
@@ -333,11 +402,42 @@ class SimPorts:
             g = self._by_index.get(active.index)
             if g is not None and active.feedback_enabled and now - g.last_feedback >= _FEEDBACK_PERIOD_S:
                 g.last_feedback = now
-                self._events.append(BackendEvent(goal_id=g.goal_id, type="feedback",
-                                                 distance_remaining=active.distance_remaining,
-                                                 current_pose=w.localized_pose, stamp=now))
-                self.builder.update_nav_feedback(g.goal_id, w.localized_pose, active.distance_remaining, now,
-                                                 "navigate_to_pose/_action/feedback")
+                distance = None if g.kind not in _NAVIGATION_KINDS else active.distance_remaining
+                self._events.append(BackendEvent(goal_id=g.goal_id, type="feedback", distance_remaining=distance,
+                                                 current_pose=w.localized_pose, stamp=now,
+                                                 detail=_feedback_detail(active)))
+                self.builder.update_nav_feedback(g.goal_id, w.localized_pose, distance, now,
+                                                 f"{g.kind.value}/_action/feedback")
+
+
+def _result_detail(view: GoalView) -> dict[str, Any]:
+    """A terminal event's ``detail``: the Nav2 result's error fields and, for a route, its waypoint reports."""
+    detail: dict[str, Any] = {"error_code": view.error_code, "error_msg": view.error_msg}
+    if view.kind is NavGoalKind.NAVIGATE_THROUGH_POSES:
+        reported = view.waypoints  # waypoint_statuses: every waypoint
+    elif view.kind is NavGoalKind.FOLLOW_WAYPOINTS:
+        reported = tuple(wp for wp in view.waypoints if wp.state is WaypointState.FAILED)  # missed_waypoints
+    else:
+        return detail
+    detail["waypoints"] = [WaypointReport(index=wp.index, state=wp.state, error_code=wp.error_code,
+                                          error_msg=wp.error_msg).model_dump(mode="json") for wp in reported]
+    return detail
+
+
+def _feedback_detail(view: GoalView) -> dict[str, Any]:
+    """A feedback event's ``detail``: what this kind's Nav2 feedback carries besides pose and distance."""
+    kind = view.kind
+    if kind is NavGoalKind.NAVIGATE_THROUGH_POSES:
+        return {"number_of_poses_remaining": view.poses_remaining}
+    if kind is NavGoalKind.FOLLOW_WAYPOINTS:
+        return {"current_waypoint": view.current_waypoint}
+    if kind is NavGoalKind.SPIN:
+        return {"angular_distance_traveled": view.angular_distance_traveled}
+    if kind is NavGoalKind.BACK_UP:
+        return {"distance_traveled": view.distance_traveled}
+    if kind is NavGoalKind.WAIT:
+        return {"time_left": view.time_left}
+    return {}
 
 
 def _covariance(variances: tuple[float, float, float]) -> PoseCovariance:

@@ -36,6 +36,28 @@ and a goal that has no path (occupied, outside the map, unreachable, or a
 ``no_path`` fault) is accepted, never moves the robot, and is aborted
 ``PLAN_FAILURE_ABORT_S`` later with the planner's error, as Nav2's navigator
 aborts a goal its planner cannot serve (it never drives into the obstacle).
+
+Goals come in Nav2's kinds (``core.nav_goals.NavGoalKind``), one index each
+in one goal log, a new one of any kind preempting the running one:
+
+* ``submit_goal``: NavigateToPose.
+* ``submit_route``: NavigateThroughPoses (``follow=False``: every leg planned
+  at once, as ComputePathThroughPoses plans; each intermediate position is
+  passed without turning to its yaw; a leg without a path aborts the goal with
+  the ComputePathThroughPoses number) or FollowWaypoints (``follow=True``: a
+  NavigateToPose per waypoint, planned when it starts, each yaw reached; a
+  waypoint whose NavigateToPose fails is a missed waypoint, and then
+  ``SimConfig.stop_on_failure`` decides, as waypoint_follower's parameter
+  does). Per-waypoint reports follow Kilted's ``WaypointStatus``.
+* ``submit_spin``, ``submit_backup``, ``submit_wait``: behavior_server's
+  behaviours, which do not need bt_navigator; they end with Nav2's error
+  codes and messages (time allowance, collision ahead, invalid input).
+* ``clear_costmaps``: a service, not a goal; counted.
+
+Two faults act on these: ``skip_waypoint`` (the navigator drops a waypoint of
+a route and says so, or lies that it went there) and ``stuck`` (the robot is
+wedged: navigation goals fail to make progress until a back-up, a spin or a
+costmap clear frees it).
 """
 from __future__ import annotations
 
@@ -43,7 +65,7 @@ import enum
 import heapq
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Annotated, Any, Literal
@@ -51,6 +73,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, TypeAdapter, ValidationError, model_validator
 
 from robot_harness.core.errors import ScenarioError, UsageError
+from robot_harness.core.nav_goals import NavGoalKind, WaypointState
 from robot_harness.core.records import FORMAT_VERSION, Pose2D, Velocity, normalize_angle
 
 __all__ = [
@@ -72,11 +95,25 @@ __all__ = [
     "NoPathFault",
     "NavigatorInactiveFault",
     "HighCovarianceFault",
+    "SkipWaypointFault",
+    "StuckFault",
     "DEFAULT_COMPLETION_CLAIM",
     "EXTERNAL_GOAL_NOTE",
     "NAVIGATOR_INACTIVE_REASON",
     "DEFAULT_POSE_VARIANCE",
     "PLAN_FAILURE_ABORT_S",
+    "STUCK_ABORT_S",
+    "STUCK_ERROR_MSG",
+    "FOLLOW_PATH_FAILED_TO_MAKE_PROGRESS",
+    "FOLLOW_WAYPOINTS_UNKNOWN",
+    "FOLLOW_WAYPOINTS_STOP_ON_MISSED_WAYPOINT",
+    "NAVIGATE_TO_POSE_UNKNOWN",
+    "NAVIGATE_TO_POSE_REFUSED_MSG",
+    "SKIPPED_WAYPOINT_MSG",
+    "SPIN_TIMEOUT",
+    "BACKUP_TIMEOUT",
+    "BACKUP_INVALID_INPUT",
+    "BACKUP_COLLISION_AHEAD",
     "MAX_MAP_CELLS",
     "COST_FREE",
     "COST_INSCRIBED",
@@ -87,6 +124,7 @@ __all__ = [
     "MapConfig",
     "PlanErrorCode",
     "COMPUTE_PATH_TO_POSE_ERROR_CODES",
+    "COMPUTE_PATH_THROUGH_POSES_ERROR_CODES",
     "PlanResult",
     "SimConfig",
     "GoalStatus",
@@ -94,6 +132,7 @@ __all__ = [
     "GoalEvent",
     "GoalDecision",
     "GoalView",
+    "WaypointView",
     "StampedPose",
     "SimWorld",
     "parse_faults",
@@ -129,6 +168,46 @@ DEFAULT_POSE_VARIANCE = (0.0025, 0.0025, 0.0004)
 
 PLAN_FAILURE_ABORT_S = 1.0
 """Sim seconds after which a goal whose plan failed is aborted (Nav2 aborts once its planner gives up)."""
+
+STUCK_ABORT_S = 10.0
+"""Sim seconds a navigation goal (or a FollowWaypoints leg) of a ``stuck`` robot runs before it is aborted.
+
+Nav2's SimpleProgressChecker fails FollowPath after ``movement_time_allowance``
+(10 s by default, nav2_controller/plugins/simple_progress_checker.cpp) without
+``required_movement_radius`` of motion. The navigator's own recovery subtree
+is left out: the goal fails where a BT would try its recoveries, so freeing the
+robot is the harness's job."""
+
+STUCK_ERROR_MSG = "Failed to make progress"
+"""controller_server's words for FAILED_TO_MAKE_PROGRESS (nav2_controller/src/controller_server.cpp)."""
+
+FOLLOW_PATH_FAILED_TO_MAKE_PROGRESS = 105
+"""nav2_msgs/action/FollowPath FAILED_TO_MAKE_PROGRESS: how every navigation goal of a stuck robot ends."""
+
+FOLLOW_WAYPOINTS_UNKNOWN = 600
+"""nav2_msgs/action/FollowWaypoints UNKNOWN: a waypoint whose NavigateToPose bt_navigator refused."""
+
+FOLLOW_WAYPOINTS_STOP_ON_MISSED_WAYPOINT = 603
+"""nav2_msgs/action/FollowWaypoints STOP_ON_MISSED_WAYPOINT: a waypoint missed while ``stop_on_failure`` holds."""
+
+NAVIGATE_TO_POSE_UNKNOWN = 9000
+"""nav2_msgs/action/NavigateToPose UNKNOWN: the code of a FollowWaypoints waypoint a ``skip_waypoint`` fault
+reports missed (its NavigateToPose ended without a cause a BT node names)."""
+
+NAVIGATE_TO_POSE_REFUSED_MSG = "navigate_to_pose action client failed to send goal to server."
+"""waypoint_follower's words when bt_navigator refuses a waypoint's NavigateToPose (it is inactive)."""
+
+SKIPPED_WAYPOINT_MSG = "waypoint skipped by the navigator (skip_waypoint fault)"
+"""The message of a FollowWaypoints waypoint a reported ``skip_waypoint`` fault marks missed."""
+
+SPIN_TIMEOUT = 701
+"""nav2_msgs/action/Spin TIMEOUT."""
+BACKUP_TIMEOUT = 711
+"""nav2_msgs/action/BackUp TIMEOUT."""
+BACKUP_INVALID_INPUT = 713
+"""nav2_msgs/action/BackUp INVALID_INPUT: a target with a non-zero y or z."""
+BACKUP_COLLISION_AHEAD = 714
+"""nav2_msgs/action/BackUp COLLISION_AHEAD."""
 
 MAX_MAP_CELLS = 250_000
 """The largest grid a scenario may declare (500 x 500 cells), so a plan stays well under a tick."""
@@ -374,6 +453,54 @@ class HighCovarianceFault(_DelayedFault):
     std_yaw: float = Field(default=0.5, gt=0.0)
 
 
+class SkipWaypointFault(_FaultBase):
+    """The navigator drops one waypoint of a route goal: it never goes there.
+
+    Applies to route goals only (NavigateThroughPoses, FollowWaypoints):
+    ``on_goal``: that goal; ``at_s``: every route goal from then on (a
+    waypoint not yet passed when the fault starts). The robot drives from the
+    waypoint before straight on to the one after. ``reported`` decides what
+    the navigator says: False is the silent lie (NavigateThroughPoses reports
+    the waypoint COMPLETED, FollowWaypoints does not list it, and the goal
+    succeeds); True reports it (SKIPPED by NavigateThroughPoses, which still
+    succeeds; FAILED in FollowWaypoints' missed waypoints, ``NAVIGATE_TO_POSE_UNKNOWN``,
+    and the goal ends as ``SimConfig.stop_on_failure`` says). Either way the
+    waypoint's ``reached_t`` stays None unless the robot really passes it.
+    The last waypoint cannot be skipped (it is where the route ends): a fault
+    naming the last waypoint, or one beyond, of a route leaves that route alone
+    (a live planner may send a shorter route than the scenario foresaw; the
+    world never stops on it).
+    """
+
+    kind: Literal["skip_waypoint"] = "skip_waypoint"
+    waypoint: int = Field(ge=0)
+    """Index into the route's poses (0-based); never the last."""
+    reported: bool = False
+    """Whether the navigator admits the skip (True) or reports the waypoint done (False)."""
+
+
+class StuckFault(_DelayedFault):
+    """From the trigger on the robot is wedged until a behaviour frees it.
+
+    Every navigation goal (NavigateToPose, NavigateThroughPoses, each
+    FollowWaypoints leg) makes no progress and is aborted ``patience_s`` (``STUCK_ABORT_S``)
+    after it started (or after the robot got stuck) with controller_server's
+    FAILED_TO_MAKE_PROGRESS (``FOLLOW_PATH_FAILED_TO_MAKE_PROGRESS``,
+    ``STUCK_ERROR_MSG``). Behaviours still run (backing up is how a wedged
+    robot gets out). The robot is free for good once the ``freed_by``
+    behaviour succeeds while it is stuck: a BackUp that covered at least
+    ``min_backup_m``, a Spin through a non-zero angle, or a costmap clear.
+    """
+
+    kind: Literal["stuck"] = "stuck"
+    freed_by: Literal["backup", "spin", "clear_costmaps"] = "backup"
+    """The behaviour that frees the robot."""
+    patience_s: FiniteFloat = Field(default=STUCK_ABORT_S, gt=0.0)
+    """How long a wedged goal runs before it is aborted (Nav2's progress checker allowance), sim seconds."""
+    min_backup_m: FiniteFloat = Field(default=0.15, gt=0.0)
+    """freed_by backup: the shortest back-up that frees it, metres."""
+
+
 Fault = Annotated[
     RejectFault
     | EarlySuccessFault
@@ -390,14 +517,16 @@ Fault = Annotated[
     | ExternalGoalFault
     | NoPathFault
     | NavigatorInactiveFault
-    | HighCovarianceFault,
+    | HighCovarianceFault
+    | SkipWaypointFault
+    | StuckFault,
     Field(discriminator="kind"),
 ]
 _FAULTS_ADAPTER: TypeAdapter[list[Fault]] = TypeAdapter(list[Fault])
 
 _GoalFault = EarlySuccessFault | StallFault | NoFeedbackFault
 _WorldFault = (LocalizationJumpFault | FrozenPoseFault | PoseNoiseFault | DieFault | PoseDropoutFault
-               | ExternalGoalFault | NavigatorInactiveFault | HighCovarianceFault)
+               | ExternalGoalFault | NavigatorInactiveFault | HighCovarianceFault | StuckFault)
 
 
 def _scenario_error(what: str, exc: ValidationError, root: str = "") -> ScenarioError:
@@ -494,6 +623,9 @@ class SimConfig(_Frozen):
     battery_drain_per_m: float = Field(default=0.002, ge=0.0)
     faults: tuple[Fault, ...] = ()
     seed: int = 0
+    stop_on_failure: bool = True
+    """FollowWaypoints: abort at the first missed waypoint (603) rather than go on to the next, as
+    waypoint_follower's ``stop_on_failure`` parameter (default True in its code)."""
     map: MapConfig | None = None
     """The occupancy map plans and costs are answered from; unset: everything is free, paths are straight."""
 
@@ -550,6 +682,11 @@ class PlanErrorCode(str, enum.Enum):
         """The code's value in nav2_msgs/action/ComputePathToPose (Kilted)."""
         return COMPUTE_PATH_TO_POSE_ERROR_CODES[self]
 
+    @property
+    def through_poses_number(self) -> int:
+        """The code's value in nav2_msgs/action/ComputePathThroughPoses (Kilted): a route's plan failure."""
+        return COMPUTE_PATH_THROUGH_POSES_ERROR_CODES[self]
+
 
 COMPUTE_PATH_TO_POSE_ERROR_CODES: Mapping[PlanErrorCode, int] = MappingProxyType({
     PlanErrorCode.NONE: 0,
@@ -564,6 +701,21 @@ COMPUTE_PATH_TO_POSE_ERROR_CODES: Mapping[PlanErrorCode, int] = MappingProxyType
     PlanErrorCode.NO_VALID_PATH: 208,
 })
 """The one table of numbers: nav2_msgs/action/ComputePathToPose.action, navigation2 branch kilted at 71a1d84f."""
+
+COMPUTE_PATH_THROUGH_POSES_ERROR_CODES: Mapping[PlanErrorCode, int] = MappingProxyType({
+    PlanErrorCode.NONE: 0,
+    PlanErrorCode.UNKNOWN: 300,
+    PlanErrorCode.INVALID_PLANNER: 301,
+    PlanErrorCode.TF_ERROR: 302,
+    PlanErrorCode.START_OUTSIDE_MAP: 303,
+    PlanErrorCode.GOAL_OUTSIDE_MAP: 304,
+    PlanErrorCode.START_OCCUPIED: 305,
+    PlanErrorCode.GOAL_OCCUPIED: 306,
+    PlanErrorCode.TIMEOUT: 307,
+    PlanErrorCode.NO_VALID_PATH: 308,
+})
+"""nav2_msgs/action/ComputePathThroughPoses.action at the same commit (309 NO_VIAPOINTS_GIVEN has no name here:
+the world refuses an empty route as a caller mistake)."""
 
 
 @dataclass(frozen=True)
@@ -915,20 +1067,61 @@ class GoalDecision:
 
 
 @dataclass(frozen=True)
+class WaypointView:
+    """One pose of a route goal: what the navigator says of it, and whether the robot really got there."""
+
+    index: int
+    pose: Pose2D
+    state: WaypointState
+    """What Nav2 reports (Kilted's ``WaypointStatus``): NavigateThroughPoses' state of it; for FollowWaypoints
+    COMPLETED once the follower moved on past it without listing it, FAILED when it is a missed waypoint."""
+    error_code: int = 0
+    error_msg: str = ""
+    reached_t: float | None = None
+    """Ground truth: sim time the localized pose first came within ``ARRIVAL_TOLERANCE_M`` of it while the goal
+    ran; None if it never did (a skipped waypoint, whatever the navigator says)."""
+
+
+@dataclass(frozen=True)
 class GoalView:
-    """A read-only picture of one goal, as the navigator would report it."""
+    """A read-only picture of one goal, as the navigator would report it (and, for waypoints, the truth)."""
 
     index: int
     target: Pose2D
+    """Where the goal ends: the pose (a route's last); for a behaviour, the localized pose when it arrived."""
     status: GoalStatus
     received_t: float
     ended_t: float | None
     reason: str
     distance_remaining: float
-    """Localized distance left along the planned path (what Nav2's feedback would say)."""
+    """Localized distance left along the planned path (what Nav2's feedback would say): a route's through
+    every pose still ahead; FollowWaypoints' current leg's; a back-up's distance left; 0 for a spin or a wait."""
     feedback_enabled: bool
     plan_error: PlanErrorCode = PlanErrorCode.NONE
-    """Why the goal's plan failed (NONE: it has a path); such a goal is aborted with this error."""
+    """Why the goal's (or its current leg's) plan failed (NONE: it has a path); such a goal is aborted with it."""
+    kind: NavGoalKind = NavGoalKind.NAVIGATE_TO_POSE
+    poses: tuple[Pose2D, ...] = ()
+    """The poses asked for: NavigateToPose's one, a route's in order; none for a behaviour."""
+    current_waypoint: int = 0
+    """A route: the index of the pose being driven to (FollowWaypoints' ``current_waypoint``); after the end,
+    the last one it was."""
+    poses_remaining: int = 0
+    """Poses the navigator still means to go through, the current one included and dropped ones not
+    (NavigateThroughPoses' ``number_of_poses_remaining``); 0 once the goal has ended."""
+    waypoints: tuple[WaypointView, ...] = ()
+    """A route's poses, one view each, in order; empty for other kinds."""
+    error_code: int = 0
+    """How the goal ended, as its Nav2 result says: 0 on success (and while it runs, and when cancelled or
+    preempted); the planner's number for a plan failure (ComputePathToPose's 2xx, a NavigateThroughPoses'
+    ComputePathThroughPoses 3xx); 105 for a stuck robot; 603 for FollowWaypoints stopping on a missed
+    waypoint; a behaviour's own (701, 711, 713, 714)."""
+    error_msg: str = ""
+    distance_traveled: float = 0.0
+    """BackUp: how far it has backed up (Nav2's feedback)."""
+    angular_distance_traveled: float = 0.0
+    """Spin: the signed angle turned so far (Nav2's feedback)."""
+    time_left: float = 0.0
+    """Wait: seconds left (Nav2's feedback)."""
 
 
 @dataclass(frozen=True)
@@ -948,19 +1141,76 @@ class _Phase(enum.Enum):
     """At the target position, turning in place to the target yaw."""
 
 
-class _Goal:
-    def __init__(self, index: int, target: Pose2D, received_t: float) -> None:
+_BT_NAVIGATOR_KINDS = frozenset({NavGoalKind.NAVIGATE_TO_POSE, NavGoalKind.NAVIGATE_THROUGH_POSES})
+"""The kinds bt_navigator serves: refused, and aborted, while it is inactive."""
+
+_BEHAVIOR_NAMES = {NavGoalKind.SPIN: "spin", NavGoalKind.BACK_UP: "backup", NavGoalKind.WAIT: "wait"}
+"""behavior_server's plugin names (nav2_bringup's nav2_params.yaml): the prefix of a failed behaviour's message."""
+
+
+class _Waypoint:
+    """One pose of a route and what has become of it."""
+
+    def __init__(self, index: int, pose: Pose2D) -> None:
         self.index = index
+        self.pose = pose
+        self.state = WaypointState.PENDING
+        self.error_code = 0
+        self.error_msg = ""
+        self.reached_t: float | None = None
+        self.passed = False
+        """Done with, one way or another: driven to, dropped or missed; the navigator will not go there."""
+
+    def view(self) -> WaypointView:
+        return WaypointView(self.index, self.pose, self.state, self.error_code, self.error_msg, self.reached_t)
+
+
+class _Route:
+    def __init__(self, poses: tuple[Pose2D, ...], follow: bool) -> None:
+        self.follow = follow
+        self.wps = [_Waypoint(i, p) for i, p in enumerate(poses)]
+        self.current = 0
+        self.later: list[tuple[int, PlanResult]] = []
+        """NavigateThroughPoses: the planned legs after the current one, each with the waypoint it ends at."""
+
+
+class _Behaviour:
+    """A behaviour's request and progress; ``amount`` is the spin's angle, the back-up's distance or the wait."""
+
+    def __init__(self, kind: NavGoalKind, amount: float, speed: float, allowance: float, started_t: float) -> None:
+        self.kind = kind
+        self.amount = amount
+        self.speed = speed
+        self.allowance = allowance
+        """Nav2's ``time_allowance``, seconds; 0: none (behavior_server checks it only when positive)."""
+        self.started_t = started_t
+        self.progress = 0.0
+        """Spin: signed angle turned; BackUp: distance backed up."""
+
+
+class _Goal:
+    def __init__(self, index: int, target: Pose2D, received_t: float,
+                 kind: NavGoalKind = NavGoalKind.NAVIGATE_TO_POSE) -> None:
+        self.index = index
+        self.kind = kind
         self.target = target
+        self.leg_target = target
+        """Where the current leg ends (the target for NavigateToPose; the current waypoint for a route)."""
         self.received_t = received_t
         self.status = GoalStatus.ACTIVE
         self.ended_t: float | None = None
         self.reason = ""
+        self.error_code = 0
+        self.error_msg = ""
         self.phase = _Phase.DRIVING
         self.stalled = False
         self.feedback_enabled = True
+        self.route: _Route | None = None
+        self.behaviour: _Behaviour | None = None
+        self.stuck_since: float | None = None
+        """Sim time the current leg found the robot stuck (``stuck`` fault); None while it is free."""
         self.waypoints: list[tuple[float, float]] = []
-        """The planned path after the start, the target's position last; empty while the plan has failed."""
+        """The current leg's planned path after the start, its end last; empty while the plan has failed."""
         self.rest_m: list[float] = []
         """Path length from each waypoint to the last."""
         self.next_wp = 0
@@ -1017,6 +1267,9 @@ class SimWorld:
         self._foreign: set[int] = set()
         self._odometer_m = 0.0
         self._grid = _Grid(self.config.map) if self.config.map is not None else None
+        self._freed: set[int] = set()
+        """Indices (in ``config.faults``) of the ``stuck`` faults a behaviour has freed the robot from."""
+        self._costmap_clears = 0
 
     # ----------------------------------------------------------------- queries
 
@@ -1152,6 +1405,16 @@ class SimWorld:
         return self._plan(start, goal, len(self._goals) + 1, max_expansions)
 
     @property
+    def stuck(self) -> bool:
+        """Ground truth: a ``stuck`` fault holds and no behaviour has freed the robot yet."""
+        return self._stuck_fault() is not None
+
+    @property
+    def costmap_clears(self) -> int:
+        """Ground truth: how many ``clear_costmaps`` calls succeeded."""
+        return self._costmap_clears
+
+    @property
     def twist(self) -> Velocity:
         """Body-frame velocity over the last substep (true odometry)."""
         return Velocity(vx=self._v, vy=0.0, wz=self._w)
@@ -1251,6 +1514,113 @@ class SimWorld:
         """Receive a goal; a newly accepted goal preempts (aborts) the running one."""
         return self._submit(x, y, yaw, "")
 
+    def submit_route(self, poses: Sequence[Pose2D], *, follow: bool) -> GoalDecision:
+        """Receive a route goal: NavigateThroughPoses (``follow=False``) or FollowWaypoints (``follow=True``).
+
+        One goal, one index, its target the last pose; it preempts the running
+        goal like any goal. NavigateThroughPoses is bt_navigator's (refused
+        while it is inactive); every leg is planned now, the first from the
+        localized pose and each next from the pose before, and a leg without
+        a path aborts the goal ``PLAN_FAILURE_ABORT_S`` later with its
+        ComputePathThroughPoses number. FollowWaypoints is waypoint_follower's:
+        accepted even while bt_navigator is inactive, whose refusal of each
+        waypoint's NavigateToPose then makes it a missed waypoint
+        (``FOLLOW_WAYPOINTS_UNKNOWN``); each waypoint is planned when its turn
+        comes, from the localized pose, and a failed plan misses it after
+        ``PLAN_FAILURE_ABORT_S`` with its ComputePathToPose number.
+
+        Raises ``UsageError`` for no poses or a non-finite one, and
+        ``ScenarioError`` when a ``skip_waypoint`` fault for this goal names
+        its last waypoint or one beyond (the last cannot be skipped).
+        """
+        route = tuple(poses)
+        if not route:
+            raise UsageError("a route needs at least one pose", poses=0)
+        for i, p in enumerate(route):
+            if not all(math.isfinite(v) for v in (p.x, p.y, p.yaw)):
+                raise UsageError(f"route pose {i} is not finite", index=i, pose=p.model_dump())
+        route = tuple(Pose2D(x=p.x, y=p.y, yaw=normalize_angle(p.yaw)) for p in route)
+        kind = NavGoalKind.FOLLOW_WAYPOINTS if follow else NavGoalKind.NAVIGATE_THROUGH_POSES
+        decision, g = self._receive(kind, route[-1], "")
+        if g is None:
+            return decision
+        g.route = _Route(route, follow)
+        self._note_reached(g)
+        if follow:
+            self._start_follow_leg(g)
+        else:
+            self._apply_through_skips(g, replan=False)
+            self._plan_through(g)
+        self._apply_goal_faults()
+        return decision
+
+    def submit_spin(self, angle_rad: float, *, time_allowance_s: float = 0.0) -> GoalDecision:
+        """Receive a Spin: turn in place by ``angle_rad`` (signed: positive is counter-clockwise) at ``yaw_rate``.
+
+        behavior_server's, so it runs while bt_navigator is inactive. It
+        succeeds once it has turned the whole angle (0 at once); past a
+        positive ``time_allowance_s`` it aborts with ``SPIN_TIMEOUT``. Raises
+        ``UsageError`` for a non-finite angle or a negative or non-finite allowance.
+        """
+        if not math.isfinite(angle_rad):
+            raise UsageError("the spin angle must be finite", angle_rad=angle_rad)
+        self._check_allowance(time_allowance_s)
+        return self._submit_behaviour(_Behaviour(NavGoalKind.SPIN, angle_rad, 0.0, time_allowance_s, self._t))
+
+    def submit_backup(self, dist_m: float, speed_mps: float, *, time_allowance_s: float = 0.0,
+                      target_y: float = 0.0, target_z: float = 0.0) -> GoalDecision:
+        """Receive a BackUp: drive straight back (against the heading) ``|dist_m|`` at ``min(|speed_mps|, speed)``.
+
+        As Nav2's BackUp, the signs of the distance and the speed are ignored
+        (it always backs up), and a target with a non-zero ``target_y`` or
+        ``target_z`` is accepted and aborted at once with ``BACKUP_INVALID_INPUT``.
+        Each step checks the next position on the map: a cost of
+        ``COST_INSCRIBED`` or more (off the map included) stops it, aborted
+        with ``BACKUP_COLLISION_AHEAD`` (no map: nothing to hit). Past a
+        positive ``time_allowance_s`` it aborts with ``BACKUP_TIMEOUT``. Runs
+        while bt_navigator is inactive and while the robot is stuck. Raises
+        ``UsageError`` for a non-finite number, a zero speed or a negative allowance.
+        """
+        for name, v in (("dist_m", dist_m), ("speed_mps", speed_mps), ("target_y", target_y), ("target_z", target_z)):
+            if not math.isfinite(v):
+                raise UsageError(f"backup {name} must be finite", **{name: v})
+        if speed_mps == 0.0:
+            raise UsageError("backup needs a non-zero speed", speed_mps=speed_mps)
+        self._check_allowance(time_allowance_s)
+        decision = self._submit_behaviour(_Behaviour(
+            NavGoalKind.BACK_UP, abs(dist_m), min(abs(speed_mps), self.config.speed), time_allowance_s, self._t))
+        g = self._goals.get(decision.goal_index)
+        if decision.accepted and g is self._active and (target_y != 0.0 or target_z != 0.0):
+            self._end(g, GoalStatus.ABORTED, "backup refused: a target off the x axis",
+                      BACKUP_INVALID_INPUT, "Backing up in Y and Z not supported, will only move in X.")
+        return decision
+
+    def submit_wait(self, duration_s: float) -> GoalDecision:
+        """Receive a Wait: stand still for ``duration_s`` sim seconds (0: done at the next step), then succeed.
+
+        behavior_server's, so it runs while bt_navigator is inactive. Raises
+        ``UsageError`` for a negative or non-finite duration.
+        """
+        if not (math.isfinite(duration_s) and duration_s >= 0.0):
+            raise UsageError("a wait needs a finite duration >= 0", duration_s=duration_s)
+        return self._submit_behaviour(_Behaviour(NavGoalKind.WAIT, duration_s, 0.0, 0.0, self._t))
+
+    def clear_costmaps(self, which: Sequence[str] = ()) -> bool:
+        """Answer the costmaps' ``clear_entirely_*`` services (``"global"``, ``"local"``; empty: both).
+
+        Not a goal: nothing in the goal log, no motion. True (and counted in
+        ``costmap_clears``) unless the robot is dead; frees a robot held by a
+        ``stuck`` fault freed by ``clear_costmaps``. ``UsageError`` for another name.
+        """
+        unknown = sorted(set(which) - {"global", "local"})
+        if unknown:
+            raise UsageError(f"unknown costmap(s) {unknown}: 'global' or 'local'", which=list(which))
+        if self._dead:
+            return False
+        self._costmap_clears += 1
+        self._free_stuck("clear_costmaps", 0.0)
+        return True
+
     def cancel(self, goal_index: int | None = None) -> bool:
         """Cancel the active goal (only if it is ``goal_index``, when given); the robot stops."""
         return self._finish_active(GoalStatus.CANCELED, "canceled on request", goal_index)
@@ -1278,9 +1648,9 @@ class SimWorld:
         self._offset_y = y - (s * self._x + c * self._y)
         self._replan_active()
         g = self._active
-        if g is not None and g.phase is _Phase.ROTATING:
+        if g is not None and g.behaviour is None and g.phase is _Phase.ROTATING:
             est = self.localized_pose
-            if math.hypot(g.target.x - est.x, g.target.y - est.y) > ARRIVAL_TOLERANCE_M:
+            if math.hypot(g.leg_target.x - est.x, g.leg_target.y - est.y) > ARRIVAL_TOLERANCE_M:
                 g.phase = _Phase.DRIVING
 
     def step(self, dt: float) -> None:
@@ -1300,34 +1670,265 @@ class SimWorld:
     def _submit(self, x: float, y: float, yaw: float, note: str) -> GoalDecision:
         """``submit_goal``; ``note`` is the RECEIVED event's reason (who sent the goal, when not the client).
 
-        An inactive navigator refuses before the goal counts (index 0, one
-        REJECTED event), as a ROS adapter refuses for its inactive bt_navigator.
         An accepted goal is planned at once from the localized pose.
         """
+        decision, g = self._receive(NavGoalKind.NAVIGATE_TO_POSE, Pose2D(x=x, y=y, yaw=normalize_angle(yaw)), note)
+        if g is not None:
+            g.set_plan(self._plan(self.localized_pose, g.target, g.index, None), self._t)
+            self._apply_goal_faults()
+        return decision
+
+    def _receive(self, kind: NavGoalKind, target: Pose2D, note: str) -> tuple[GoalDecision, _Goal | None]:
+        """The arrival every goal shares: refused, rejected, or accepted as the active goal (preempting).
+
+        A dead robot answers nothing worth logging. An inactive navigator
+        refuses its own kinds before the goal counts (index 0, one REJECTED
+        event), as a ROS adapter refuses for its inactive bt_navigator.
+        Returns the accepted goal for its caller to set up, else None.
+        """
         if self._dead:
-            return GoalDecision(accepted=False, reason="robot is dead", goal_index=0)
-        if not self.navigator_active:
+            return GoalDecision(accepted=False, reason="robot is dead", goal_index=0), None
+        if kind in _BT_NAVIGATOR_KINDS and not self.navigator_active:
             self._events.append(GoalEvent(
-                event=GoalEventType.REJECTED, goal_index=0, target=Pose2D(x=x, y=y, yaw=normalize_angle(yaw)),
+                event=GoalEventType.REJECTED, goal_index=0, target=target,
                 true_pose=self.true_pose, localized_pose=self.localized_pose, t=self._t,
                 reason=NAVIGATOR_INACTIVE_REASON))
             self._undrained += 1
-            return GoalDecision(accepted=False, reason=NAVIGATOR_INACTIVE_REASON, goal_index=0)
+            return GoalDecision(accepted=False, reason=NAVIGATOR_INACTIVE_REASON, goal_index=0), None
         index = len(self._goals) + 1
-        goal = _Goal(index, Pose2D(x=x, y=y, yaw=normalize_angle(yaw)), self._t)
+        goal = _Goal(index, target, self._t, kind)
         self._goals[index] = goal
         self._emit(GoalEventType.RECEIVED, goal, note)
         reject = self._reject_reason(index)
         if reject:
             self._end(goal, GoalStatus.REJECTED, reject)
-            return GoalDecision(accepted=False, reason=reject, goal_index=index)
+            return GoalDecision(accepted=False, reason=reject, goal_index=index), None
         if self._active is not None:
             self._end(self._active, GoalStatus.ABORTED, f"preempted by goal {index}")
         self._active = goal
         self._emit(GoalEventType.ACCEPTED, goal)
-        goal.set_plan(self._plan(self.localized_pose, goal.target, index, None), self._t)
-        self._apply_goal_faults()
-        return GoalDecision(accepted=True, reason="", goal_index=index)
+        return GoalDecision(accepted=True, reason="", goal_index=index), goal
+
+    def _submit_behaviour(self, b: _Behaviour) -> GoalDecision:
+        decision, g = self._receive(b.kind, self.localized_pose, "")
+        if g is not None:
+            g.behaviour = b
+            self._apply_goal_faults()
+        return decision
+
+    @staticmethod
+    def _check_allowance(time_allowance_s: float) -> None:
+        if not (math.isfinite(time_allowance_s) and time_allowance_s >= 0.0):
+            raise UsageError("time_allowance_s must be finite and >= 0 (0: none)", time_allowance_s=time_allowance_s)
+
+    # -- routes
+
+    def _skip_for(self, g: _Goal, i: int) -> SkipWaypointFault | None:
+        """The ``skip_waypoint`` fault that drops waypoint ``i`` of route goal ``g`` now, if any (never the last)."""
+        assert g.route is not None
+        if i >= len(g.route.wps) - 1:
+            return None
+        for f in self.config.faults:
+            if isinstance(f, SkipWaypointFault) and f.waypoint == i and (
+                    f.on_goal == g.index or (f.at_s is not None and self._t + 1e-9 >= f.at_s)):
+                return f
+        return None
+
+    def _note_reached(self, g: _Goal) -> None:
+        """Ground truth: stamp every waypoint the localized pose is within ``ARRIVAL_TOLERANCE_M`` of."""
+        if g.route is None:
+            return
+        est = self.localized_pose
+        for wp in g.route.wps:
+            if wp.reached_t is None and math.hypot(wp.pose.x - est.x, wp.pose.y - est.y) <= ARRIVAL_TOLERANCE_M + 1e-9:
+                wp.reached_t = self._t
+
+    def _apply_through_skips(self, g: _Goal, *, replan: bool = True) -> None:
+        """NavigateThroughPoses drops every waypoint a ``skip_waypoint`` fault names, as soon as it holds.
+
+        Silent: the state stays PENDING (the navigator's list just lost it; the
+        end turns it COMPLETED). Reported: SKIPPED, as RemoveInCollisionGoals
+        marks a goal it removes. The legs ahead are planned again without it.
+        """
+        r = g.route
+        assert r is not None
+        dropped = False
+        for wp in r.wps[r.current:-1]:
+            if wp.passed:
+                continue
+            f = self._skip_for(g, wp.index)
+            if f is not None:
+                wp.passed, dropped = True, True
+                if f.reported:
+                    wp.state = WaypointState.SKIPPED
+        if dropped and replan:
+            self._plan_through(g)
+
+    def _plan_through(self, g: _Goal) -> None:
+        """Plan every leg still ahead of a NavigateThroughPoses goal; the first from the localized pose."""
+        r = g.route
+        assert r is not None
+        ahead = [wp for wp in r.wps[r.current:] if not wp.passed]
+        plans: list[tuple[int, PlanResult]] = []
+        start = self.localized_pose
+        for wp in ahead:
+            plan = self._plan(start, wp.pose, g.index, None)
+            if not plan.ok:
+                g.set_plan(plan, self._t)
+                r.later = []
+                return
+            plans.append((wp.index, plan))
+            start = wp.pose
+        (r.current, first), r.later = plans[0], plans[1:]
+        g.leg_target = r.wps[r.current].pose
+        g.phase = _Phase.DRIVING
+        g.set_plan(first, self._t)
+
+    def _start_follow_leg(self, g: _Goal) -> None:
+        """FollowWaypoints sends the NavigateToPose of waypoint ``current`` (or moves past it), in order.
+
+        A waypoint a ``skip_waypoint`` fault names is dropped (silent: as if
+        done; reported: missed); one bt_navigator refuses is missed; past the
+        last waypoint the goal succeeds.
+        """
+        r = g.route
+        assert r is not None
+        while g is self._active:
+            if r.current >= len(r.wps):
+                r.current = len(r.wps) - 1
+                self._end(g, GoalStatus.SUCCEEDED, "")
+                return
+            wp = r.wps[r.current]
+            g.leg_target, g.phase, g.stuck_since = wp.pose, _Phase.DRIVING, None
+            f = self._skip_for(g, wp.index)
+            if f is not None:
+                if f.reported:
+                    self._miss(g, wp, NAVIGATE_TO_POSE_UNKNOWN, SKIPPED_WAYPOINT_MSG)
+                else:
+                    wp.passed, wp.state = True, WaypointState.COMPLETED
+                r.current += 1
+                continue
+            if not self.navigator_active:
+                self._miss(g, wp, FOLLOW_WAYPOINTS_UNKNOWN, NAVIGATE_TO_POSE_REFUSED_MSG)
+                r.current += 1
+                continue
+            g.set_plan(self._plan(self.localized_pose, wp.pose, g.index, None), self._t)
+            return
+
+    def _miss(self, g: _Goal, wp: _Waypoint, code: int, msg: str) -> None:
+        """A FollowWaypoints waypoint failed; with ``stop_on_failure`` the goal ends here (603)."""
+        wp.passed, wp.state, wp.error_code, wp.error_msg = True, WaypointState.FAILED, code, msg
+        if self.config.stop_on_failure:
+            self._end(g, GoalStatus.ABORTED, f"waypoint {wp.index} missed ({code}: {msg}); stop_on_failure",
+                      FOLLOW_WAYPOINTS_STOP_ON_MISSED_WAYPOINT,
+                      f"Failed to process waypoint {wp.index} in waypoint list and stop on failure is enabled."
+                      " Terminating action.")
+
+    def _leg_failed(self, g: _Goal, code: int, msg: str, reason: str) -> None:
+        """The current leg's navigation failed: the goal aborts, or (FollowWaypoints) the waypoint is missed."""
+        r = g.route
+        if r is None or not r.follow:
+            self._end(g, GoalStatus.ABORTED, reason, code, msg)
+            return
+        self._miss(g, r.wps[r.current], code, msg)
+        if g is self._active:
+            r.current += 1
+            self._start_follow_leg(g)
+
+    def _plan_failed(self, g: _Goal) -> None:
+        err = g.plan_error
+        reason = f"planning failed ({err.value}): {g.plan_message}"
+        if g.route is not None and not g.route.follow:
+            self._leg_failed(g, err.through_poses_number, g.plan_message, reason)
+        else:
+            self._leg_failed(g, err.number, g.plan_message, reason)
+
+    def _arrived(self, g: _Goal) -> None:
+        """At the current leg's position: turn to its yaw, or pass straight on (NavigateThroughPoses, not the last)."""
+        r = g.route
+        if r is not None and not r.follow and r.later:
+            wp = r.wps[r.current]
+            wp.passed, wp.state = True, WaypointState.COMPLETED
+            (r.current, plan), r.later = r.later[0], r.later[1:]
+            g.leg_target = r.wps[r.current].pose
+            g.set_plan(plan, self._t)
+            g.phase = _Phase.DRIVING
+            return
+        g.phase = _Phase.ROTATING
+        self._v = self._w = 0.0
+
+    def _leg_done(self, g: _Goal) -> None:
+        """At the current leg's pose, yaw included: the goal succeeds, or FollowWaypoints goes on."""
+        r = g.route
+        if r is None:
+            self._end(g, GoalStatus.SUCCEEDED, "")
+            return
+        wp = r.wps[r.current]
+        wp.passed, wp.state = True, WaypointState.COMPLETED
+        if not r.follow:
+            self._end(g, GoalStatus.SUCCEEDED, "")
+            return
+        r.current += 1
+        self._start_follow_leg(g)
+
+    # -- behaviours and the stuck fault
+
+    def _stuck_fault(self) -> StuckFault | None:
+        for i, f in enumerate(self.config.faults):
+            if isinstance(f, StuckFault) and i not in self._freed and self._started(f):
+                return f
+        return None
+
+    def _free_stuck(self, by: str, backed_up_m: float) -> None:
+        for i, f in enumerate(self.config.faults):
+            if isinstance(f, StuckFault) and i not in self._freed and self._started(f) and f.freed_by == by:
+                if by != "backup" or backed_up_m + 1e-9 >= f.min_backup_m:
+                    self._freed.add(i)
+
+    def _run_behaviour(self, g: _Goal, h: float) -> None:
+        """One substep of behavior_server's cycle: the time allowance first, then the motion, then done?"""
+        b = g.behaviour
+        assert b is not None
+        self._v = self._w = 0.0
+        name = _BEHAVIOR_NAMES[b.kind]
+        if b.allowance > 0.0 and self._t - b.started_t > b.allowance + 1e-9:
+            what, code = ("Spin", SPIN_TIMEOUT) if b.kind is NavGoalKind.SPIN else ("DriveOnHeading", BACKUP_TIMEOUT)
+            self._end(g, GoalStatus.ABORTED, f"{name}: time allowance of {b.allowance:g} s exceeded", code,
+                      f"{name} failed:Exceeded time allowance before reaching the {what} goal - Exiting {what}")
+            return
+        if b.kind is NavGoalKind.WAIT:
+            if self._t + 1e-9 >= b.started_t + b.amount:
+                self._end(g, GoalStatus.SUCCEEDED, "")
+            return
+        if b.kind is NavGoalKind.SPIN:
+            turn = math.copysign(min(self.config.yaw_rate * h, abs(b.amount) - abs(b.progress)), b.amount)
+            self._yaw = normalize_angle(self._yaw + turn)
+            b.progress += turn
+            self._w = turn / h
+            if abs(b.amount) - abs(b.progress) < 1e-6:
+                b.progress = b.amount
+                if b.amount != 0.0:
+                    self._free_stuck("spin", 0.0)
+                self._end(g, GoalStatus.SUCCEEDED, "")
+            return
+        step = min(b.speed * h, b.amount - b.progress)
+        if step > 0.0:
+            est = self.localized_pose
+            nx, ny = est.x - step * math.cos(est.yaw), est.y - step * math.sin(est.yaw)
+            if self.cost_at(nx, ny) >= COST_INSCRIBED:
+                self._end(g, GoalStatus.ABORTED, f"backup: collision ahead at {_fmt(nx, ny)} (cost "
+                          f"{self.cost_at(nx, ny)})", BACKUP_COLLISION_AHEAD,
+                          f"{name} failed:Collision Ahead - Exiting DriveOnHeading")
+                return
+            self._x -= step * math.cos(self._yaw)
+            self._y -= step * math.sin(self._yaw)
+            self._v = -step / h
+            b.progress += step
+            self._odometer_m += step
+            self._battery = max(0.0, self._battery - self.config.battery_drain_per_m * step)
+        if b.amount - b.progress <= 1e-9:
+            self._free_stuck("backup", b.progress)
+            self._end(g, GoalStatus.SUCCEEDED, "")
 
     def _plan(self, start: Pose2D, goal: Pose2D, goal_index: int, max_expansions: int | None) -> PlanResult:
         """``plan_path`` for the goal with this index (a ``no_path`` fault's ``on_goal`` matches it)."""
@@ -1396,17 +1997,29 @@ class SimWorld:
     def _replan_active(self) -> None:
         """The estimate jumped (``relocalize``, ``localization_jump``): plan the running goal again from it."""
         g = self._active
-        if g is None or self._grid is None:
+        if g is None or self._grid is None or g.behaviour is not None:
             return
-        g.set_plan(self._plan(self.localized_pose, g.target, g.index, None), self._t)
+        g.set_plan(self._plan(self.localized_pose, g.leg_target, g.index, None), self._t)
 
     def _view(self, g: _Goal) -> GoalView:
         est = self.localized_pose
-        if g.waypoints:
+        b, r = g.behaviour, g.route
+        if b is not None:
+            remaining = b.amount - b.progress if b.kind is NavGoalKind.BACK_UP else 0.0
+        elif g.waypoints:
             wx, wy = g.waypoints[g.next_wp]
             remaining = math.hypot(wx - est.x, wy - est.y) + g.rest_m[g.next_wp]
         else:
-            remaining = math.hypot(g.target.x - est.x, g.target.y - est.y)
+            remaining = math.hypot(g.leg_target.x - est.x, g.leg_target.y - est.y)
+        if r is not None and not r.follow:
+            remaining += sum(plan.length_m for _, plan in r.later)
+        active = g.status is GoalStatus.ACTIVE
+        if r is not None:
+            poses = tuple(wp.pose for wp in r.wps)
+            left = sum(1 for wp in r.wps[r.current:] if not wp.passed) if active else 0
+        else:
+            poses = (g.target,) if b is None else ()
+            left = 1 if active and b is None else 0
         return GoalView(
             index=g.index,
             target=g.target,
@@ -1417,6 +2030,17 @@ class SimWorld:
             distance_remaining=remaining,
             feedback_enabled=g.feedback_enabled,
             plan_error=g.plan_error,
+            kind=g.kind,
+            poses=poses,
+            current_waypoint=r.current if r is not None else 0,
+            poses_remaining=left,
+            waypoints=tuple(wp.view() for wp in r.wps) if r is not None else (),
+            error_code=g.error_code,
+            error_msg=g.error_msg,
+            distance_traveled=b.progress if b is not None and b.kind is NavGoalKind.BACK_UP else 0.0,
+            angular_distance_traveled=b.progress if b is not None and b.kind is NavGoalKind.SPIN else 0.0,
+            time_left=(max(0.0, b.started_t + b.amount - self._t) if active else 0.0)
+            if b is not None and b.kind is NavGoalKind.WAIT else 0.0,
         )
 
     def _emit(self, kind: GoalEventType, g: _Goal, reason: str = "") -> None:
@@ -1440,11 +2064,23 @@ class SimWorld:
         GoalStatus.REJECTED: GoalEventType.REJECTED,
     }
 
-    def _end(self, g: _Goal, status: GoalStatus, reason: str) -> None:
-        """The one place a goal leaves ACTIVE."""
+    def _end(self, g: _Goal, status: GoalStatus, reason: str, error_code: int = 0, error_msg: str = "") -> None:
+        """The one place a goal leaves ACTIVE, with its Nav2 result's error code and message.
+
+        A route's waypoints still PENDING are settled as Nav2 settles them:
+        NavigateThroughPoses turns them COMPLETED when it succeeds and FAILED
+        otherwise (its goalCompleted); FollowWaypoints' success lists no more
+        missed waypoints, so they count as COMPLETED, and otherwise they stay PENDING.
+        """
         if g.status is not GoalStatus.ACTIVE:
             raise UsageError("goal already finished", goal_index=g.index, status=g.status.value)
         g.status, g.reason, g.ended_t = status, reason, self._t
+        g.error_code, g.error_msg = error_code, error_msg
+        if g.route is not None and (status is GoalStatus.SUCCEEDED or not g.route.follow):
+            final = WaypointState.COMPLETED if status is GoalStatus.SUCCEEDED else WaypointState.FAILED
+            for wp in g.route.wps:
+                if wp.state is WaypointState.PENDING:
+                    wp.state = final
         if g is self._active:
             self._active = None
             self._v = self._w = 0.0
@@ -1538,18 +2174,49 @@ class SimWorld:
         self._apply_world_faults()
         if self._dead:
             return
-        if self._active is not None and not self.navigator_active:
-            self._end(self._active, GoalStatus.ABORTED, "bt_navigator deactivated (navigator_inactive fault)")
+        g = self._active
+        if g is not None and g.kind in _BT_NAVIGATOR_KINDS and not self.navigator_active:
+            self._end(g, GoalStatus.ABORTED, "bt_navigator deactivated (navigator_inactive fault)")
         self._apply_goal_faults()
         g = self._active
         if g is None or g.stalled:
             self._v = self._w = 0.0
             return
+        if g.behaviour is not None:
+            self._run_behaviour(g, h)
+        else:
+            self._navigate(g, h)
+
+    def _navigate(self, g: _Goal, h: float) -> None:
+        """One substep of a navigation goal: the route's bookkeeping, a failed plan, a stuck robot, or motion."""
+        r = g.route
+        if r is not None:
+            self._note_reached(g)
+            if not r.follow:
+                self._apply_through_skips(g)
+            elif not self.navigator_active:
+                # bt_navigator deactivated under the waypoint's NavigateToPose: aborted with an empty result.
+                self._leg_failed(g, 0, "", "bt_navigator deactivated (navigator_inactive fault)")
+            elif self._skip_for(g, r.current) is not None:
+                self._start_follow_leg(g)
+            if g is not self._active:
+                self._v = self._w = 0.0
+                return
         if g.plan_error is not PlanErrorCode.NONE:
             self._v = self._w = 0.0
             if self._t + 1e-9 >= g.fail_at:
-                self._end(g, GoalStatus.ABORTED, f"planning failed ({g.plan_error.value}): {g.plan_message}")
+                self._plan_failed(g)
             return
+        wedged = self._stuck_fault()
+        if wedged is not None:
+            self._v = self._w = 0.0
+            if g.stuck_since is None:
+                g.stuck_since = self._t
+            if self._t + 1e-9 >= g.stuck_since + wedged.patience_s:
+                self._leg_failed(g, FOLLOW_PATH_FAILED_TO_MAKE_PROGRESS, STUCK_ERROR_MSG,
+                                 "failed to make progress (stuck fault)")
+            return
+        g.stuck_since = None
         if g.phase is _Phase.DRIVING:
             self._drive(g, h)
         else:
@@ -1576,7 +2243,7 @@ class SimWorld:
         dx, dy = wx - est.x, wy - est.y
         d = math.hypot(dx, dy)
         if d <= ARRIVAL_TOLERANCE_M:
-            g.phase = _Phase.ROTATING
+            self._arrived(g)
             self._v = self._w = 0.0
             return
         residual = self._turn_toward(math.atan2(dy, dx), h)
@@ -1588,14 +2255,18 @@ class SimWorld:
             self._v = dist / h
             self._odometer_m += dist
             self._battery = max(0.0, self._battery - self.config.battery_drain_per_m * dist)
+        self._note_reached(g)
         est = self.localized_pose
         if g.next_wp == last and math.hypot(wx - est.x, wy - est.y) <= ARRIVAL_TOLERANCE_M:
-            g.phase = _Phase.ROTATING
+            v, w = self._v, self._w
+            self._arrived(g)
+            self._v, self._w = v, w
 
     def _rotate_to_goal_yaw(self, g: _Goal, h: float) -> None:
         self._v = 0.0
-        residual = self._turn_toward(g.target.yaw, h)
+        yaw = g.leg_target.yaw
+        residual = self._turn_toward(yaw, h)
         if abs(residual) <= _YAW_DONE_RAD:
-            self._yaw = g.target.yaw if self._offset_yaw == 0.0 else normalize_angle(g.target.yaw - self._offset_yaw)
+            self._yaw = yaw if self._offset_yaw == 0.0 else normalize_angle(yaw - self._offset_yaw)
             self._v = self._w = 0.0
-            self._end(g, GoalStatus.SUCCEEDED, "")
+            self._leg_done(g)
