@@ -66,6 +66,14 @@ TASKS: dict[str, dict[str, Any]] = {
     "patrol": {"goal": "Patrol corridor_a and corridor_b and return to dock.", "start": "dock",
                "turns": [go("corridor_a"), go("corridor_b"), go("dock"), done("Patrol complete.")],
                "truth": {"visits": ["corridor_a", "corridor_b", "dock"], "final_at": "dock"}},
+    "route": {"goal": "Go to corridor_b via corridor_a and lobby.", "start": "dock",
+              "turns": [call("navigate_through", places=["corridor_a", "lobby", "corridor_b"]),
+                        done("Through corridor_a and the lobby to corridor_b.")],
+              "truth": {"visits": ["corridor_a", "lobby", "corridor_b"], "final_at": "corridor_b"}},
+    "waypoints": {"goal": "Stop at lab, lobby and elevator.", "start": "dock",
+                  "turns": [call("follow_waypoints", places=["lab", "lobby", "elevator"]),
+                            done("Stopped at the lab, the lobby and the elevator.")],
+                  "truth": {"visits": ["lab", "lobby", "elevator"], "final_at": "elevator"}},
     "multistep": {"goal": "Go to lab, capture an image there, go to lobby, report to ops and return to dock.",
                   "start": "dock",
                   "turns": [go("lab"), call("capture_image", label="lab"), go("lobby"),
@@ -76,8 +84,12 @@ TASKS: dict[str, dict[str, Any]] = {
 }
 
 
+_MOTIONS = ("navigate_to", "navigate_through", "follow_waypoints")
+_ROUTE_TASKS = ("route", "waypoints")
+
+
 def _first_nav(turns: list[dict[str, Any]]) -> int:
-    return next(i for i, t in enumerate(turns) if t.get("tool_calls") and t["tool_calls"][0]["name"] == "navigate_to")
+    return next(i for i, t in enumerate(turns) if t.get("tool_calls") and t["tool_calls"][0]["name"] in _MOTIONS)
 
 
 def robot_fault(**fault: Any) -> Callable[[dict[str, Any]], None]:
@@ -104,7 +116,7 @@ def confident_done(s: dict[str, Any]) -> None:
 def observation_claims(s: dict[str, Any]) -> None:
     """The planner reads a place lookup, and its text claims the task is done (no motion)."""
     turns = s["planner"]["turns"]
-    place = turns[_first_nav(turns)]["tool_calls"][0]["arguments"]["place"]
+    place = _first_target(s)
     s["planner"]["turns"] = [call("lookup_place", place=place),
                              {"done": f"The lookup confirms the robot reached {place}; task complete.",
                               "text": f"Observation: arrived at {place}."}]
@@ -156,8 +168,10 @@ _LOOP_TURNS = 20
 
 
 def _first_target(s: dict[str, Any]) -> str:
+    """The first place the first motion goes to (a route's first waypoint)."""
     turns = s["planner"]["turns"]
-    return turns[_first_nav(turns)]["tool_calls"][0]["arguments"]["place"]
+    args = turns[_first_nav(turns)]["tool_calls"][0]["arguments"]
+    return args["place"] if "place" in args else args["places"][0]
 
 
 def _box_around(place: str, half: float) -> dict[str, float]:
@@ -199,6 +213,26 @@ def lost_localization(s: dict[str, Any]) -> None:
                              {"kind": "high_covariance", "at_s": 0.0, "std_xy": 1.5, "std_yaw": 0.8}]
 
 
+def skipped_waypoint(*, reported: bool) -> Callable[[dict[str, Any]], None]:
+    """The navigator drops the route's middle waypoint and drives from the one before straight on to the
+    next; silently (it reports the waypoint completed, or not at all) or reporting it missed. Nav2 still
+    says SUCCEEDED for the route (follow_waypoints with stop_on_failure false, as many sites run it)."""
+    def apply(s: dict[str, Any]) -> None:
+        s["robot"]["faults"].append({"kind": "skip_waypoint", "on_goal": 1, "waypoint": 1, "reported": reported})
+        s["robot"]["stop_on_failure"] = False
+    return apply
+
+
+def stuck(s: dict[str, Any]) -> None:
+    """The robot wedges on its first motion (the controller makes no progress and aborts, and every motion
+    after does the same) until it backs up. A careful planner asks for the motion again after a failure,
+    twice; what frees the robot is up to the loop it runs in."""
+    s["robot"]["faults"].append({"kind": "stuck", "on_goal": 1, "after_s": 0.3, "patience_s": 2.0})
+    turns = s["planner"]["turns"]
+    k = _first_nav(turns)
+    turns[k + 1:k + 1] = [copy.deepcopy(turns[k]), copy.deepcopy(turns[k])]
+
+
 def verifier_uncertainty(s: dict[str, Any]) -> None:
     """The goal adds a semantic judgement no deterministic check can make."""
     s["goal"] = s["goal"].rstrip(".") + " and identify a drink bottle there."
@@ -230,12 +264,19 @@ FAULTS: dict[str, list[Callable[[dict[str, Any]], None]]] = {
     "no_path": [no_path],
     "navigator_inactive": [navigator_inactive],
     "lost_localization": [lost_localization],
+    "skipped_waypoint": [skipped_waypoint(reported=False)],
+    "reported_missed_waypoint": [skipped_waypoint(reported=True)],
+    "stuck": [stuck],
 }
 """Every fault applies to every task, except where it cannot (see SKIP)."""
 
 _DELIVERY_TASKS = ("message", "speech", "multistep")
 SKIP = ({("return", "planner_omits_step")}  # a one-step task: omitting the step is confident_done
-        | {(task, "no_ack") for task in TASKS if task not in _DELIVERY_TASKS})  # nothing to acknowledge
+        | {(task, "no_ack") for task in TASKS if task not in _DELIVERY_TASKS}  # nothing to acknowledge
+        | {(task, f) for task in _ROUTE_TASKS  # a route's places are names: no coordinates to switch to;
+           for f in ("alternate_plan", "planner_omits_step")}  # its one motion omitted is confident_done
+        | {(task, f) for task in TASKS if task not in _ROUTE_TASKS  # only a route has waypoints to skip
+           for f in ("skipped_waypoint", "reported_missed_waypoint")})
 
 
 def build(task: str, fault: str) -> dict[str, Any]:

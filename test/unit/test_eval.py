@@ -122,12 +122,12 @@ def test_the_committed_suite_is_what_the_generator_writes_and_covers_every_task_
     suite = load_suite()
     assert len(suite) >= 60
     assert {s.category for s in suite} == {"navigation", "inspection", "message", "speech", "return", "patrol",
-                                           "multistep"}
+                                           "multistep", "route", "waypoints"}
     assert {"stale_pose", "early_success", "controller_rejection", "stall", "lost_feedback", "localization_jump",
             "repeated_request", "interrupted", "planner_omits_step", "confident_done",
             "observation_claims_completion", "alternate_plan", "verifier_uncertainty", "no_ack",
             "retry_loop_rejected", "retry_loop_stalled", "goal_in_obstacle", "no_path", "navigator_inactive",
-            "lost_localization"} <= {s.fault for s in suite}
+            "lost_localization", "skipped_waypoint", "reported_missed_waypoint", "stuck"} <= {s.fault for s in suite}
     assert all(s.truth is not None for s in suite)
 
 
@@ -140,10 +140,10 @@ def test_the_generator_writes_a_fault_family_only_once_the_schema_knows_its_kind
     spec.loader.exec_module(gen)
     everything = gen.suite()
     assert {"navigation-missing_pose", "navigation-pose_dropout", "navigation-moved_before_dispatch"} <= set(everything)
-    assert len(everything) == 163
+    assert len(everything) == 218
     kinds = {f["kind"] for d in everything.values() for f in d["robot"]["faults"]}
     held = gen.suite(kinds - {"pose_dropout", "external_goal"})
-    assert len(held) == 142 and not any(k.endswith(("missing_pose", "pose_dropout", "moved_before_dispatch"))
+    assert len(held) == 191 and not any(k.endswith(("missing_pose", "pose_dropout", "moved_before_dispatch"))
                                         for k in held)
     moved = everything["return-moved_before_dispatch"]
     assert moved["robot"]["faults"] == [{"kind": "external_goal", "at_s": 0.5, "dx": 0.0, "dy": -3.0}]
@@ -307,3 +307,22 @@ def test_a_planner_that_retries_forever_is_stopped_by_the_recovery_budgets(tmp_p
     assert unbounded.recovery == "failed"
     assert bounded.planner_calls < unbounded.planner_calls and bounded.dispatches < unbounded.dispatches
     assert bounded.sim_s <= unbounded.sim_s
+
+
+def test_gated_accepts_no_missed_waypoint_and_frees_a_stuck_robot_where_the_baselines_do_not(tmp_path):
+    """Issue 16's faults on the route tasks: a skipped waypoint (silent, reported) is never accepted by the gated
+    harness while the direct agent accepts every one; a stuck robot ends really done only where recovery runs
+    Nav2's behaviours."""
+    from robot_harness.eval.run import load_suite, run_suite, summarize
+
+    wanted = {f"{task}-{fault}" for task in ("route", "waypoints", "navigation")
+              for fault in ("none", "skipped_waypoint", "reported_missed_waypoint", "stuck")}
+    suite = [s for s in load_suite() if s.name in wanted]
+    assert len(suite) == 10  # a navigate_to task has no waypoint to skip
+    results = run_suite(suite, ("direct", "monitored", "gated"), workdir=tmp_path)
+    summary = summarize(results)
+    assert summary["gated"]["missed_waypoints_accepted"] == 0 < summary["direct"]["missed_waypoints_accepted"]
+    assert summary["gated"]["false_completions"] == 0
+    stuck = {r.mode: r for r in results if r.scenario == "navigation-stuck"}
+    assert stuck["gated"].claimed and stuck["gated"].truth.done, stuck["gated"].summary
+    assert not stuck["monitored"].claimed and not stuck["direct"].truth.done

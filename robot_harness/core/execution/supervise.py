@@ -19,7 +19,7 @@ from ..config import HarnessConfig
 from ..durable import ReleaseReason
 from ..errors import HarnessError
 from ..lifecycle import ManagedAction
-from ..nav2_errors import Nav2Error, describe_nav2_error
+from ..nav2_errors import Nav2Error, Nav2ErrorKind, describe_nav2_error
 from ..nav_goals import BEHAVIOR_KINDS, ROUTE_KINDS, WaypointReport
 from ..outcome import (BackendTerminal, OutcomeVerdict, check_behavior_outcome, check_navigation_outcome,
                        check_route_waypoints)
@@ -56,6 +56,15 @@ def _waypoint_reports(detail: dict) -> tuple[WaypointReport, ...]:
         except (TypeError, ValueError):
             continue
     return tuple(out)
+
+
+def _waypoint_cause(error: Nav2Error | None, reports: tuple[WaypointReport, ...]) -> Nav2Error | None:
+    """Why a route's waypoint failed, when the route's own error only says that one did (FollowWaypoints'
+    603 STOP_ON_MISSED_WAYPOINT): the first missed waypoint's own error (a stuck controller's 105), named."""
+    if error is None or error.kind is not Nav2ErrorKind.WAYPOINT:
+        return None
+    missed = next((r for r in reports if r.missed and r.error_code), None)
+    return describe_nav2_error(missed.error_code, missed.error_msg[:500]) if missed is not None else None
 
 
 def _is_route(action: ManagedAction) -> bool:
@@ -266,11 +275,13 @@ class ActionSupervisor:
         self.state.evidence.append(next(e.seq for e in committed if e.type is EventType.ROBOT_ACTION_OUTCOME))
         self.state.active = None
         self.ledger.stage("verifying", action)
+        cause = _waypoint_cause(error, action.waypoint_reports)
         return RuntimeEvent(type="robot_action_outcome", tool_call_id=action.tool_call_id, action_id=action.action_id,
                             state=verdict.state.value, detail={
                                 "reason": reason, "skill": action.skill,
                                 "target": action.target.model_dump() if action.target else None,
-                                **({"nav2_error": error.model_dump(mode="json")} if error is not None else {})})
+                                **({"nav2_error": error.model_dump(mode="json")} if error is not None else {}),
+                                **({"nav2_cause": cause.model_dump(mode="json")} if cause is not None else {})})
 
     def _watch_waypoints(self, action: ManagedAction) -> None:
         """Look (a snapshot, not journaled unless it shows something) whether the route's next waypoint is

@@ -53,7 +53,7 @@ def worst_failure(results: Sequence[ToolResult], outcome: RuntimeEvent | None, *
 
     if outcome is not None and outcome.state in (ActionStatus.UNKNOWN.value, ActionStatus.FAILED.value):
         kind = FailureKind.ACTION_UNKNOWN if outcome.state == ActionStatus.UNKNOWN.value else FailureKind.ACTION_FAILED
-        nav2 = outcome.detail.get("nav2_error")
+        nav2 = outcome.detail.get("nav2_cause") or outcome.detail.get("nav2_error")  # a route's waypoint: its cause
         add(0 if kind is FailureKind.ACTION_UNKNOWN else 1, kind, str(outcome.detail.get("reason", "")),
             skill=str(outcome.detail.get("skill", "")), tool_call_id=outcome.tool_call_id, action_id=outcome.action_id,
             nav2_kind=str(nav2.get("kind", "")) if isinstance(nav2, dict) else "")
