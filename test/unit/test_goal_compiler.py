@@ -276,6 +276,155 @@ def test_compiling_is_deterministic(gc):
     assert comp(gc, goal).digest == comp(GoalCompiler(aliases=MAP.aliases), goal).digest
 
 
+# --------------------------------------------------------------------------- waypoints
+
+
+def places_visited(contract):
+    """The at_place obligations' places, and that they form one chain with only the last one final."""
+    ats = [o for o in contract.obligations if o.kind is K.AT_PLACE]
+    for k, o in enumerate(ats):
+        assert o.params["final"] is (k == len(ats) - 1), (o.id, o.params)
+        assert o.depends_on == ((ats[k - 1].id,) if k else ()), (o.id, o.depends_on)
+    return [o.params["place"] for o in ats]
+
+
+@pytest.mark.parametrize("goal", [
+    # via before the destination
+    "Go via the lab and the kitchen to the lobby.", "Drive via the lab, the kitchen to the lobby.",
+    "Navigate via the lab and then the kitchen to the lobby.", "Go by way of the lab and the kitchen to the lobby.",
+    "Please head via the laboratory and the kitchenette over to the entrance hall, thanks.",
+    # via after the destination: the via points are visited first
+    "Go to the lobby via the lab and the kitchen.", "Go to the lobby, via the lab and the kitchen.",
+    "Go to the lobby by way of the lab and the kitchen.", "Navigate to the lobby through the lab and the kitchen.",
+    "Drive to the lobby via the lab via the kitchen.", "Walk to the lobby going via the lab and the kitchen.",
+    "Drive to the lobby, stopping at the lab and the kitchen.", "Go to the lobby with stops at the lab and the kitchen.",
+    "Head to the lobby, passing the lab and the kitchen.", "Go to the lobby passing through the lab and the kitchen.",
+    # through / past
+    "Go through the lab and the kitchen to the lobby.", "Drive through the lab, then the kitchen, to the lobby.",
+    "Go past the lab and the kitchen to the lobby.",
+    # passing on the way
+    "Pass the lab and the kitchen on the way to the lobby.", "Pass by the lab and the kitchen on your way to the lobby.",
+    "Pass by the lab, then the kitchen, en route to the lobby.", "Stop at the lab and the kitchen on the way to the lobby.",
+    "Go to the lobby and stop at the lab and the kitchen on the way.",
+    "Go to the lobby, but pass the lab and the kitchen on the way.",
+    "On your way to the lobby, stop at the lab and the kitchen.", "Go to the lobby. On the way, stop at the lab and the kitchen.",
+    "On your way to the lobby stop at the lab and the kitchen.", "Go to the lobby via the lab plus the kitchen.",
+    # stops and visits in order
+    "Stop at the lab, the kitchen and the lobby.", "Make stops at the lab, the kitchen and the lobby.",
+    "Stop off at the lab, then the kitchen, then the lobby.", "Visit the lab, the kitchen and the lobby in order.",
+    "Visit the lab, the kitchen and the lobby, in that order.", "Go to the lab, the kitchen and the lobby one after another.",
+    "Visit the following places in order: the lab, the kitchen, the lobby.",
+    "Make a stop at the lab, then at the kitchen, and finally go to the lobby.",
+    "Go from the lab to the lobby via the kitchen.",
+])
+def test_waypoints_are_visited_in_order_and_only_the_destination_is_final(gc, goal):
+    c = comp(gc, goal)
+    assert [o.kind for o in c.obligations] == [K.AT_PLACE] * 3
+    assert places_visited(c) == ["lab", "kitchen", "lobby"]
+    assert [o.params["final"] for o in c.obligations] == [False, False, True]
+    assert deps(c) == [(), ("o1",), ("o2",)]
+
+
+@pytest.mark.parametrize("goal, places", [
+    ("Go to the conference room via the server room, the mail room and the hallway.",
+     ["server_room", "mail_room", "hallway", "conference_room"]),
+    ("Go to the charging bay via the car park and the main entrance.", ["parking_lot", "front_door", "charging_bay"]),
+    ("Get to the front desk by way of the lift.", ["elevator", "reception"]),
+    ("Go to the lobby via the lab, then the kitchen.", ["lab", "lobby", "kitchen"]),  # "then": a new destination
+    ("Drive to the lobby via the lab, and then to the kitchen via the hallway.", ["lab", "lobby", "hallway", "kitchen"]),
+    ("Go via the lab to the lobby and the kitchen.", ["lab", "lobby", "kitchen"]),
+    ("Go via the lab, then return to base.", ["lab", "dock"]),  # the next motion is the destination
+    ("Come back via the kitchen.", ["kitchen", "start"]), ("Return to base via the lobby.", ["lobby", "dock"]),
+    ("Go to the lobby but first stop at the lab.", ["lab", "lobby"]),
+    ("Go through the hallway.", ["hallway"]), ("Go through the hallway and the lab.", ["hallway", "lab"]),
+])
+def test_waypoints_with_multi_word_names_aliases_and_other_orders(gc, goal, places):
+    assert places_visited(comp(gc, goal)) == places
+
+
+@pytest.mark.parametrize("goal, after", [
+    ("Go to the lobby via the lab and the kitchen, then take a picture.",
+     [(K.IMAGE_CAPTURED, {"place": "lobby"})]),
+    ("Go via the lab and the kitchen to the lobby and report to ops.", [(K.MESSAGE_DELIVERED, {"to": "ops"})]),
+    ("Go to the lobby via the lab and the kitchen and say 'hello' there.",
+     [(K.SPOKEN, {"text": "hello", "place": "lobby"})]),
+    ("Pass the lab and the kitchen on the way to the lobby, then email security 'arrived'.",
+     [(K.MESSAGE_DELIVERED, {"to": "security", "text": "arrived"})]),
+])
+def test_a_route_with_waypoints_followed_by_other_steps(gc, goal, after):
+    c = comp(gc, goal)
+    assert steps(c) == [(K.AT_PLACE, {"place": "lab", "final": False}), (K.AT_PLACE, {"place": "kitchen", "final": False}),
+                        (K.AT_PLACE, {"place": "lobby", "final": True}), *after]
+    assert deps(c) == [(), ("o1",), ("o2",), ("o3",)]
+
+
+def test_waypoints_in_any_order_all_come_before_the_destination(gc):
+    c = comp(gc, "Go to the lobby via the lab and the kitchen in any order.")
+    assert steps(c) == [(K.AT_PLACE, {"place": "lab", "final": False}), (K.AT_PLACE, {"place": "kitchen", "final": False}),
+                        (K.AT_PLACE, {"place": "lobby", "final": True})]
+    assert deps(c) == [(), (), ("o1", "o2")]
+
+
+@pytest.mark.parametrize("goal, waypoints", [
+    ("Go to the lobby via the lab and back.", ["lab", "lobby"]),
+    ("Go via the workshop and the storeroom and back.", ["workshop", "storeroom"]),
+    ("Do a loop via the kitchen and the hallway.", ["kitchen", "hallway"]),
+    ("Do a circuit through the hallway, the mail room and the kitchen.", ["hallway", "mail_room", "kitchen"]),
+    ("Patrol through the lobby and the front door.", ["lobby", "front_door"]),
+])
+def test_closed_routes_with_via_and_through_stay_closed_routes(gc, goal, waypoints):
+    (o,) = comp(gc, goal).obligations
+    assert o.kind is K.ROUTE_CLOSED and o.params == {"start": "start", "waypoints": waypoints, "min_departure_m": 1.0}
+
+
+@pytest.mark.parametrize("goal, phrase, nearest", [
+    ("Go to the lobby via the lab and the kitchn.", "kitchn", "kitchen"),
+    ("Go via the labb to the lobby.", "labb", "lab"), ("Go to the lobby via the elevater.", "elevater", "elevator"),
+    ("Stop at the lab, the recepton and the lobby.", "recepton", "reception"),
+    ("Pass the lab on the way to the lobbby.", "lobbby", "lobby"),
+])
+def test_an_unknown_waypoint_is_refused_by_name_with_the_nearest_place(gc, goal, phrase, nearest):
+    err = refusal(gc, goal)
+    assert err.details["reason"] == "unknown_place" and err.details["phrase"] == phrase
+    assert nearest in err.details["nearest"] and f"did you mean {nearest}" in err.message
+
+
+@pytest.mark.parametrize("goal", ["Go via the lab.", "Go via the lab and report.", "Go past the lab.",
+                                  "Pass by the kitchen and take a photo.", "Pass the lab and the kitchen on the way.",
+                                  "Go to the lobby and stop at the lab on the way back.", "On your way to the lobby.",
+                                  "Head to the lab via."])
+def test_a_via_list_with_no_destination_is_refused_not_guessed(gc, goal):
+    err = refusal(gc, goal)
+    assert err.details["reason"] == "not_understood"
+    assert err.details["nearest"] == []  # no "did you mean" for a place that was understood
+
+
+def test_a_site_lexicon_may_set_the_waypoint_words(tmp_path):
+    import yaml
+
+    raw = yaml.safe_load(DEFAULT_LEXICON.read_text())
+    raw["via_words"] = ["via", "by way of", "over"]
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    site = GoalCompiler(load_lexicon(path), aliases=MAP.aliases)
+    assert places_visited(comp(site, "Go to the lobby over the lab.")) == ["lab", "lobby"]
+    assert Lexicon.default().via_words[:2] == ("via", "by way of")  # the shipped defaults when the file has none
+
+
+def test_the_review_needs_every_waypoint_covered():
+    from robot_harness.core.completion import Obligation
+
+    reviewer = RuleCoverageReviewer(aliases=MAP.aliases)
+    full = [ob("o1", "at_place", place="lab", final=False), ob("o2", "at_place", place="lobby", final=True)]
+    goal = "Go to the lobby via the lab."
+    assert reviewer.review(goal, [Obligation.model_validate(o) for o in full]).ok
+    dropped = reviewer.review(goal, [Obligation.model_validate(full[1])])
+    assert not dropped.ok and dropped.uncovered == ("via the lab",)
+    no_destination = reviewer.review("Go via the lab and the kitchen to the lobby.",
+                                     [Obligation.model_validate(full[0])])
+    assert not no_destination.ok and "to the lobby" in no_destination.uncovered
+
+
 # --------------------------------------------------------------------------- refusals
 
 

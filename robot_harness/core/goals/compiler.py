@@ -14,6 +14,12 @@ Three stages, each a pure function of the goal, the places and the lexicon:
    speech binds the place the robot is at), implicit navigations added,
    ``depends_on`` chained, the last place made final.
 
+A motion clause is read as a *leg* (``_Leg``): points on the way and a
+destination, in any of the orders people say them ("go via A to C", "go to C
+via A", "pass A on the way to C", "drive to C, stopping at A"); the places
+become one navigation in visiting order. A via list after its destination runs
+on over weak links ("go to C via A, B and D": A, B, D, C).
+
 The rules are written down in docs/goal_compiler.md; the gold set in
 test/contracts_gold/ holds the compiler to them.
 """
@@ -44,6 +50,15 @@ _RETURN_PARTICLES = (("back", "to"), ("back",), ("to",), ("over", "to"), ("into"
 _ROUTE_PARTICLES = (("of",), ("around",), ("round",), ("through",), ("to",), ("via",), ("past",), ("between",),
                     ("along",), ("across",), ("at",), ("in",), ("by",), ("the", "route"), ("route",), ("the", "loop"),
                     ("the", "circuit"), ("visiting",), ("covering",), ("including",), ("from",))
+_DEST_PARTICLES = (("to",), ("on", "to"), ("onto",), ("over", "to"), ("up", "to"), ("down", "to"), ("across", "to"),
+                   ("into",), ("towards",), ("toward",), ("as", "far", "as"), ("all", "the", "way", "to"),
+                   ("the", "way", "to"), ("back", "to"), ("ending", "at"), ("ending", "up", "at"), ("ending", "in"),
+                   ("finishing", "at"), ("then", "to"), ("then", "on", "to"), ("onward", "to"), ("onwards", "to"),
+                   ("straight", "to"), ("and", "on", "to"), ("and", "then", "to"))
+"""What introduces the destination after a via list ("via A to C", "past A and on to C")."""
+_FROM = (("from",), ("starting", "at"), ("starting", "from"), ("beginning", "at"), ("leaving", "from"))
+_WEAK_LINKS = frozenset({",", "and", ", and", "plus", ", plus", "as well as", ", as well as"})
+"""What joins the items of one list ("via A, B and D"), as opposed to steps ("via A, then D")."""
 _IMAGE_PLACE_PARTICLES = (("of",), ("at",), ("in",), ("inside",), ("from",), ("over",), ("near",), ("by",),
                           ("outside",), ("showing",))
 _LIGHT_VERBS = (("do",), ("make",), ("go", "on"), ("take",), ("run",), ("complete",), ("perform",), ("carry", "out"),
@@ -114,6 +129,32 @@ class _Intent:
     """semantic (or a message's ``ask``): the place the question names ("in the lobby")."""
     count: int = 1
     """image: how many distinct images ("take three photos"; a plural with no number: at least two)."""
+    via_open: str = ""
+    """navigate: the places so far are points on the way and the destination is still to come ("go via A");
+    "through": with none, they are the destinations themselves ("go through the hallway")."""
+    via_at: int | None = None
+    """navigate: where a via list that follows its destination goes on ("go to C via A, and B": before C)."""
+    on_way: bool = False
+    """navigate: stops on the way to the destination of the motion before it ("... and stop at A on the way")."""
+    unordered: bool = False
+    """navigate: the points on the way (all places but the last) in any order ("go to C via A and B in any
+    order")."""
+
+
+@dataclass
+class _Leg:
+    """One motion clause read: the places on the way, then the destination."""
+
+    via: list[PlaceRef] = field(default_factory=list)
+    dest: PlaceRef | None = None
+    lead: str = ""
+    """"via" / "through": the clause opened with a via word or a pass verb (its places are on the way)."""
+    via_after: bool = False
+    """The via list followed the destination ("to C via A"): a list after the clause goes on before C."""
+    bare: bool = False
+    """The destination is a place with no particle ("..., the kitchen"): a via list may take it."""
+    back: bool = False
+    on_way: bool = False
 
 
 @dataclass
@@ -189,6 +230,20 @@ class GoalCompiler:
         self._self = PhraseIndex()
         for phrase in lex.self_recipients:
             self._self.add_phrase(phrase, True)
+        self._pass_verbs = frozenset(" ".join(tokens_of(p)) for p in lex.pass_verbs)
+        self._via = PhraseIndex()
+        for phrase in lex.via_words:
+            self._via.add_phrase(phrase, "through" if tokens_of(phrase) == ("through",) else "via")
+        self._on_way = PhraseIndex()
+        self._way_to = PhraseIndex()
+        for phrase in lex.on_the_way:
+            self._on_way.add_phrase(phrase, True)
+            if tokens_of(phrase)[-1] != "there":
+                self._way_to.add_phrase(f"{phrase} to", True)
+                self._way_to.add_phrase(f"{phrase} back to", True)
+        self._list_leads = PhraseIndex()
+        for phrase in lex.list_leads:
+            self._list_leads.add_phrase(phrase, True)
         self._segmenter = Segmenter(lex, verb_starts=self._verbs, fillers=self._fillers)
 
     @classmethod
@@ -243,6 +298,7 @@ class GoalCompiler:
             raise _Refusal("not_understood", "the goal asks for nothing this robot can do"
                            + (f": {goal.strip()!r}" if goal.strip() else " (it is empty)"),
                            phrase=goal.strip())
+        self._close_vias(intents_in_order)
         return self._steps(intents_in_order, book)
 
     # -- stage 2: clauses to intents
@@ -252,9 +308,20 @@ class GoalCompiler:
         prev: tuple[str, str] | None = None  # (class, verb phrase) of the last clause with a verb
         deferred: list[tuple[list[Tok], _Group]] = []  # "after the lab, go to ...": read with the next verb
         start_at: PlaceRef | None = None  # "starting at the lobby, patrol ..."
+        way_dest: list[Any] = []  # "on your way to C, stop at ...": [C, source, last group on the way, sentence]
+        on_way_next = False  # "on the way, stop at the lab": the next clause's places are stops
 
         def last_intent() -> _Intent | None:
             return next((i for g in reversed(groups) for i in reversed(g.intents)), None)
+
+        def end_way(final: bool = False) -> None:
+            if way_dest and (way_dest[2] is not None or final):
+                ref, src, gid, _ = way_dest
+                way_dest.clear()
+                if gid is None:
+                    raise _Refusal("not_understood", f"{src!r} says where the robot is going but not what to do on "
+                                   "the way", phrase=src, nearest=[])
+                groups[gid].intents.append(_Intent("navigate", src, gid, places=[ref]))
 
         for clause in clauses:
             toks = self._strip(clause.toks, trailing=False)
@@ -277,11 +344,38 @@ class GoalCompiler:
             if verb is None and prev is None and (ref := self._start_modifier(words, book)) is not None:
                 start_at = ref
                 continue
+            on_way = on_way_next
+            on_way_next = False
+            if verb is None and self._way_to.match(words, 0) is None \
+                    and (m := self._on_way.match(words, 0)) is not None:
+                self._not_back(words, m[0], restore(goal, toks))
+                if m[0] == len(words):
+                    on_way_next = True  # "on the way, stop at the lab"
+                    continue
+                if (v := self._verb(words[m[0]:])) is not None:
+                    toks, words, verb, on_way = toks[m[0]:], words[m[0]:], v, True  # "on the way stop at A"
+            if verb is None and not way_dest and (way := self._way_modifier(words, book)) is not None \
+                    and not any(g.sentence == clause.sentence and g.intents for g in groups):
+                ref, k = way  # "on your way to C, stop at A": C after the next step
+                way_dest.extend([ref, restore(goal, toks[:k]), None, clause.sentence])
+                if k == len(words):
+                    continue
+                toks, words = toks[k:], words[k:]
+                verb = self._verb(words)
+            if self._via.match(words, 0) is not None and clause.connector not in ("before", "after") \
+                    and not (prev is not None and prev[0] == "route" and verb is None):
+                # "go to C, passing A": a via list goes with the motion before it; alone, it opens one (after a
+                # closed route's verb it is more of the route: "do a loop of A, through B")
+                verb = None if prev is not None and prev[0] in ("navigate", "return") else (0, ("navigate", "via"))
             continuation = prev is not None and (verb is None or self._is_place_list(words, book))
             new_group = not continuation or clause.connector in ("before", "after") or not groups \
                 or bool(clause.position)
             if new_group:
+                if way_dest and (clause.sentence != way_dest[3] or " ".join(clause.link) not in _WEAK_LINKS):
+                    end_way()  # the way ends with its sentence or at a "then"
                 groups.append(_Group(len(groups), clause.sentence, clause.connector, clause.first_in_sentence))
+                if way_dest:
+                    way_dest[2] = len(groups) - 1
             group = groups[-1]
             group.any_order = group.any_order or clause.any_order
             group.position = group.position or clause.position
@@ -290,7 +384,7 @@ class GoalCompiler:
                 continue
             if continuation:
                 assert prev is not None
-                intents = self._continue(prev, toks, goal, quotes, book, group.gid, groups)
+                intents = self._continue(prev, toks, goal, quotes, book, group.gid, groups, link=clause.link)
             else:
                 if verb is None:
                     phrase = restore(goal, toks)
@@ -301,8 +395,9 @@ class GoalCompiler:
                 prev = (cls, phrase)
             for intent in intents:
                 last = last_intent()
-                if intent.cls == "return" and last is not None and last.cls == "route" and (
-                        last.start is None or last.start == intent.places[0]):
+                intent.on_way = intent.on_way or (on_way and intent.cls == "navigate" and bool(intent.places))
+                if intent.cls == "return" and last is not None and last.cls == "route" and len(intent.places) == 1 \
+                        and (last.start is None or last.start == intent.places[0]):
                     # "patrol A and B and return to base": the route ends where it starts
                     if intent.places[0].kind != "start":
                         last.start = intent.places[0]
@@ -315,6 +410,8 @@ class GoalCompiler:
                     group.intents.append(_Intent("navigate", intent.source, group.gid, places=[start_at]))
                     start_at = None
                 group.intents.append(intent)
+            if any(i.on_way for i in group.intents):
+                self._stops_on_the_way(groups)
             if deferred and prev is not None:
                 for dtoks, dgroup in deferred:
                     dgroup.intents.extend(self._continue(prev, dtoks, goal, quotes, book, dgroup.gid, groups))
@@ -324,6 +421,10 @@ class GoalCompiler:
                 if i.cls == "speak" and i.text is None:
                     raise _Refusal("not_understood", f"{i.source!r} says nothing: what should be said?",
                                    phrase=i.source)
+        end_way(final=True)
+        for g in groups:
+            if g.any_order and len(g.intents) == 1 and g.intents[0].cls == "navigate" and len(g.intents[0].places) > 2:
+                g.intents[0].unordered = True  # "go to C via A and B in any order": A and B, then C
         if start_at is not None:
             raise _Refusal("not_understood", "a starting place with nothing to start from it", phrase=goal)
         if deferred:
@@ -331,6 +432,51 @@ class GoalCompiler:
             raise _Refusal("not_understood", f"did not understand {phrase!r}: it names no action "
                            f"(supported: {_verbs_text(self.lexicon)})", phrase=phrase)
         return groups
+
+    def _way_modifier(self, words: list[str], book: PlaceBook) -> tuple[PlaceRef, int] | None:
+        """``on your way to X`` / ``en route to X`` alone or before a verb: where the robot goes after the next
+        step, and how many words say so."""
+        m = self._way_to.match(words, 0)
+        p = book.match(words, m[0]) if m is not None else None
+        if m is None or p is None:
+            return None
+        k = m[0] + p[0]
+        return (p[1], k) if k == len(words) or self._verb(words[k:]) is not None else None
+
+    def _stops_on_the_way(self, groups: list[_Group]) -> None:
+        """``... and stop at A and B on the way``: the current group's places go before the destination of the
+        motion right before it; with no such motion they are points on the way to the next one."""
+        group = groups[-1]
+        movers = [i for i in group.intents if i.cls == "navigate" and i.places]
+        before = next((i for g in reversed(groups[:-1]) for i in reversed(g.intents) if i.cls != "noop"), None)
+        for i in movers:
+            i.on_way = False
+        if before is not None and before.cls in ("navigate", "return") and before.places and not before.via_open \
+                and len(movers) == len(group.intents):
+            at = len(before.places) - 1
+            points = [p for i in movers for p in i.places]
+            before.places[at:at] = points
+            before.via_at = at + len(points)
+            before.source = ", ".join([before.source, *(i.source for i in movers)])
+            group.intents = [i for i in group.intents if i not in movers]
+            return
+        for i in movers:
+            i.via_open = i.via_open or "via"
+
+    def _close_vias(self, groups: list[_Group]) -> None:
+        """Every via list has a destination: its own, or the next step when that is a motion ("go via the lab,
+        then return to base"); a bare ``through`` list is the destination ("go through the hallway")."""
+        flat = [i for g in groups for i in g.intents if i.cls != "noop"]
+        for k, it in enumerate(flat):
+            if it.cls not in ("navigate", "return") or not it.via_open:
+                continue
+            kind, it.via_open = it.via_open, ""
+            nxt = flat[k + 1] if k + 1 < len(flat) else None
+            if kind == "through" or (nxt is not None and nxt.cls in ("navigate", "return") and nxt.places):
+                continue
+            raise _Refusal("not_understood", f"{it.source!r} names places on the way but no destination after "
+                           "them (say where to go: 'go to X via A and B')", phrase=it.source, clause=it.source,
+                           nearest=[])
 
     def _start_modifier(self, words: list[str], book: PlaceBook) -> PlaceRef | None:
         """``starting at X`` / ``from X`` / ``beginning at X`` standing alone: where a route starts."""
@@ -414,7 +560,8 @@ class GoalCompiler:
                 k = self._verb([t.text for t in rest])
                 assert k is not None
                 return self._read(k[1][0], k[1][1], rest, k[0], goal, quotes, book, gid)
-            return [self._motion(cls, rest, source, book, gid, goal)]
+            return [self._motion(cls, rest, source, book, gid, goal,
+                                 via_mode="via" if phrase in self._pass_verbs else "")]
         if cls == "route":
             if any(w in _NUMBERS and w not in ("couple", "pair") or w in ("twice", "thrice") for w in words[:n + 1]):
                 raise _Refusal("not_understood", f"{source!r}: a number of rounds cannot be verified (ask for one "
@@ -437,13 +584,13 @@ class GoalCompiler:
         return [_Intent("semantic", source, gid, question=source, ask_place=self._mentioned_place(rest, book))]
 
     def _continue(self, prev: tuple[str, str], toks: list[Tok], goal: str, quotes: list[str], book: PlaceBook,
-                  gid: int, groups: list[_Group]) -> list[_Intent]:
+                  gid: int, groups: list[_Group], *, link: tuple[str, ...] = ()) -> list[_Intent]:
         cls, phrase = prev
         source = restore(goal, toks)
         words = [t.text for t in toks]
         last = next((i for g in reversed(groups) for i in reversed(g.intents)), None)
         if cls in ("navigate", "return"):
-            return [self._motion("navigate", toks, source, book, gid, goal)]
+            return self._continue_motion(last, toks, source, book, gid, goal, link)
         if cls == "route":
             last = next((i for g in reversed(groups) for i in reversed(g.intents)), None)
             if last is not None and last.cls == "route":
@@ -502,9 +649,13 @@ class GoalCompiler:
         j = i
         while j < len(words) and words[j] in ARTICLES:
             j += 1
+        if j >= len(words) and i > 0:
+            raise _Refusal("not_understood", f"{clause!r} names no place after {words[i - 1]!r}", phrase=clause,
+                           nearest=[])
         end = j
         while end < len(words) and words[end] != BACK and not words[end].startswith("\x00") \
-                and words[end] not in {"and", "then", "to", "from", "via", "for", "with", "at", "in", "on", "when"}:
+                and words[end] not in {"and", "then", "to", "from", "via", "for", "with", "at", "in", "on", "when"} \
+                and (end == j or self._via.match(words, end) is None):
             end += 1
         phrase = restore(goal, toks[j:end]) if end > j else restore(goal, toks[i:]) or clause
         if not phrase:
@@ -528,37 +679,141 @@ class GoalCompiler:
             raise _Refusal("not_understood", f"did not understand {phrase!r} in {clause!r}", phrase=phrase,
                            clause=clause)
 
-    def _motion(self, cls: str, toks: list[Tok], source: str, book: PlaceBook, gid: int, goal: str) -> _Intent:
+    def _motion(self, cls: str, toks: list[Tok], source: str, book: PlaceBook, gid: int, goal: str, *,
+                via_mode: str = "") -> _Intent:
         words = [t.text for t in toks]
-        parts = _RETURN_PARTICLES if cls == "return" else _NAV_PARTICLES
-        i = _starts(words, 0, parts)
-        if i >= len(words) or words[i] == BACK:
-            if cls == "return":
-                back = BACK in words
-                intent = _Intent("return", source, gid, places=[PlaceRef("start")])
-                if back:
-                    intent.cls = "return"
-                self._leftover(words, i, goal, toks, source)
-                return intent
-            if not words:
-                return _Intent("noop", source, gid)
-            raise _Refusal("not_understood", f"{source!r} names no place to go to", phrase=source)
-        n, ref = self._place_at(words, i, book, goal, toks, clause=source)
-        j = i + n
-        way = _starts(words, j, (("on", "your", "way", "to"), ("on", "the", "way", "to"), ("on", "your", "way", "back",
-                                                                                               "to"),
-                                 ("on", "the", "way", "back", "to"), ("en", "route", "to"), ("on", "route", "to")))
-        if way:
-            # "swing by A on your way to B": A, then B
-            n2, ref2 = self._place_at(words, j + way, book, goal, toks, clause=source)
-            self._leftover(words, j + way + n2, goal, toks, source)
-            return _Intent("navigate", source, gid, places=[ref, ref2])
-        if j < len(words) and words[j] == BACK:
-            intent = _Intent("route", source, gid, places=[ref], start=None)
-            self._leftover(words, j + 1, goal, toks, source)
-            return intent
-        self._leftover(words, j, goal, toks, source)
-        return _Intent("return" if cls == "return" else "navigate", source, gid, places=[ref])
+        if not via_mode and self._via.match(words, 0) is None and not _starts(words, 0, _FROM):
+            parts = _RETURN_PARTICLES if cls == "return" else _NAV_PARTICLES
+            i = _starts(words, 0, parts)
+            if i >= len(words) or words[i] == BACK:
+                if cls == "return":
+                    self._leftover(words, i, goal, toks, source)
+                    return _Intent("return", source, gid, places=[PlaceRef("start")])
+                if not words:
+                    return _Intent("noop", source, gid)
+                raise _Refusal("not_understood", f"{source!r} names no place to go to", phrase=source)
+            m = self._list_leads.match(words, i)
+            if cls == "navigate" and m is not None and i + m[0] == len(words) and book.match(words, i) is None:
+                return _Intent("noop", source, gid)  # "visit the following places: A, B and C"
+        return self._leg_intent(cls, self._leg(cls, toks, source, book, goal, via_mode=via_mode), source, gid)
+
+    def _leg(self, cls: str, toks: list[Tok], source: str, book: PlaceBook, goal: str, *,
+             via_mode: str = "") -> _Leg:
+        """A motion clause's places: ``[from A] (via B | to C [via B | on the way to D]) [and back] [on the way]``,
+        each place known or refused by name."""
+        words = [t.text for t in toks]
+        leg = _Leg()
+        i = 0
+
+        def place(at: int) -> tuple[int, PlaceRef]:
+            return self._place_at(words, at, book, goal, toks, clause=source)
+
+        if k := _starts(words, 0, _FROM):  # "go from the lab to the lobby": the lab first ("from here": nothing)
+            n, ref = place(k)
+            leg.via.extend([ref] if ref.kind != "start" else [])
+            i = k + n
+        v = self._via.match(words, i)
+        if via_mode or v is not None or leg.via:
+            leg.lead = v[1] if v is not None else via_mode or "via"
+            if v is not None or not leg.via:
+                i += v[0] if v is not None else 0
+                if v is not None or not (_starts(words, i, _DEST_PARTICLES) or self._way_to.match(words, i)):
+                    n, ref = place(i)
+                    leg.via.append(ref)
+                    i += n
+            k = _starts(words, i, _DEST_PARTICLES) or (w[0] if (w := self._way_to.match(words, i)) else 0)
+            if cls == "return" and not k and i < len(words) and words[i] == "back":
+                k = 1
+            if k:
+                n, leg.dest = place(i + k)
+                i += k + n
+        else:
+            w = self._way_to.match(words, i)
+            k = w[0] if w is not None else _starts(words, i, _RETURN_PARTICLES if cls == "return" else _NAV_PARTICLES)
+            n, ref = place(i + k)
+            leg.bare = k == 0 and i == 0
+            i += k + n
+            if (w := self._way_to.match(words, i)) is not None:
+                # "swing by A on your way to B": A, then B
+                n, leg.dest = place(i + w[0])
+                leg.via, leg.bare = [ref], False
+                i += w[0] + n
+            else:
+                leg.dest = ref
+                if k := _starts(words, i, _FROM):  # "go to the lobby from the lab"
+                    n, origin = place(i + k)
+                    leg.via = [origin] if origin.kind != "start" else []
+                    i += k + n
+        while leg.dest is not None and (v := self._via.match(words, i)) is not None:
+            n, via = place(i + v[0])  # "go to C via A": A, then C
+            leg.via.append(via)
+            leg.via_after = True
+            i += v[0] + n
+        if i < len(words) and words[i] == BACK:
+            leg.back = True
+            i += 1
+        if (m := self._on_way.match(words, i)) is not None:
+            self._not_back(words, i + m[0], source)
+            leg.on_way = True
+            i += m[0]
+        self._leftover(words, i, goal, toks, source)
+        return leg
+
+    def _not_back(self, words: list[str], i: int, source: str) -> None:
+        """"on the way back" names no place to be back at: refused rather than guessed."""
+        if words[i:i + 1] in (["back"], [BACK]) and words[i + 1:i + 2] != ["to"]:
+            raise _Refusal("not_understood", f"{source!r}: 'on the way back' does not say back where (say 'on "
+                           "your way back to X', or where to stop before the return)", phrase=source, nearest=[])
+
+    def _leg_intent(self, cls: str, leg: _Leg, source: str, gid: int) -> _Intent:
+        dest = leg.dest
+        if dest is None and cls == "return" and not leg.back:
+            dest = PlaceRef("start")  # "come back via the lobby"
+        places = [*leg.via, *([dest] if dest is not None else [])]
+        if leg.back:
+            return _Intent("route", source, gid, places=places, start=None)
+        intent = _Intent("return" if cls == "return" and len(places) == 1 else "navigate", source, gid,
+                         places=places)
+        if dest is None:
+            intent.via_open = leg.lead or "via"
+        if leg.via_after:
+            intent.via_at = len(leg.via)
+        # "stop at A on the way" / "pass A on the way": A goes before the destination of the motion before it
+        intent.on_way = leg.on_way and (dest is None or not (leg.via or leg.lead))
+        return intent
+
+    def _continue_motion(self, last: _Intent | None, toks: list[Tok], source: str, book: PlaceBook, gid: int,
+                         goal: str, link: tuple[str, ...]) -> list[_Intent]:
+        """A motion clause with no verb of its own: more of an open via list ("go via A and B to C"), more of a
+        via list after its destination ("go to C via A, B and D"), a via list for the motion before it ("go to
+        C, passing A"), or the next destination ("go to A, then B")."""
+        moving = last is not None and last.cls in ("navigate", "return") and bool(last.places)
+        if moving and last is not None and last.via_open:
+            leg = self._leg("navigate", toks, source, book, goal, via_mode=last.via_open)
+            last.places.extend(leg.via)
+            if leg.dest is not None:
+                last.places.append(leg.dest)
+                last.via_open = ""
+            if leg.back:
+                last.cls, last.start, last.via_open = "route", None, ""
+            last.on_way = last.on_way or (leg.on_way and bool(last.via_open))  # "pass A and B on the way"
+            last.source = f"{last.source}, {source}"
+            return []
+        leg = self._leg("navigate", toks, source, book, goal)
+        points = (leg.via if leg.lead and leg.dest is None else [leg.dest] if leg.bare and not leg.via else []) \
+            if not leg.back else []
+        if moving and last is not None and points:
+            weak = " ".join(link) in _WEAK_LINKS
+            if last.via_at is None and leg.lead and link == (",",):
+                last.via_at = len(last.places) - 1  # "drive to C, stopping at A": A before C
+            if last.via_at is not None and weak:
+                assert all(p is not None for p in points)
+                last.places[last.via_at:last.via_at] = points  # type: ignore[misc]
+                last.via_at += len(points)
+                last.cls = "navigate"
+                last.source = f"{last.source}, {source}"
+                return []
+        return [self._leg_intent("navigate", leg, source, gid)]
 
     def _route(self, toks: list[Tok], source: str, book: PlaceBook, gid: int, goal: str) -> _Intent:
         words = [t.text for t in toks]
@@ -991,9 +1246,13 @@ class GoalCompiler:
             return None
         if intent.cls in ("navigate", "return"):
             out: list[int] = []
-            for ref in intent.places:
+            points: list[int] = []
+            for k, ref in enumerate(intent.places):
                 place = resolve(ref, src)
-                idx = go(place, src, deps)
+                if intent.unordered and k < len(intent.places) - 1:
+                    points.append(go(place, src, deps))  # each from where the robot was before the list
+                    continue
+                idx = go(place, src, points or deps)
                 deps = [idx]
                 out = [idx]
             return out

@@ -28,12 +28,17 @@ _WORD = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*|[,;:.!?]|->|→", re.IGNORECASE
 _BOUNDARY = frozenset({",", ";", ":", ".", "!", "?", "->", "→", "and", "then"})
 _NOUN_BEFORE = frozenset({"the", "a", "an", "this", "that", "these", "those", "each", "every", "my", "your", "our",
                           "its", "his", "her", "their", "of", "is", "are", "was", "were", "be", "been", "being", "no",
-                          "any", "some", "quick", "short", "full"})
+                          "any", "some", "quick", "short", "full", "following", "brief"})
 _STOP = frozenset({"the", "a", "an", "to", "of", "at", "in", "on", "there", "here", "it", "this", "that", "and",
                    "then", "back", "up", "down", "over", "for", "whether", "if", "is", "are", "with", "from", "into",
                    "me", "us", "please", "some", "any", "all", "one", "out", "around", "my", "our", "your", "by",
                    "through", "via", "quick", "again", "when", "you", "get", "thanks", "now", "know", "round",
-                   "trip", "lap", "loop", "circuit", "way", "make", "do", "route", "rounds", "tour", "patrol"})
+                   "trip", "lap", "loop", "circuit", "way", "make", "do", "route", "rounds", "tour", "patrol",
+                   # waypoints: what joins the places of a route, not a place ("go to C via A", "stop at A, B
+                   # and C in that order", "visit the following places: ...")
+                   "past", "passing", "stop", "stops", "stopping", "stopover", "along", "en", "going", "order",
+                   "sequence", "following", "these", "those", "places", "locations", "rooms", "waypoints", "points",
+                   "spots", "other", "another", "turn", "given", "listed", "named", "above", "same"})
 _KINDS = {
     "navigate": frozenset({ObligationKind.AT_PLACE, ObligationKind.ROUTE_CLOSED}),
     "return": frozenset({ObligationKind.AT_PLACE, ObligationKind.ROUTE_CLOSED}),
@@ -98,6 +103,15 @@ class RuleCoverageReviewer:
         self._fillers = PhraseIndex()
         for phrase in lex.fillers:
             self._fillers.add_phrase(phrase, True)
+        self._via = PhraseIndex()  # what makes the places after it points on the way
+        for phrase in lex.via_words:
+            self._via.add_phrase(phrase, True)
+        for phrase in lex.pass_verbs:
+            self._via.add_phrase(phrase, True, inflect=True)
+        self._way_to = PhraseIndex()
+        for phrase in lex.on_the_way:
+            self._way_to.add_phrase(f"{phrase} to", True)
+            self._way_to.add_phrase(f"{phrase} back to", True)
 
     def review(self, goal: str, obligations: Sequence[Obligation]) -> CoverageReport:
         named = {" ".join(tokens_of(s)) for o in obligations for k in ("place", "start", "waypoints")
@@ -125,7 +139,7 @@ class RuleCoverageReviewer:
         while i < len(words):
             hit = self._verb_at(words, i)
             if hit is None or (i and words[i - 1] in _NOUN_BEFORE and hit[1] != "report") or (
-                    i and words[i - 1] in ("to", "at", "in", "by", "from", "via")
+                    i and words[i - 1] in ("to", "at", "in", "by", "from", "via", "through", "past", "of")
                     and any(tuple(words[i:i + len(p)]) == p for p in named)):
                 i += 1
                 continue
@@ -145,12 +159,49 @@ class RuleCoverageReviewer:
                 j = end
                 while j > i + n and words[j - 1] in _BOUNDARY:
                     j -= 1
+            if cls in ("navigate", "return"):
+                # "go via A and B to C", "go to C via A": C and A each need their own obligation (a dropped
+                # waypoint is uncovered); a via list runs on past "and" to the end of its sentence
+                e = i + n
+                while e < end and words[e] not in (".", "!", "?", ";"):
+                    e += 1
+                if any(self._via.match(words, x) or self._way_to.match(words, x) for x in range(i, e)):
+                    j = e
+                    while j > i + n and words[j - 1] in _BOUNDARY:
+                        j -= 1
+                cuts = self._legs(words, i, i + n, j)
+                for a, b in zip([i, *cuts], [*cuts, j]):
+                    text = goal[found[a][1]:found[b - 1][2]].strip(" \t\n,;.!?")
+                    out.append(self._phrase(text, cls, [w for w in words[(i + n if a == i else a):b]
+                                                        if w not in _BOUNDARY]))
+                continue
             text = goal[found[i][1]:found[j - 1][2] if j > i else found[i][2]].strip(" \t\n,;.!?")
             obj_words = [w for w in words[i + n:j] if w not in _BOUNDARY]
             if cls == "message" and words[i] in self._let:
                 obj_words = ["to", *words[i + 1:i + n - 1]]  # "let <recipient> know"
             out.append(self._phrase(text, cls, obj_words))
         return out
+
+    def _legs(self, words: list[str], i: int, start: int, j: int) -> list[int]:
+        """Where a motion phrase (verb at ``i``, its places from ``start`` to ``j``) turns to another place: a
+        via word ("via", "by way of", "past"), "on the way to", and the "to" that ends a via list ("go via A to
+        C", "pass A to C")."""
+        cuts: list[int] = []
+        via = False
+        k = i
+        while k < j:
+            m = self._via.match(words, k) or self._way_to.match(words, k)
+            if m is not None:
+                if k > start:
+                    cuts.append(k)
+                via = self._via.match(words, k) is not None
+                k += m[0]
+                continue
+            if via and words[k] in ("to", "into", "towards", "toward"):
+                cuts.append(k)
+                via = False
+            k += 1
+        return cuts
 
     def _verb_at(self, words: list[str], i: int) -> tuple[int, str] | None:
         if words[i] in self._let and "know" in words[i + 1:i + 6]:

@@ -129,6 +129,33 @@ class LexiconVerbs(_Cfg):
         return _phrases(v)
 
 
+_STOP_VERBS = ("stop at", "stop off at", "stop in at", "stop over at", "make a stop at", "make stops at",
+               "make a quick stop at", "make a brief stop at", "make a short stop at", "pay a visit to",
+               "call in at", "drop in at", "drop in on", "look in at")
+_PASS_VERBS = ("pass", "pass by", "pass through", "pass via", "pass along", "go past", "drive past", "walk past",
+               "head past", "move past", "travel past", "roll past", "go by way of", "go via", "travel via",
+               "route via", "route through")
+_VIA_WORDS = ("via", "by way of", "through", "past", "passing", "passing by", "passing through", "passing via",
+              "going via", "going through", "going past", "going by way of", "driving through", "driving via",
+              "driving past", "travelling through", "traveling through", "travelling via", "traveling via",
+              "heading through", "heading via", "moving through", "stopping at", "stopping by", "stopping off at",
+              "stopping in at", "stopping over at", "making a stop at", "making stops at", "with a stop at",
+              "with stops at", "with a quick stop at", "with a stopover at", "with stopovers at",
+              "by going through", "by going via", "by passing", "by passing through", "by way of going through")
+_ON_THE_WAY = ("on the way", "on your way", "along the way", "en route", "on route", "on the route",
+               "along the route", "on the way over", "on your way over", "on the way there", "on your way there",
+               "as you go", "as you pass", "in passing")
+_IN_ORDER = ("in order", "in that order", "in this order", "in the order given", "in the given order",
+             "in the order listed", "in the listed order", "in the order i listed", "in the order i gave",
+             "in the order named", "in the order above", "in the same order", "in sequence", "in turn",
+             "one after another", "one after the other", "one by one", "sequentially")
+_LIST_LEADS = ("the following", "the following places", "the following stops", "the following locations",
+               "the following rooms", "the following waypoints", "the following points", "the following spots",
+               "these places", "these stops", "these locations", "these rooms", "these waypoints", "these points",
+               "these spots", "each of these places", "each of the following", "all of the following",
+               "all of these places", "all these places", "these")
+
+
 class Lexicon(_Cfg):
     """config/goal_lexicon.yaml. The defaults are the shipped file (``Lexicon.default()``)."""
 
@@ -156,10 +183,31 @@ class Lexicon(_Cfg):
     """Negations, conditions, counts and times: a goal the compiler refuses that has one is refused whatever a
     model makes of it (``LLMContractCompiler``)."""
     fillers: tuple[str, ...]
+    # Waypoints (docs/goal_compiler.md, "Waypoints"). The shipped defaults below apply when a lexicon file
+    # leaves these keys out; a site lexicon may replace any of them.
+    stop_verbs: tuple[str, ...] = Field(default=_STOP_VERBS, validate_default=True)
+    """Navigate verbs that name stops: each place is an ``at_place`` ("stop at A, B and C")."""
+    pass_verbs: tuple[str, ...] = Field(default=_PASS_VERBS, validate_default=True)
+    """Navigate verbs whose places are points on the way: a destination must follow ("pass A on the way to C")."""
+    via_words: tuple[str, ...] = Field(default=_VIA_WORDS, validate_default=True)
+    """Words that introduce points on the way, before or after the destination ("go to C via A",
+    "go via A to C", "drive to C, stopping at A"). A bare ``through`` with no destination after it names the
+    destination itself ("go through the hallway")."""
+    on_the_way: tuple[str, ...] = Field(default=_ON_THE_WAY, validate_default=True)
+    """"A on the way": A is a stop before the destination named next to it; with ``to`` / ``back to``
+    after it ("on your way to C") it introduces that destination."""
+    in_order: tuple[str, ...] = Field(default=_IN_ORDER, validate_default=True)
+    """Phrases that only affirm the stated order ("visit A, B and C in that order"): not clauses."""
+    list_leads: tuple[str, ...] = Field(default=_LIST_LEADS, validate_default=True)
+    """What announces a list of places after a navigate verb ("visit the following places: A, B, C")."""
+    contrast_words: tuple[str, ...] = Field(default=("but", "but also", "but then"), validate_default=True)
+    """Connectors like ``and`` ("go to the lobby, but stop at the lab on the way"); ``but first`` puts the
+    step after it first."""
 
     @field_validator("base_aliases", "start_phrases", "there_phrases", "self_recipients", "message_media",
                      "message_nouns", "image_leads", "image_nouns", "route_back", "sequence_words", "before_words", "after_words",
-                     "any_order", "unverifiable_markers", "fillers", mode="before")
+                     "any_order", "unverifiable_markers", "fillers", "stop_verbs", "pass_verbs", "via_words",
+                     "on_the_way", "in_order", "list_leads", "contrast_words", mode="before")
     @classmethod
     def _norm(cls, v: Any) -> tuple[str, ...]:
         return _phrases(v)
@@ -181,9 +229,10 @@ class Lexicon(_Cfg):
     def verb_phrases(self) -> list[tuple[str, str]]:
         """Every (class, phrase), in the order a tie between equally long matches is decided."""
         v = self.verbs
+        navigate = (*v.navigate, *self.stop_verbs, *self.pass_verbs)
         return [(cls, phrase) for cls, phrases in (
             ("report", v.report), ("return", v.return_), ("route", v.route), ("inspect", v.inspect), ("image", v.image),
-            ("speak", v.speak), ("semantic", v.semantic), ("message", v.message), ("navigate", v.navigate),
+            ("speak", v.speak), ("semantic", v.semantic), ("message", v.message), ("navigate", navigate),
             ("unsupported", v.unsupported)) for phrase in phrases]
 
     def supported_verbs(self) -> dict[str, tuple[str, ...]]:

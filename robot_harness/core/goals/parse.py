@@ -7,7 +7,8 @@ token stream at punctuation and at the lexicon's connectors and records, per
 clause, the connector in front of it (sequence, ``before``, ``after``) and the
 sentence it belongs to, which is what ordering needs. Route markers
 ("... and back") and "in any order" are recognised here because they would
-otherwise be cut apart at their "and".
+otherwise be cut apart at their "and"; phrases that only affirm the order
+("in that order", "one after another") are dropped here for the same reason.
 """
 from __future__ import annotations
 
@@ -109,6 +110,10 @@ class Clause:
     any_order: bool = False
     position: str = ""
     """"first" / "last" when the clause ends with that word ("go to the lab last"): where it goes."""
+    link: tuple[str, ...] = ()
+    """What separates the clause from the one before it, as written: ``(",", "and")``, ``("then",)``,
+    ``(".",)``; empty for the goal's first clause. A via list runs on only over a weak link
+    ("go to C via A, B and D")."""
 
     @property
     def words(self) -> list[str]:
@@ -134,12 +139,19 @@ class Segmenter:
             self.connectors.add_phrase(phrase, "before")
         for phrase in lexicon.after_words:
             self.connectors.add_phrase(phrase, "after")
+        self.contrast = PhraseIndex()
+        for phrase in lexicon.contrast_words:
+            self.connectors.add_phrase(phrase, "seq")
+            self.contrast.add_phrase(phrase, True)
         self.back = PhraseIndex()
         for phrase in lexicon.route_back:
             self.back.add_phrase(phrase, BACK)
         self.any_order = PhraseIndex()
         for phrase in lexicon.any_order:
             self.any_order.add_phrase(phrase, True)
+        self.in_order = PhraseIndex()
+        for phrase in lexicon.in_order:
+            self.in_order.add_phrase(phrase, True)
         self.verb_starts = verb_starts
         self.fillers = fillers
         self.imperatives = {tokens_of(p)[0] for _, p in lexicon.verb_phrases()} | {"do", "make", "take", "run", "let",
@@ -158,15 +170,18 @@ class Segmenter:
         out: list[Clause] = []
         cur: list[Tok] = []
         state: dict[str, object] = {"conn": "", "sentence": 0, "first": True, "any_order": False, "content": False}
+        link: list[str] = []
 
         def flush() -> None:
             if cur:
                 out.append(Clause(list(cur), str(state["conn"]), int(state["sentence"]),  # type: ignore[arg-type]
-                                  bool(state["first"]), bool(state["any_order"])))
+                                  bool(state["first"]), bool(state["any_order"]), link=tuple(link),
+                                  position=str(state.pop("position", ""))))
                 state["first"] = False
                 state["conn"] = ""
                 state["any_order"] = False
                 cur.clear()
+                link.clear()
             state["content"] = False
 
         i = 0
@@ -185,11 +200,16 @@ class Segmenter:
                     i += 1
                     continue
                 flush()
+                if out:
+                    link.append(t.text)
                 if t.text in _SENTENCE_END:
                     state["sentence"] = int(state["sentence"]) + 1  # type: ignore[call-overload]
                     state["first"] = True
                     state["conn"] = ""
                 i += 1
+                continue
+            if not content and (m := self.in_order.match(words, i)) is not None:
+                i += m[0]  # "in that order" (and "in order to ..."): the order is the text's anyway
                 continue
             if not content and (m := self.any_order.match(words, i)) is not None:
                 if cur:
@@ -217,6 +237,10 @@ class Segmenter:
                     continue
                 trailing = words[i] in ("first", "last", "lastly") and cur and self._ends_here(words, i + m[0])
                 flush()
+                if out:
+                    link.extend(words[i:i + m[0]])
+                if self.contrast.match(words, i) is not None and words[i + m[0]:i + m[0] + 1] == ["first"]:
+                    state["position"] = "first"  # "go to the lobby, but first stop at the lab"
                 if trailing:
                     out[-1].position = "first" if words[i] == "first" else "last"
                 elif state["conn"] not in ("before", "after"):
@@ -226,6 +250,7 @@ class Segmenter:
             if not content and t.text == "to" and cur and self.verb_starts.match(words, i + 1) is not None \
                     and not self._all_filler([*(c.text for c in cur), "to"]):
                 flush()
+                link.append("to")
                 state["conn"] = "seq"
                 i += 1
                 continue
