@@ -508,6 +508,8 @@ class RobotActionProgress(EventPayload):
     """BackUp's feedback, metres."""
     angular_distance_traveled: float | None = None
     """Spin's feedback, radians."""
+    time_left_s: float | None = None
+    """Wait's feedback, seconds."""
     waypoint_reached: dict[str, Any] | None = None
     """A route's waypoint seen reached by the harness itself: ``{index, place, snapshot_id, t}`` (the journaled
     snapshot whose fresh pose was within the verifier's tolerance of it); not the backend's word."""

@@ -436,7 +436,7 @@ def _feedback_detail(view: GoalView) -> dict[str, Any]:
     if kind is NavGoalKind.BACK_UP:
         return {"distance_traveled": view.distance_traveled}
     if kind is NavGoalKind.WAIT:
-        return {"time_left": view.time_left}
+        return {"time_left_s": view.time_left}
     return {}
 
 

@@ -24,12 +24,14 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from action_msgs.msg import GoalStatus, GoalStatusArray
-from builtin_interfaces.msg import Time
+from builtin_interfaces.msg import Duration, Time
 from diagnostic_msgs.msg import KeyValue
-from geometry_msgs.msg import Pose, PoseStamped, Quaternion, Transform, Twist
+from geometry_msgs.msg import Point, Pose, PoseStamped, Quaternion, Transform, Twist
 from unique_identifier_msgs.msg import UUID
 
 from robot_harness.core.mission_spec import MissionSpec
+from robot_harness.core.nav_goals import NavGoal, NavGoalKind, WaypointReport, WaypointState
+from robot_harness.core.ports import BackendEvent
 from robot_harness.core.records import (
     ActionStatus,
     ActionView,
@@ -76,6 +78,13 @@ __all__ = [
     "goal_id_to_hex",
     "hex_to_goal_id",
     "active_goal_ids",
+    "float_to_duration",
+    "pose2d_to_stamped",
+    "nav_goal_to_msg",
+    "nav_feedback_progress",
+    "nav_feedback_to_event",
+    "nav_result_to_event",
+    "waypoint_statuses_to_reports",
 ]
 
 _NS = 1_000_000_000
@@ -322,6 +331,14 @@ def _duration_s(d: Any) -> float:
     return float(d.sec) + float(d.nanosec) * 1e-9
 
 
+def float_to_duration(s: float) -> Duration:
+    """Seconds (finite, >= 0) to ``builtin_interfaces/Duration``, rounded to the nearest nanosecond."""
+    if not (math.isfinite(s) and s >= 0.0):
+        raise ValueError(f"a duration is finite and >= 0, got {s!r}")
+    t = float_to_stamp(s)
+    return Duration(sec=t.sec, nanosec=t.nanosec)
+
+
 def msg_to_snapshot(msg: WorldSnapshotMsg) -> WorldSnapshot:
     """Inverse of ``snapshot_to_msg``: a MISSING meta means the value is ``None``.
 
@@ -420,6 +437,137 @@ def msg_to_journal_event(msg: JournalEventMsg) -> JournalEvent:
         snapshot_id=msg.snapshot_id,
         payload=json.loads(msg.payload_json) if msg.payload_json else {},
     )
+
+
+# -- Nav2 goals, feedback and results ---------------------------------------------------
+
+
+def pose2d_to_stamped(pose: Pose2D, frame_id: str, stamp: float) -> PoseStamped:
+    msg = PoseStamped()
+    msg.header.frame_id = frame_id
+    msg.header.stamp = float_to_stamp(stamp)
+    msg.pose = pose2d_to_pose_msg(pose)
+    return msg
+
+
+def nav_goal_to_msg(goal: NavGoal, msg: Any, *, frame_id: str, stamp: float) -> Any:
+    """Fill ``msg``, a fresh ``Goal`` of the action ``goal.kind`` names, from ``goal``; returns it.
+
+    Every pose is stamped ``frame_id`` / ``stamp``. NavigateThroughPoses takes Kilted's ``nav_msgs/Goals``
+    (a header and ``goals``) or Jazzy's ``PoseStamped[]``, whichever ``msg`` has. FollowWaypoints starts
+    at the first pose and runs once (``goal_index`` 0, ``number_of_loops`` 0). BackUp gets the distance
+    as a positive ``target.x`` with y = z = 0 (as ``BasicNavigator.backup`` sends it; the behaviour
+    makes it a backward motion itself and refuses a non-zero y or z). A ``time_allowance`` of 0 is sent
+    as 0 (Nav2's behaviours then apply no time limit). CLEAR_COSTMAPS is no action: ValueError.
+    """
+    kind = goal.kind
+
+    def stamped(p: Pose2D) -> PoseStamped:
+        return pose2d_to_stamped(p, frame_id, stamp)
+
+    if kind is NavGoalKind.NAVIGATE_TO_POSE:
+        msg.pose = stamped(goal.poses[0])
+    elif kind is NavGoalKind.NAVIGATE_THROUGH_POSES:
+        poses = [stamped(p) for p in goal.poses]
+        if hasattr(msg.poses, "goals"):  # Kilted: nav_msgs/Goals
+            msg.poses.header.frame_id = frame_id
+            msg.poses.header.stamp = float_to_stamp(stamp)
+            msg.poses.goals = poses
+        else:  # Jazzy and earlier: PoseStamped[]
+            msg.poses = poses
+    elif kind is NavGoalKind.FOLLOW_WAYPOINTS:
+        msg.poses = [stamped(p) for p in goal.poses]
+        msg.number_of_loops = 0
+        msg.goal_index = 0
+    elif kind is NavGoalKind.SPIN:
+        msg.target_yaw = float(goal.spin_dist_rad)
+        msg.time_allowance = float_to_duration(goal.time_allowance_s)
+    elif kind is NavGoalKind.BACK_UP:
+        msg.target = Point(x=abs(float(goal.backup_dist_m)), y=0.0, z=0.0)
+        msg.speed = abs(float(goal.backup_speed_mps))
+        msg.time_allowance = float_to_duration(goal.time_allowance_s)
+    elif kind is NavGoalKind.WAIT:
+        msg.time = float_to_duration(goal.wait_s)
+    else:
+        raise ValueError(f"{kind.value} is not an action goal")
+    return msg
+
+
+_FEEDBACK_COUNTS = ("number_of_poses_remaining", "current_waypoint")
+_FEEDBACK_DISTANCES = ("distance_traveled", "angular_distance_traveled")
+
+
+def nav_feedback_to_event(goal_id: str, feedback: Any, *, stamp: float) -> BackendEvent:
+    """A feedback message of any Nav2 action the harness sends, as a ``feedback`` event.
+
+    Read from the fields the message has: ``current_pose`` and ``distance_remaining`` (the two
+    navigators); in ``detail`` the navigators' ``navigation_time_s`` / ``estimated_time_remaining_s`` /
+    ``number_of_recoveries``, NavigateThroughPoses' ``number_of_poses_remaining``, FollowWaypoints'
+    ``current_waypoint``, BackUp's ``distance_traveled`` (m), Spin's ``angular_distance_traveled``
+    (rad) and Wait's ``time_left_s``.
+    """
+    detail: dict[str, Any] = {}
+    if hasattr(feedback, "navigation_time"):
+        detail.update(nav_feedback_progress(feedback).model_dump())
+    for key in _FEEDBACK_COUNTS:
+        if hasattr(feedback, key):
+            detail[key] = int(getattr(feedback, key))
+    for key in _FEEDBACK_DISTANCES:
+        if hasattr(feedback, key):
+            detail[key] = float(getattr(feedback, key))
+    if hasattr(feedback, "time_left"):
+        detail["time_left_s"] = _duration_s(feedback.time_left)
+    return BackendEvent(
+        goal_id=goal_id, type="feedback", stamp=stamp, detail=detail,
+        distance_remaining=float(feedback.distance_remaining) if hasattr(feedback, "distance_remaining") else None,
+        current_pose=pose_msg_to_pose2d(feedback.current_pose.pose) if hasattr(feedback, "current_pose") else None,
+    )
+
+
+def nav_result_to_event(goal_id: str, result: Any, *, status: str, stamp: float) -> BackendEvent:
+    """A Nav2 action's result (``status``: the goal's terminal status, named) as a ``result`` event.
+
+    ``detail`` has ``error_code`` and ``error_msg`` (0 and "" for a result without them), and for a route
+    ``waypoints``: ``WaypointReport`` dicts from NavigateThroughPoses' ``waypoint_statuses`` (Kilted: every
+    waypoint) or FollowWaypoints' ``missed_waypoints`` (only the missed ones). A result without either
+    field (Jazzy's NavigateThroughPoses, every other action) has no ``waypoints`` key.
+    """
+    detail: dict[str, Any] = {"error_code": int(getattr(result, "error_code", 0)),
+                              "error_msg": str(getattr(result, "error_msg", ""))}
+    for field in ("waypoint_statuses", "missed_waypoints"):
+        if hasattr(result, field):
+            detail["waypoints"] = [r.model_dump(mode="json")
+                                   for r in waypoint_statuses_to_reports(getattr(result, field))]
+            break
+    return BackendEvent(goal_id=goal_id, type="result", status=status, stamp=stamp, detail=detail)
+
+
+_WAYPOINT_STATES = tuple(WaypointState)
+
+
+def waypoint_statuses_to_reports(statuses: Iterable[Any]) -> list[WaypointReport]:
+    """Nav2's per-waypoint reports as ``WaypointReport``s, in the order given.
+
+    Kilted's ``nav2_msgs/WaypointStatus``: its ``waypoint_status`` is matched to ``WaypointState`` by the
+    name of the message's own constant (PENDING, COMPLETED, SKIPPED, FAILED); a value that is none of them
+    is dropped (Nav2's word about a waypoint is only ever a reason against it, and an unreadable one is
+    not even that). Jazzy's ``MissedWaypoint`` (``index``, ``error_code``) and a bare index are FAILED.
+    """
+    out: list[WaypointReport] = []
+    for st in statuses:
+        if hasattr(st, "waypoint_status"):
+            names = {getattr(type(st), s.name): s for s in _WAYPOINT_STATES if hasattr(type(st), s.name)}
+            state = names.get(int(st.waypoint_status))
+            if state is None:
+                continue
+            out.append(WaypointReport(index=int(st.waypoint_index), state=state, error_code=int(st.error_code),
+                                      error_msg=str(st.error_msg)))
+        elif hasattr(st, "index"):
+            out.append(WaypointReport(index=int(st.index), state=WaypointState.FAILED,
+                                      error_code=int(getattr(st, "error_code", 0))))
+        else:
+            out.append(WaypointReport(index=int(st), state=WaypointState.FAILED))
+    return out
 
 
 # -- action goals -----------------------------------------------------------------------

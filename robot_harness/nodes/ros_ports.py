@@ -7,6 +7,7 @@ groups, so the futures complete on other threads.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import queue
 import threading
@@ -28,6 +29,7 @@ from std_msgs.msg import String
 
 from ..core.clock import Clock, IdGenerator
 from ..core.errors import BackendUnavailable, HarnessTimeout, ToolExecutionError, UsageError
+from ..core.nav_goals import NavGoal, NavGoalKind
 from ..core.ports import BackendEvent, GoalAck, PlannerRequest
 from ..core.records import ArtifactRef, ModelResponse, Pose2D, WorldSnapshot
 from . import conversions as cv
@@ -44,8 +46,28 @@ try:  # the planner server's dry run and the costmap's query (Nav2 Kilted; the s
 except ImportError:  # pragma: no cover - depends on the installation
     ComputePathToPose = GetCosts = None  # type: ignore[assignment,misc]
 
+
+def _nav2_type(module: str, name: str) -> Any:
+    """``nav2_msgs.<module>.<name>``, or None when this robot's nav2_msgs lacks it (an older Nav2, a
+    trimmed build): goals needing it are then refused, never an ImportError."""
+    try:
+        return getattr(importlib.import_module(f"nav2_msgs.{module}"), name)
+    except (ImportError, AttributeError):
+        return None
+
+
+_ACTION_TYPE_NAMES = {
+    NavGoalKind.NAVIGATE_TO_POSE: "NavigateToPose", NavGoalKind.NAVIGATE_THROUGH_POSES: "NavigateThroughPoses",
+    NavGoalKind.FOLLOW_WAYPOINTS: "FollowWaypoints", NavGoalKind.SPIN: "Spin", NavGoalKind.BACK_UP: "BackUp",
+    NavGoalKind.WAIT: "Wait",
+}
+NAV2_ACTION_TYPES: dict[NavGoalKind, Any] = {kind: _nav2_type("action", name)
+                                             for kind, name in _ACTION_TYPE_NAMES.items()}
+"""The action type of each kind in this robot's nav2_msgs (None: it has none; that kind is refused)."""
+ClearEntireCostmap = _nav2_type("srv", "ClearEntireCostmap")
+
 __all__ = ["DropSink", "new_request_id", "correlated", "RosSnapshotPort", "RosPlannerPort", "RosVerifierPort", "RosRecoveryPort", "Nav2NavigationPort", "RosFeasibilityPort", "RosRobotIO",
-           "GOAL_STATUS_NAMES", "recovery_call_budget"]
+           "GOAL_STATUS_NAMES", "NAV2_ACTION_TYPES", "recovery_call_budget"]
 
 GOAL_STATUS_NAMES = {
     GoalStatus.STATUS_UNKNOWN: "unknown",
@@ -343,110 +365,247 @@ class RosRecoveryPort:
 
 
 class Nav2NavigationPort:
-    """Nav2's NavigateToPose as the core's NavigationPort.
+    """Nav2 as the core's NavigationPort: every ``NavGoalKind``, each to its own interface.
 
-    Feedback and results arrive per goal handle; the action's status topic is
-    also watched, so events about goals this harness did not start reach the
-    core too (which records them as uncorrelated and ignores them).
+    NavigateToPose (``action_name``) goes as it always has; NavigateThroughPoses, FollowWaypoints and the
+    behaviours Spin, BackUp and Wait each go to their own action client, made on first use; CLEAR_COSTMAPS
+    calls the costmaps' ``ClearEntireCostmap`` services and ends at once. A kind whose interface is
+    configured empty, or whose type this robot's nav2_msgs lacks, is refused with a rejected ack.
+
+    Feedback and results arrive per goal handle; every action's status topic is also watched (one map
+    of goal id -> (action, status)), so ``lookup`` and ``adopt`` find a goal of any action, and events
+    about goals this harness did not start reach the core too (which records them as uncorrelated and
+    ignores them).
     """
 
     name = "nav2/navigate_to_pose"
 
-    def __init__(self, node: Node, action_name: str, *, clock: Clock) -> None:
+    _SENT_KEPT = 1000
+    """How many sent goals' kinds are remembered (for ``lookup`` / ``adopt`` / ``cancel``)."""
+    _DISCOVERY_S = 2.0
+    """The longest a send waits for its server to be discovered (less when the caller's bound is less)."""
+
+    def __init__(self, node: Node, action_name: str = "navigate_to_pose", *, clock: Clock,
+                 through_poses_action: str = "navigate_through_poses",
+                 follow_waypoints_action: str = "follow_waypoints", spin_action: str = "spin",
+                 backup_action: str = "backup", wait_action: str = "wait",
+                 clear_global_costmap_service: str = "global_costmap/clear_entirely_global_costmap",
+                 clear_local_costmap_service: str = "local_costmap/clear_entirely_local_costmap") -> None:
+        """Names are Nav2's defaults, relative (resolved in ``node``'s namespace); an empty one: the robot
+        serves no such interface, and goals of that kind are refused."""
         if NavigateToPose is None:
             raise BackendUnavailable("nav2_msgs is not installed")
         self._node = node
         self._clock = clock
         self._group = ReentrantCallbackGroup()
-        self._client = ActionClient(node, NavigateToPose, action_name, callback_group=self._group)
+        self._names: dict[NavGoalKind, str] = {
+            NavGoalKind.NAVIGATE_TO_POSE: action_name, NavGoalKind.NAVIGATE_THROUGH_POSES: through_poses_action,
+            NavGoalKind.FOLLOW_WAYPOINTS: follow_waypoints_action, NavGoalKind.SPIN: spin_action,
+            NavGoalKind.BACK_UP: backup_action, NavGoalKind.WAIT: wait_action}
+        self._types: dict[NavGoalKind, Any] = {kind: NAV2_ACTION_TYPES.get(kind) for kind in self._names}
+        self._types[NavGoalKind.NAVIGATE_TO_POSE] = NavigateToPose
+        self._costmap_names = {"global": clear_global_costmap_service, "local": clear_local_costmap_service}
+        self._clients: dict[NavGoalKind, ActionClient] = {}
+        self._costmap_clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._client = self._action_client(NavGoalKind.NAVIGATE_TO_POSE)
         self._events: queue.Queue[BackendEvent] = queue.Queue(maxsize=10_000)
         self._handles: dict[str, Any] = {}
-        self._last_status: dict[str, int] = {}
-        self._lock = threading.Lock()
-        self._status_sub = node.create_subscription(
-            GoalStatusArray, f"{action_name}/_action/status", self._on_status,
-            QoSProfile(depth=10, reliability=QoSReliabilityPolicy.RELIABLE, durability=QoSDurabilityPolicy.TRANSIENT_LOCAL),
-            callback_group=self._group,
-        )
-        self._action_name = action_name
-        self._status_source = LatchedSource(node, f"{action_name}/_action/status")
+        self._goals: dict[str, tuple[NavGoalKind, int]] = {}
+        """Every goal the watched servers list now: goal id -> (its action, its last GoalStatus)."""
+        self._sent: dict[str, NavGoalKind] = {}
+        """Goals sent or tracked here -> their action (the last ``_SENT_KEPT``)."""
+        qos = QoSProfile(depth=10, reliability=QoSReliabilityPolicy.RELIABLE,
+                         durability=QoSDurabilityPolicy.TRANSIENT_LOCAL)
+        self._status_subs: dict[NavGoalKind, Any] = {}
+        self._status_sources: dict[NavGoalKind, LatchedSource] = {}
+        for kind, name in self._names.items():
+            if name and self._types[kind] is not None:
+                topic = f"{name}/_action/status"
+                self._status_subs[kind] = node.create_subscription(
+                    GoalStatusArray, topic, lambda msg, k=kind: self._on_status(k, msg), qos,
+                    callback_group=self._group)
+                self._status_sources[kind] = LatchedSource(node, topic)
 
     def server_ready(self) -> bool:
         """The navigator's action server is discovered now (nothing is sent)."""
         return bool(self._client.server_is_ready())
 
-    def send_goal(self, *, target: Pose2D, frame_id: str, timeout_s: float, goal_id: str = "") -> GoalAck:
-        if not self._client.wait_for_server(timeout_sec=min(timeout_s, 2.0)):
-            raise BackendUnavailable(f"action server {self._action_name} is not available", action=self._action_name)
+    def _refusal(self, kind: NavGoalKind) -> str:
+        """Why goals of ``kind`` cannot be sent here at all (empty: they can)."""
+        if not self._names[kind]:
+            return f"the robot serves no {kind.value} interface (its action name is configured empty)"
+        if self._types[kind] is None:
+            return f"this robot's nav2_msgs has no {_ACTION_TYPE_NAMES[kind]} action: the robot serves no {kind.value}"
+        return ""
+
+    def _action_client(self, kind: NavGoalKind) -> ActionClient:
+        with self._lock:
+            client = self._clients.get(kind)
+            if client is None:
+                client = self._clients[kind] = ActionClient(self._node, self._types[kind], self._names[kind],
+                                                            callback_group=self._group)
+            return client
+
+    def _remember(self, goal_id: str, kind: NavGoalKind) -> None:
+        with self._lock:
+            self._sent.pop(goal_id, None)
+            self._sent[goal_id] = kind
+            while len(self._sent) > self._SENT_KEPT:
+                del self._sent[next(iter(self._sent))]
+
+    def send_goal(self, *, target: Pose2D, frame_id: str, timeout_s: float, goal_id: str = "",
+                  goal: NavGoal | None = None) -> GoalAck:
+        """Send one goal (``ports.NavigationPort.send_goal``). NavigateToPose: an absent navigator raises
+        BackendUnavailable, as ever. Any other kind: refused (a rejected ack saying why) when its interface
+        is configured empty, missing from nav2_msgs or not on the graph within the discovery bound."""
+        kind = NavGoalKind.NAVIGATE_TO_POSE if goal is None else goal.kind
+        if kind is NavGoalKind.CLEAR_COSTMAPS:
+            assert goal is not None
+            return self._clear_costmaps(goal, goal_id, timeout_s)
+        refusal = self._refusal(kind)
+        if refusal:
+            return GoalAck(accepted=False, goal_id=goal_id, reason=refusal)
+        client, name = self._action_client(kind), self._names[kind]
+        if not client.wait_for_server(timeout_sec=min(timeout_s, self._DISCOVERY_S)):
+            if kind is NavGoalKind.NAVIGATE_TO_POSE:
+                raise BackendUnavailable(f"action server {name} is not available", action=name)
+            return GoalAck(accepted=False, goal_id=goal_id,
+                           reason=f"no {name} action server on the graph: the robot serves no {kind.value} now")
         # Events queued before this dispatch cannot be about the goal we are
         # about to send; drop them so an idle harness does not replay a backlog.
         self._drain()
-        goal = NavigateToPose.Goal()
-        goal.pose = PoseStamped()
-        goal.pose.header.frame_id = frame_id
-        goal.pose.header.stamp = cv.float_to_stamp(self._clock.now())
-        goal.pose.pose = cv.pose2d_to_pose_msg(target)
-        future = self._client.send_goal_async(goal, feedback_callback=self._on_feedback,
-                                              goal_uuid=cv.hex_to_goal_id(goal_id) if goal_id else None)
+        msg = cv.nav_goal_to_msg(goal if goal is not None else NavGoal(poses=(target,)), self._types[kind].Goal(),
+                                 frame_id=frame_id, stamp=self._clock.now())
+        if goal_id:
+            self._remember(goal_id, kind)
+        future = client.send_goal_async(msg, feedback_callback=self._on_feedback,
+                                        goal_uuid=cv.hex_to_goal_id(goal_id) if goal_id else None)
         answered = threading.Event()
         future.add_done_callback(lambda _f: answered.set())
         if not answered.wait(timeout_s):
             # Not cancelled: a late acceptance still registers the goal's
             # handle, so the goal can be tracked and stopped once looked up.
-            future.add_done_callback(self._register_late)
-            raise HarnessTimeout(f"navigate_to_pose accept/reject: no answer within {timeout_s:.1f} s",
-                                 what="navigate_to_pose accept/reject", timeout_s=timeout_s, goal_id=goal_id)
+            future.add_done_callback(lambda f, k=kind: self._register_late(k, f))
+            raise HarnessTimeout(f"{kind.value} accept/reject: no answer within {timeout_s:.1f} s",
+                                 what=f"{kind.value} accept/reject", timeout_s=timeout_s, goal_id=goal_id)
         if future.exception() is not None:
             raise future.exception()  # type: ignore[misc]
         handle = future.result()
         goal_id = cv.goal_id_to_hex(handle.goal_id)
         if not handle.accepted:
-            return GoalAck(accepted=False, goal_id=goal_id, reason="goal rejected by navigate_to_pose")
-        self._track(goal_id, handle)
+            return GoalAck(accepted=False, goal_id=goal_id, reason=f"goal rejected by {kind.value}")
+        self._track(goal_id, handle, kind)
         return GoalAck(accepted=True, goal_id=goal_id)
 
-    def lookup(self, goal_id: str, *, timeout_s: float) -> str | None:
-        """The backend's status of ``goal_id`` from the action's (latched) status topic.
+    def _clear_costmaps(self, goal: NavGoal, goal_id: str, timeout_s: float) -> GoalAck:
+        """Call each asked costmap's ClearEntireCostmap (both when ``goal.costmaps`` is empty), bounded by
+        ``timeout_s``; accepted under the goal id, with a terminal result event already queued: succeeded
+        when every service answered, else aborted with why. A service configured empty or not on the graph
+        (within the discovery bound) refuses the goal, naming it; nothing is called then."""
+        goal_id = goal_id or uuid.uuid4().hex
+        which = tuple(dict.fromkeys(goal.costmaps or ("global", "local")))
+        if ClearEntireCostmap is None:
+            return GoalAck(accepted=False, goal_id=goal_id, reason="this robot's nav2_msgs has no ClearEntireCostmap "
+                           "service: the robot serves no clear_costmaps")
+        for costmap in which:
+            if not self._costmap_names[costmap]:
+                return GoalAck(accepted=False, goal_id=goal_id, reason=f"the robot serves no {costmap} costmap "
+                               "clearing interface (its service name is configured empty)")
+        clients = [(costmap, self._costmap_client(costmap)) for costmap in which]
+        found_by = time.monotonic() + min(timeout_s, self._DISCOVERY_S)
+        for costmap, client in clients:
+            if not client.wait_for_service(timeout_sec=max(0.0, found_by - time.monotonic())):
+                return GoalAck(accepted=False, goal_id=goal_id, reason=f"no {self._resolved(client.srv_name)} "
+                               f"service on the graph (the {costmap} costmap's clearing)")
+        self._drain()
+        calls = [(client, client.call_async(ClearEntireCostmap.Request())) for _, client in clients]
+        answered_by = time.monotonic() + timeout_s
+        failures: list[str] = []
+        for client, future in calls:
+            name = self._resolved(client.srv_name)
+            try:
+                wait_future(future, max(0.0, answered_by - time.monotonic()), name)
+            except HarnessTimeout:
+                failures.append(f"{name} did not answer within {timeout_s:.1f} s")
+            except Exception as exc:  # noqa: BLE001 - a failed call is this goal's outcome, not the caller's error
+                failures.append(f"{name} failed: {type(exc).__name__}: {exc}")
+        self._put(BackendEvent(goal_id=goal_id, type="result", status="aborted" if failures else "succeeded",
+                               stamp=self._clock.now(),
+                               detail={"error_code": 0, "error_msg": "; ".join(failures), "costmaps": list(which)}))
+        return GoalAck(accepted=True, goal_id=goal_id)
 
-        Waits up to ``timeout_s`` for the goal to appear; None when the server
-        does not track it (never accepted, expired, or a restarted server).
-        Raises BackendUnavailable when the server is not there to ask.
+    def _resolved(self, name: str) -> str:
+        try:
+            return str(self._node.resolve_service_name(name))
+        except Exception:  # noqa: BLE001 - only for messages: the name as configured will do
+            return name
+
+    def _costmap_client(self, costmap: str) -> Any:
+        with self._lock:
+            client = self._costmap_clients.get(costmap)
+            if client is None:
+                client = self._costmap_clients[costmap] = self._node.create_client(
+                    ClearEntireCostmap, self._costmap_names[costmap], callback_group=self._group)
+            return client
+
+    def lookup(self, goal_id: str, *, timeout_s: float) -> str | None:
+        """The backend's status of ``goal_id`` from the actions' (latched) status topics.
+
+        Waits up to ``timeout_s`` for the goal to appear on any of them; None when no server tracks it
+        (never accepted, expired, or a restarted server). Raises BackendUnavailable when the server it
+        would be on is not there to ask: the one it was sent to, or the navigator for a goal this port
+        never sent.
         """
-        if self._status_source.gone():
-            with self._lock:
-                self._last_status = {}  # a restarted server: the dead one's goals describe nothing now
+        for kind, source in self._status_sources.items():
+            if source.gone():
+                with self._lock:  # a restarted server: the dead one's goals describe nothing now
+                    self._goals = {g: v for g, v in self._goals.items() if v[0] is not kind}
         deadline = time.monotonic() + timeout_s
         while True:
             with self._lock:
-                status = self._last_status.get(goal_id)
-            if status is not None:
-                return GOAL_STATUS_NAMES.get(status, "unknown")
+                found = self._goals.get(goal_id)
+            if found is not None:
+                return GOAL_STATUS_NAMES.get(found[1], "unknown")
             if time.monotonic() >= deadline:
                 break
             time.sleep(0.05)
-        if not self._client.server_is_ready():
-            raise BackendUnavailable(f"action server {self._action_name} is not available to look up {goal_id}",
-                                     action=self._action_name)
+        with self._lock:
+            kind = self._sent.get(goal_id, NavGoalKind.NAVIGATE_TO_POSE)
+            client = self._clients.get(kind, self._client)
+        if not client.server_is_ready():
+            raise BackendUnavailable(f"action server {self._names[kind]} is not available to look up {goal_id}",
+                                     action=self._names[kind])
         return None
 
     def adopt(self, goal_id: str) -> None:
-        """Track a goal found by lookup (its acceptance never reached us): results and cancel work as if we had it."""
+        """Track a goal found by lookup (its acceptance never reached us): results and cancel work as if we
+        had it, on the client of the action whose status lists it."""
         with self._lock:
             if goal_id in self._handles:
                 return
-        response = NavigateToPose.Impl.SendGoalService.Response()
+            found = self._goals.get(goal_id)
+            kind = found[0] if found is not None else self._sent.get(goal_id, NavGoalKind.NAVIGATE_TO_POSE)
+        refusal = self._refusal(kind)
+        if refusal:
+            raise BackendUnavailable(f"cannot adopt {goal_id}: {refusal}", action=self._names[kind])
+        client = self._action_client(kind)
+        # A client made just now: let it discover the server (bounded) so the result request is not lost.
+        client.wait_for_server(timeout_sec=self._DISCOVERY_S)
+        response = self._types[kind].Impl.SendGoalService.Response()
         response.accepted = True
-        self._track(goal_id, ClientGoalHandle(self._client, cv.hex_to_goal_id(goal_id), response))
+        self._track(goal_id, ClientGoalHandle(client, cv.hex_to_goal_id(goal_id), response), kind)
 
-    def _register_late(self, future: Any) -> None:
+    def _register_late(self, kind: NavGoalKind, future: Any) -> None:
         try:
             handle = future.result()
         except Exception:
             return
         if handle is not None and handle.accepted:
-            self._track(cv.goal_id_to_hex(handle.goal_id), handle)
+            self._track(cv.goal_id_to_hex(handle.goal_id), handle, kind)
 
-    def _track(self, goal_id: str, handle: Any) -> None:
+    def _track(self, goal_id: str, handle: Any, kind: NavGoalKind) -> None:
+        self._remember(goal_id, kind)
         with self._lock:
             if goal_id in self._handles:
                 return
@@ -487,11 +646,12 @@ class Nav2NavigationPort:
     def cancel(self, goal_id: str, *, timeout_s: float) -> bool:
         with self._lock:
             handle = self._handles.get(goal_id)
+            kind = self._sent.get(goal_id, NavGoalKind.NAVIGATE_TO_POSE)
         if handle is None:
             self._node.get_logger().warning(f"cancel {goal_id}: no live goal handle (already finished?)")
             return False
         try:
-            resp = wait_future(handle.cancel_goal_async(), timeout_s, "navigate_to_pose cancel")
+            resp = wait_future(handle.cancel_goal_async(), timeout_s, f"{kind.value} cancel")
         except Exception as exc:  # timeout or a dead server: the stop is not confirmed
             self._node.get_logger().warning(f"cancel {goal_id} not acknowledged: {exc}")
             return False
@@ -503,46 +663,43 @@ class Nav2NavigationPort:
     # -- callbacks (executor threads) --
 
     def _on_feedback(self, msg: Any) -> None:
-        fb = msg.feedback
-        self._put(BackendEvent(
-            goal_id=cv.goal_id_to_hex(msg.goal_id), type="feedback",
-            distance_remaining=float(fb.distance_remaining),
-            current_pose=cv.pose_msg_to_pose2d(fb.current_pose.pose),
-            stamp=self._clock.now(),
-            detail=cv.nav_feedback_progress(fb).model_dump(),
-        ))
+        self._put(cv.nav_feedback_to_event(cv.goal_id_to_hex(msg.goal_id), msg.feedback, stamp=self._clock.now()))
 
     def _on_result(self, goal_id: str, future: Any) -> None:
         try:
             res = future.result()
         except Exception:  # the server died or the client was destroyed: no evidence, nothing to report
             return
-        self._put(BackendEvent(
-            goal_id=goal_id, type="result", status=GOAL_STATUS_NAMES.get(res.status, "unknown"),
-            stamp=self._clock.now(),
-            detail={"error_code": int(getattr(res.result, "error_code", 0)), "error_msg": str(getattr(res.result, "error_msg", ""))},
-        ))
+        self._put(cv.nav_result_to_event(goal_id, res.result, status=GOAL_STATUS_NAMES.get(res.status, "unknown"),
+                                         stamp=self._clock.now()))
         with self._lock:
             self._handles.pop(goal_id, None)
 
-    def _on_status(self, msg: GoalStatusArray) -> None:
-        self._status_source.on_message()
+    def _on_status(self, kind: NavGoalKind, msg: GoalStatusArray) -> None:
+        self._status_sources[kind].on_message()
         # The array lists every goal the server still tracks; remembering only
-        # those keeps this map bounded.
-        previous, current = self._last_status, {}
-        for st in msg.status_list:
-            gid = cv.goal_id_to_hex(st.goal_info.goal_id)
-            current[gid] = st.status
-            if previous.get(gid) == st.status:
-                continue
-            self._put(BackendEvent(goal_id=gid, type="status", status=GOAL_STATUS_NAMES.get(st.status, "unknown"),
-                                          stamp=self._clock.now()))
+        # those keeps the map bounded.
+        current = {cv.goal_id_to_hex(st.goal_info.goal_id): st.status for st in msg.status_list}
         with self._lock:
-            self._last_status = current
+            previous = {g: v[1] for g, v in self._goals.items() if v[0] is kind}
+            goals = {g: v for g, v in self._goals.items() if v[0] is not kind}
+            goals.update((g, (kind, st)) for g, st in current.items())
+            self._goals = goals
+        for gid, status in current.items():
+            if previous.get(gid) != status:
+                self._put(BackendEvent(goal_id=gid, type="status", status=GOAL_STATUS_NAMES.get(status, "unknown"),
+                                       stamp=self._clock.now()))
 
     def destroy(self) -> None:
-        self._node.destroy_subscription(self._status_sub)
-        self._client.destroy()
+        for sub in self._status_subs.values():
+            self._node.destroy_subscription(sub)
+        self._status_subs.clear()
+        for client in self._costmap_clients.values():
+            self._node.destroy_client(client)
+        self._costmap_clients.clear()
+        for action_client in self._clients.values():
+            action_client.destroy()
+        self._clients.clear()
 
 
 class _PendingAck:

@@ -66,6 +66,13 @@ class SupervisorNode(HarnessLifecycleNode):
             "harness_config_json": "",
             "artifacts_dir": "",
             "nav_action": "navigate_to_pose",
+            "nav_through_poses_action": "navigate_through_poses",
+            "follow_waypoints_action": "follow_waypoints",
+            "spin_action": "spin",
+            "backup_action": "backup",
+            "wait_action": "wait",
+            "clear_global_costmap_service": "global_costmap/clear_entirely_global_costmap",
+            "clear_local_costmap_service": "local_costmap/clear_entirely_local_costmap",
             "planner_action": "compute_path_to_pose",
             "goal_cost_service": "global_costmap/get_cost_global_costmap",
             "capture_service": "snapshot_aggregator/capture",
@@ -188,7 +195,13 @@ class SupervisorNode(HarnessLifecycleNode):
         self._snapshots = RosSnapshotPort(io_node, p["capture_service"], on_dropped=dropped)
         self._planner = RosPlannerPort(io_node, p["planner_service"], timeout_s=float(p["planner_timeout_s"]),
                                        on_dropped=dropped)
-        self._nav = Nav2NavigationPort(io_node, p["nav_action"], clock=self._wall)
+        # Empty: the robot serves no such interface (goals of that kind are refused).
+        self._nav = Nav2NavigationPort(
+            io_node, p["nav_action"], clock=self._wall, through_poses_action=p["nav_through_poses_action"],
+            follow_waypoints_action=p["follow_waypoints_action"], spin_action=p["spin_action"],
+            backup_action=p["backup_action"], wait_action=p["wait_action"],
+            clear_global_costmap_service=p["clear_global_costmap_service"],
+            clear_local_costmap_service=p["clear_local_costmap_service"])
         # Empty planner_action / goal_cost_service: the robot has none (those checks say not applicable).
         self._feasibility = RosFeasibilityPort(io_node, planner_action=p["planner_action"],
                                                cost_service=p["goal_cost_service"])

@@ -151,7 +151,7 @@ def test_behaviour_feedback_carries_progress_and_no_distance(tmp_path: Path) -> 
     cases = [
         (NavGoal(kind=NavGoalKind.SPIN, spin_dist_rad=-1.5), "angular_distance_traveled", -1.5),
         (NavGoal(kind=NavGoalKind.BACK_UP, backup_dist_m=0.3, backup_speed_mps=0.15), "distance_traveled", 0.3),
-        (NavGoal(kind=NavGoalKind.WAIT, wait_s=1.0), "time_left", 0.0),
+        (NavGoal(kind=NavGoalKind.WAIT, wait_s=1.0), "time_left_s", 0.0),
     ]
     for n, (goal, key, last) in enumerate(cases):
         goal_id = f"{n + 4}" * 32

@@ -41,7 +41,8 @@ _TERMINAL_STATUS = {
 }
 
 _PROGRESS_KEYS = ("navigation_time_s", "estimated_time_remaining_s", "number_of_recoveries",
-                  "number_of_poses_remaining", "current_waypoint", "distance_traveled", "angular_distance_traveled")
+                  "number_of_poses_remaining", "current_waypoint", "distance_traveled", "angular_distance_traveled",
+                  "time_left_s")
 """Nav2 feedback counters journaled with each progress event (``records.NavProgress``; a route's and a
 behaviour's own)."""
 
