@@ -45,7 +45,7 @@ from . import is_loopback
 from ..core.errors import HarnessError, RefusalError, UsageError
 from ..core.mission_spec import MAX_CONTRACT_CHARS, MissionSpec
 from ..operator.session import CallTicket, SessionHost
-from ..core.skills import PROPOSE_DONE, READ_ONLY, Skill
+from ..core.skills import PROPOSE_DONE, READ_ONLY, RECOVERY_ONLY, Skill
 
 __all__ = ["ACTION_URI", "SESSION_URI", "HARNESS_TOOLS", "SUBMIT_MISSION", "MISSION_TOOL", "MissionSubmitter",
            "McpServerHandle", "build_server", "mcp_tools", "serve"]
@@ -153,7 +153,7 @@ def mcp_tools(skills: Sequence[Skill], *, missions: bool = False) -> list[Any]:
 
     tools = []
     for skill in skills:
-        if skill.name == PROPOSE_DONE:
+        if skill.name == PROPOSE_DONE or RECOVERY_ONLY in skill.tags:  # the recovery policy's own, never a client's
             continue
         fn = skill.tool_spec()["function"]
         tools.append(Tool(name=fn["name"], description=fn["description"], input_schema=fn["parameters"],

@@ -131,6 +131,7 @@ def test_skills_are_tools_with_the_planners_schemas_and_a_motion_is_verified_not
     planner_tools = {t["function"]["name"]: t["function"] for t in default_skills(config.navigation).tool_specs()}
     tools = r["tools"]
     assert PROPOSE_DONE not in tools
+    assert not {"clear_costmaps", "back_up", "spin", "wait"} & set(tools), "the recovery policy's own, never a client's"
     for name, fn in planner_tools.items():
         if name == PROPOSE_DONE:
             continue
