@@ -22,7 +22,8 @@ Lifecycle: the harness nodes start unconfigured (``autostart: false``); ``lifecy
 configures and activates them in order (supervisor last) when ``autostart`` is true. The
 default planner is ``scripted`` with the shipped demo scenario's turns (scenarios/demo.yaml),
 so the demo goal above SUCCEEDS right after ``use_sim:=true`` comes up. The simulated robot
-(``use_sim``) hosts five nodes (sim_robot, bt_navigator, amcl, planner_server, global_costmap), each name pinned, and starts
+(``use_sim``) hosts eight nodes (sim_robot, bt_navigator, amcl, planner_server, global_costmap, local_costmap,
+behavior_server, waypoint_follower), each name pinned, and starts
 itself; it is never given a ``name=`` (launch_ros passes it as ``-r __node:=``, which would
 rename every node of a process whose nodes did not pin their names).
 
@@ -51,7 +52,8 @@ BOND_TIMEOUT_S = 4.0
 
 ARGUMENTS = (
     ("namespace", "", "Top-level namespace ('' or robot1 or /robot1)"),
-    ("use_sim", "false", "Start the simulated robot (sim_robot with its bt_navigator, amcl, planner_server and global_costmap)"),
+    ("use_sim", "false", "Start the simulated robot (sim_robot with its bt_navigator, amcl, planner_server, "
+                         "global_costmap, local_costmap, behavior_server and waypoint_follower)"),
     ("use_sim_time", "false", "Use the /clock topic for every node"),
     ("params_file", "", "One parameter file for all launched nodes; empty: the package's config/*.yaml"),
     ("autostart", "true", "Configure and activate the harness nodes (lifecycle_manager)"),

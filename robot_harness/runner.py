@@ -49,6 +49,7 @@ def scenario_overrides(scenario: Scenario, *, journal_path: Path, artifacts_dir:
             "pose_rate_hz": robot.pose_rate_hz, "odom_rate_hz": robot.odom_rate_hz,
             "camera_rate_hz": 2.0 if robot.camera else 0.0,
             "battery_start": robot.battery_start,
+            "stop_on_failure": robot.stop_on_failure,
             "faults_json": json.dumps([f.model_dump(exclude_none=True) for f in robot.faults]),
             "map_json": json.dumps(robot.map) if robot.map is not None else "",
         },

@@ -1,6 +1,6 @@
 """ROS adapter for the simulated quadruped: a stand-in for the robot plus Nav2.
 
-``SimRobot`` owns five nodes around one ``SimWorld``:
+``SimRobot`` owns eight nodes around one ``SimWorld``:
 
 * ``sim_robot`` (plain node): its publishers carry the robot's sensors
   (localization ``amcl_pose``, ``odom``, ``battery_state``,
@@ -13,9 +13,14 @@
   ``<topic>/ack`` (std_msgs/String JSON: ``by``, ``at``, ``sha256`` of the
   exact payload, and ``message_id``/``to`` for messages), the receiving side
   of the delivery contract that ``RosRobotIO`` waits for.
-* ``bt_navigator`` (lifecycle node): serves ``navigate_to_pose`` exactly where
-  Nav2 serves it, and answers ``bt_navigator/get_state`` as
-  ``nav2_simple_commander`` expects.
+* ``bt_navigator`` (lifecycle node): serves ``navigate_to_pose`` and
+  ``navigate_through_poses`` exactly where Nav2 serves them, and answers
+  ``bt_navigator/get_state`` as ``nav2_simple_commander`` expects.
+* ``waypoint_follower`` (lifecycle node): serves ``follow_waypoints``
+  (FollowWaypoints; ``stop_on_failure`` is a ``sim_robot`` parameter, see
+  ``_WaypointFollower``).
+* ``behavior_server`` (lifecycle node): serves ``spin``, ``backup`` and
+  ``wait``, Nav2's default behaviours (see ``_BehaviorServer``).
 * ``amcl`` (lifecycle node): the lifecycle face of the sim's localization, so
   ``BasicNavigator.waitUntilNav2Active()`` (localizer ``amcl``) finds it
   active; once configured it takes ``initialpose`` and relocalizes the world
@@ -27,7 +32,19 @@
 * ``global_costmap`` (lifecycle node, in the sub-namespace
   ``global_costmap`` as Nav2's planner server puts its costmap): serves
   ``global_costmap/get_cost_global_costmap`` (nav2_msgs/srv/GetCosts) from
-  ``SimWorld.cost_at`` (see ``_GlobalCostmap``).
+  ``SimWorld.cost_at`` and ``global_costmap/clear_entirely_global_costmap``
+  (nav2_msgs/srv/ClearEntireCostmap) from ``SimWorld.clear_costmaps`` (see
+  ``_GlobalCostmap``).
+* ``local_costmap`` (lifecycle node, in the sub-namespace ``local_costmap``
+  as Nav2's controller server puts its costmap): serves
+  ``local_costmap/clear_entirely_local_costmap`` (see ``_Costmap``).
+
+Every action goal mirrors one world goal (``_ActionHost``): the world decides
+acceptance, motion, feedback values and the end, with Nav2's error codes
+(``GoalView.error_code``: the planner's for a goal without a path, 105 for a
+``stuck`` robot, 603 for FollowWaypoints stopping on a missed waypoint, a
+behaviour's own), and keeps the truth of every route's waypoints
+(``WaypointView.reached_t``), which a ``skip_waypoint`` fault may contradict.
 
 The world's readiness faults show on these surfaces: ``high_covariance`` in
 the covariance ``amcl_pose`` carries (``SimWorld.pose_covariance``), and
@@ -41,7 +58,7 @@ passes its planner's error on.
 
 Every name is relative, so the whole robot moves under a namespace
 (``SimRobot(namespace=...)`` in-process, ``--ros-args -r __ns:=/x`` for the
-executable; both apply to all five nodes) and resolves, at the root, to the
+executable; both apply to all eight nodes) and resolves, at the root, to the
 names it always had (``/amcl_pose``, ``/sim_robot/ground_truth``, ...). Each
 node pins its own name with a node-local remap, so a launch ``name=``
 (``-r __node:=NAME``, a global remap) renames none of them: ``~/`` topics stay
@@ -56,11 +73,13 @@ activated still gives a pose). With ``autostart`` (the default) ``amcl`` is
 active from the start anyway, like an AMCL with ``set_initial_pose: true``.
 
 All world access goes through one lock; the world itself stays single-threaded
-and ROS-free. The navigate_to_pose execute callback blocks a worker thread for
-the whole goal, and a goal callback under an ``ack_delay`` fault blocks one
-while it holds the acceptance back; the action server sits in a reentrant
-callback group, so the executor needs at least ``MIN_EXECUTOR_THREADS``
-threads (one per concurrently running goal or held acceptance, plus requests).
+and ROS-free. Each action's execute callback blocks a worker thread for the
+whole goal, and a goal callback under an ``ack_delay`` fault blocks one while
+it holds the acceptance back; the action servers sit in reentrant callback
+groups, so the executor needs at least ``MIN_EXECUTOR_THREADS`` threads (one
+per concurrently running goal or held acceptance, plus requests; the world
+runs one goal at a time, so at most two execute callbacks overlap, during a
+preemption).
 
 Faults of the robot's outside are decided by the world and carried out here,
 as ``robot_harness.eval.simports`` carries them out in-process: while
@@ -86,6 +105,7 @@ lifecycle, parameters).
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import json
 import math
@@ -104,8 +124,10 @@ import rclpy
 from builtin_interfaces.msg import Duration as DurationMsg
 from builtin_interfaces.msg import Time as TimeMsg
 from geometry_msgs.msg import PoseStamped, PoseWithCovariance, PoseWithCovarianceStamped, Quaternion
-from nav2_msgs.action import ComputePathToPose, NavigateToPose
-from nav2_msgs.srv import GetCosts
+from nav2_msgs.action import (BackUp, ComputePathToPose, FollowWaypoints, NavigateThroughPoses, NavigateToPose, Spin,
+                              Wait)
+from nav2_msgs.msg import WaypointStatus
+from nav2_msgs.srv import ClearEntireCostmap, GetCosts
 from nav_msgs.msg import Odometry
 from nav_msgs.msg import Path as PathMsg
 from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
@@ -124,6 +146,7 @@ from sensor_msgs.msg import BatteryState, Image
 from std_msgs.msg import String
 
 from robot_harness.core.errors import HarnessError, ScenarioError, UsageError
+from robot_harness.core.nav_goals import NavGoalKind, WaypointState
 from robot_harness.core.records import Pose2D
 from robot_harness.nodes._lifecycle import HarnessLifecycleNode
 from robot_harness.nodes._util import autostart as autostart_node
@@ -132,6 +155,7 @@ from robot_harness.sim.world import (
     COST_LETHAL,
     COST_NO_INFORMATION,
     ExternalGoalFault,
+    GoalDecision,
     GoalEvent,
     GoalEventType,
     GoalStatus,
@@ -140,11 +164,13 @@ from robot_harness.sim.world import (
     PlanResult,
     SimConfig,
     SimWorld,
+    WaypointView,
     parse_faults,
 )
 
 __all__ = ["DieMode", "SimRobot", "MIN_EXECUTOR_THREADS", "SPEAKER_ID", "OUTBOX_ID", "EXTERNAL_GOAL_TAG",
-           "PLANNER_ID", "COSTMAP_NAMESPACE", "GET_COSTS_SERVICE", "main"]
+           "PLANNER_ID", "COSTMAP_NAMESPACE", "GET_COSTS_SERVICE", "LOCAL_COSTMAP_NAMESPACE", "MAX_ROUTE_POSES",
+           "main"]
 
 MIN_EXECUTOR_THREADS = 5
 """Two goals overlapping during a preemption, one held acceptance (``ack_delay``), plus a request."""
@@ -175,6 +201,9 @@ COSTMAP_NAMESPACE = "global_costmap"
 """The costmap node's sub-namespace and name (Nav2: ``Costmap2DROS("global_costmap", <planner's namespace>)``)."""
 GET_COSTS_SERVICE = "get_cost_global_costmap"
 """Nav2's ``"get_cost_" + get_name()``, in the costmap's namespace: ``global_costmap/get_cost_global_costmap``."""
+LOCAL_COSTMAP_NAMESPACE = "local_costmap"
+"""The local costmap node's sub-namespace and name (Nav2: ``Costmap2DROS("local_costmap", <controller's namespace>)``):
+it serves ``local_costmap/clear_entirely_local_costmap``, as the global one ``global_costmap/clear_entirely_...``."""
 _PATH_SPACING_M = 0.1
 """Pose spacing of a served path without a map (with one: its resolution, as Nav2's grid planners give)."""
 
@@ -264,6 +293,7 @@ def _parameter_defaults(
         "faults_json": json.dumps(faults),
         "map_json": config.map.model_dump_json() if config.map is not None else "",
         "seed": config.seed,
+        "stop_on_failure": config.stop_on_failure,
         "pose_topic": pose_topic,
         "autostart": autostart,
         "die_mode": die_mode.value,
@@ -313,6 +343,7 @@ def _read_settings(node: Node, defaults: dict[str, Any]) -> _Settings:
                     "battery_start",
                     "battery_drain_per_m",
                     "seed",
+                    "stop_on_failure",
                 )
             },
             "faults": parse_faults(str(values["faults_json"])),
@@ -412,7 +443,7 @@ class _GoalProbe:
 
 
 class SimRobot:
-    """The simulated robot and its navigator, ready to be added to an executor.
+    """The simulated robot and its Nav2 stand-ins, ready to be added to an executor.
 
     Parameters of the ``sim_robot`` node override the constructor's values, so
     the same class serves the executable (parameters from the command line)
@@ -476,26 +507,36 @@ class SimRobot:
         self.navigator = _Navigator(self, context=self._context, namespace=namespace)
         self.amcl = _Amcl(self, context=self._context, namespace=namespace)
         self.planner = _PlannerServer(self, context=self._context, namespace=namespace)
-        # Under the sim node's resolved namespace (a global __ns remap included), as Nav2 nests its costmap.
-        self.costmap = _GlobalCostmap(self, context=self._context,
-                                      namespace=f"{self.node.get_namespace().rstrip('/')}/{COSTMAP_NAMESPACE}")
+        self.behavior_server = _BehaviorServer(self, context=self._context, namespace=namespace)
+        self.waypoint_follower = _WaypointFollower(self, context=self._context, namespace=namespace)
+        # Under the sim node's resolved namespace (a global __ns remap included), as Nav2 nests its costmaps.
+        base = self.node.get_namespace().rstrip("/")
+        self.costmap = _GlobalCostmap(self, context=self._context, namespace=f"{base}/{COSTMAP_NAMESPACE}")
+        self.local_costmap = _LocalCostmap(self, context=self._context, namespace=f"{base}/{LOCAL_COSTMAP_NAMESPACE}")
         self._context.on_shutdown(self._on_context_shutdown)
         if settings.autostart:
+            # nav2_bringup's lifecycle order: the controller's costmap, the planner, the behaviours, the navigator,
+            # then the waypoint follower.
             autostart_node(self.amcl)
+            autostart_node(self.local_costmap)
             autostart_node(self.costmap)
             autostart_node(self.planner)
+            autostart_node(self.behavior_server)
             if self.world.navigator_active:
                 autostart_node(self.navigator)
             else:  # navigator_inactive from the start: bt_navigator never activates
                 self._navigator_held = True
                 self.navigator.trigger_configure()
+            autostart_node(self.waypoint_follower)
 
     # ----------------------------------------------------------------- public
 
     @property
     def nodes(self) -> tuple[Node, ...]:
-        """sim_robot, bt_navigator, amcl, planner_server, global_costmap."""
-        return (self.node, self.navigator, self.amcl, self.planner, self.costmap)
+        """sim_robot, bt_navigator, amcl, planner_server, global_costmap, local_costmap, behavior_server,
+        waypoint_follower."""
+        return (self.node, self.navigator, self.amcl, self.planner, self.costmap, self.local_costmap,
+                self.behavior_server, self.waypoint_follower)
 
     @property
     def goal_log(self) -> list[GoalEvent]:
@@ -566,8 +607,8 @@ class SimRobot:
                 # rclpy exposes no public "is shut down" query.
                 spinning = spinning or not getattr(executor, "_is_shutdown", True)
                 executor.remove_node(n)
-        self.navigator.release_action_server(destroy=not spinning)
-        self.planner.release_action_server(destroy=not spinning)
+        for host in (self.navigator, self.waypoint_follower, self.behavior_server, self.planner):
+            host.release_action_server(destroy=not spinning)
         client, self._external_client = self._external_client, None
         if client is not None and not spinning:  # the same rule as the server's (ros2/rclpy#1385)
             client.destroy()
@@ -587,10 +628,16 @@ class SimRobot:
         """A bounded pause that ends early when the robot is being destroyed."""
         self._stop.wait(timeout_s)
 
-    def submit_goal(self, pose: Pose2D) -> tuple[bool, str, int]:
+    def submit(self, command: Callable[[SimWorld], GoalDecision]) -> tuple[bool, str, int]:
+        """Run one of the world's ``submit_*`` calls under the lock: (accepted, reason, goal index).
+
+        The world's ``UsageError`` (a request it cannot take) passes through, with nothing logged.
+        """
         with self._lock:
-            decision = self.world.submit_goal(pose.x, pose.y, pose.yaw)
-            self._flush_events()
+            try:
+                decision = command(self.world)
+            finally:
+                self._flush_events()
         self._write_truth()
         return decision.accepted, decision.reason, decision.goal_index
 
@@ -624,11 +671,12 @@ class SimRobot:
                 }
             )
 
-    def refuse_goal(self, pose: Pose2D, reason: str) -> None:
-        """Log a goal the navigator refused before the world saw it (goal index 0)."""
-        self.node.get_logger().warning(f"goal to ({pose.x:.2f}, {pose.y:.2f}) rejected: {reason}")
+    def refuse_goal(self, pose: Pose2D | None, reason: str) -> None:
+        """Log a goal a server refused before the world saw it (goal index 0); ``pose`` None: where the robot is."""
         with self._lock:
             w = self.world
+            pose = pose if pose is not None else w.localized_pose
+            self.node.get_logger().warning(f"goal to ({pose.x:.2f}, {pose.y:.2f}) rejected: {reason}")
             self._publish_event(
                 GoalEvent(
                     event=GoalEventType.REJECTED,
@@ -660,6 +708,41 @@ class SimRobot:
             self._flush_events()
         self._write_truth()
         return done
+
+    def abort_kinds(self, kinds: frozenset[NavGoalKind], reason: str) -> bool:
+        """Abort the running world goal if it is of one of ``kinds`` (its server deactivates or shuts down)."""
+        with self._lock:
+            active = self.world.active_goal
+            done = active is not None and active.kind in kinds and self.world.abort(reason, active.index)
+            self._flush_events()
+        self._write_truth()
+        return done
+
+    def clear_costmaps(self, which: str) -> bool:
+        """A costmap's ``clear_entirely_*`` service: ``SimWorld.clear_costmaps`` (False: dead, nothing cleared)."""
+        with self._lock:
+            cleared = not self._silenced and self.world.clear_costmaps([which])
+            if self._truth is not None:
+                self._truth.enqueue({"kind": "sim_costmap_cleared", "costmap": which, "cleared": cleared,
+                                     "t": self.world.t, "stamp": time.time()})
+        self._write_truth()
+        return cleared
+
+    def goal_view(self, index: int) -> GoalView:
+        """The world's view of goal ``index`` (ground truth included: each waypoint's ``reached_t``)."""
+        with self._lock:
+            return self.world.goal(index)
+
+    def log_route_truth(self, view: GoalView) -> None:
+        """Record in the truth log what became of each waypoint of a finished route (a goal event has no room)."""
+        if self._truth is None or not view.waypoints:
+            return
+        self._truth.write({
+            "kind": "sim_route_waypoints", "goal_index": view.index, "goal_kind": view.kind.value,
+            "status": view.status.value, "stamp": time.time(),
+            "waypoints": [{"index": wp.index, "state": wp.state.value, "error_code": wp.error_code,
+                           "reached_t": wp.reached_t} for wp in view.waypoints],
+        })
 
     def completion_claim(self) -> str:
         """The active ``claims_completion`` text ('' when none): navigation results carry it instead of the truth."""
@@ -1003,46 +1086,93 @@ class _Stream:
         return True
 
 
-# --------------------------------------------------------------------------- the navigator
+# --------------------------------------------------------------------------- Nav2's action servers
 
 
-class _Navigator(HarnessLifecycleNode):
-    """``bt_navigator``: serves navigate_to_pose once configured, accepts goals only while active.
+@dataclass(frozen=True)
+class _Surface:
+    """One Nav2 action a sim lifecycle node serves, and how its messages map onto the world's goals.
 
-    Each accepted goal is bound to its world goal index; its execute callback
-    mirrors the world's verdict into the ROS goal state, so the world stays
-    the single source of truth about goals.
+    ``submit`` hands an accepted request to the world (``SimRobot.submit`` runs it under the lock;
+    ``UsageError`` for a request the world cannot take, which is then refused); ``feedback`` and
+    ``result`` build the action's own fields from the goal's ``GoalView``. What every Nav2 result
+    shares (``error_code``, ``error_msg``) and the terminal state are the host's (``_ActionHost._finish``).
     """
 
-    check_twins = False  # the robot's navigator: a second one is the supervisor's to refuse
+    action: Any
+    """The action type (nav2_msgs/action/...)."""
+    name: str
+    """The action's name, relative (Nav2's default)."""
+    unknown: int
+    """The action's UNKNOWN code: an abort the world gave no code of its own (preempted, deactivated)."""
+    submit: Callable[[SimWorld, Any], GoalDecision]
+    feedback: Callable[[Any, _GoalProbe], Any]
+    result: Callable[[Any, GoalView], Any]
+    target: Callable[[Any], Pose2D | None] = lambda _request: None
+    """Where the goal would take the robot, for the log of a refused goal (None: where it is)."""
+    frames: Callable[[Any], list[str]] = lambda _request: []
+    """The frames of the request's poses; a goal with one other than ``map`` (or "") is refused."""
+    nav2_words: bool = True
+    """Abort messages: the world's copy of this server's Nav2 ``error_msg`` first (True), or the world's
+    reason, which names the cause (False: bt_navigator's, as navigate_to_pose always said)."""
 
-    def __init__(self, robot: SimRobot, *, context: Context, namespace: str = "") -> None:
-        # No parameter services: bt_navigator has no parameters here, and every
-        # service costs a wait-set entry on each executor wake-up.
-        # Its own name pinned by a node-local remap, so a launch name given to the sim process
-        # (``--ros-args -r __node:=...``) does not rename it too (see ``BackgroundSpinner``).
-        super().__init__("bt_navigator", context=context, namespace=namespace, start_parameter_services=False,
-                         cli_args=["--ros-args", "-r", "__node:=bt_navigator"])
+
+class _ActionHost(HarnessLifecycleNode):
+    """A lifecycle node of the sim serving Nav2 actions, each goal mirroring one world goal.
+
+    Shared by bt_navigator, waypoint_follower and behavior_server, so every action
+    answers as navigate_to_pose always has: its servers are created at configure
+    and kept (ros2/rclpy#1385), goals are accepted only while active (and refused,
+    with a REJECTED line in the goal log, otherwise), an accepted goal is bound to
+    its world goal index and its execute callback mirrors the world's verdict
+    into the ROS goal state, feedback and result until the goal ends, the robot
+    dies or the sim stops, so the world stays the single source of truth about
+    goals. A dead robot (``silent``) refuses goals and cancels and never answers
+    a running goal; an ``ack_delay`` fault holds the acceptance back while the
+    world goal already runs. Every goal of any kind preempts the running one (the
+    world's one-goal rule): its ROS goal ends ABORTED, as a Nav2 server ends a
+    goal its successor preempted.
+    """
+
+    check_twins = False  # the robot's Nav2 servers: a second one is the supervisor's to refuse
+
+    kinds: frozenset[NavGoalKind] = frozenset()
+    """The world goal kinds this node runs: aborted when it deactivates or shuts down."""
+
+    def __init__(self, name: str, robot: SimRobot, *, context: Context, namespace: str = "") -> None:
+        # No parameter services: these nodes have no parameters here, and every service costs a
+        # wait-set entry on each executor wake-up. The name is pinned by a node-local remap, so a
+        # launch name given to the sim process (``--ros-args -r __node:=...``) does not rename it too
+        # (see ``BackgroundSpinner``).
+        super().__init__(name, context=context, namespace=namespace, start_parameter_services=False,
+                         cli_args=["--ros-args", "-r", f"__node:={name}"])
         self._robot = robot
         self._group = ReentrantCallbackGroup()
-        self._server: ActionServer | None = None
+        self._servers: list[ActionServer] = []
         self._server_lock = threading.Lock()
         self._pending: dict[int, int] = {}
+
+    def surfaces(self) -> tuple[_Surface, ...]:
+        """The actions this node serves."""
+        return ()
 
     # ----------------------------------------------------------------- lifecycle
 
     def build(self, params: dict[str, Any]) -> None:
         with self._server_lock:
-            if self._server is None:
-                self._server = ActionServer(
-                    self,
-                    NavigateToPose,
-                    "navigate_to_pose",
-                    execute_callback=self._execute,
-                    goal_callback=self._on_goal,
-                    cancel_callback=self._on_cancel,
-                    callback_group=self._group,
-                )
+            if not self._servers:
+                self._servers = [
+                    ActionServer(
+                        self,
+                        s.action,
+                        s.name,
+                        execute_callback=functools.partial(self._execute, s),
+                        goal_callback=functools.partial(self._on_goal, s),
+                        cancel_callback=self._on_cancel,
+                        callback_group=self._group,
+                    )
+                    for s in self.surfaces()
+                ]
 
     @property
     def lifecycle_state(self) -> str:
@@ -1050,57 +1180,66 @@ class _Navigator(HarnessLifecycleNode):
         return str(self._state_machine.current_state[1])
 
     def deactivated(self) -> None:
-        self._robot.abort_goal("bt_navigator deactivated")
+        self._robot.abort_kinds(self.kinds, f"{self.get_name()} deactivated")
 
     def release(self) -> None:
-        """Nothing: the server is kept (and reused by the next configure) instead of destroyed, since
-        destroying it under a spinning executor can crash the executor (ros2/rclpy#1385). Goals are
-        refused unless active anyway; ``SimRobot.destroy`` drops it (``release_action_server``)."""
+        """Nothing: the servers are kept (and reused by the next configure) instead of destroyed, since
+        destroying one under a spinning executor can crash the executor (ros2/rclpy#1385). Goals are
+        refused unless active anyway; ``SimRobot.destroy`` drops them (``release_action_server``)."""
 
     def shutting_down(self) -> None:
-        self._robot.abort_goal("bt_navigator shutting down")
+        self._robot.abort_kinds(self.kinds, f"{self.get_name()} shutting down")
 
     def release_action_server(self, *, destroy: bool) -> None:
-        """Drop navigate_to_pose; destroy it only when no executor can be using it. Safe to repeat."""
+        """Drop every action server; destroy them only when no executor can be using them. Safe to repeat."""
         with self._server_lock:
-            server, self._server = self._server, None
-        if server is not None and destroy:
-            server.destroy()
+            servers, self._servers = self._servers, []
+        if destroy:
+            for server in servers:
+                server.destroy()
 
     # ----------------------------------------------------------------- action callbacks
 
-    def _on_goal(self, request: NavigateToPose.Goal) -> GoalResponse:
-        pose = _msg_to_pose(request.pose)
-        if self._robot.silenced:
+    def _bound_index(self, surface: _Surface, request: Any) -> int | None:
+        """A world goal this request stands for that already runs (0: none to bind, refused); None: a new goal."""
+        return None
+
+    def _on_goal(self, surface: _Surface, request: Any) -> GoalResponse:
+        robot = self._robot
+        if robot.silenced:
             return GoalResponse.REJECT
-        if request.behavior_tree.startswith(EXTERNAL_GOAL_TAG):
-            # The world already runs it (whatever our lifecycle state): bind, do not submit again.
-            index = self._robot.bind_external_goal(request.behavior_tree)
-            if index == 0:
-                self._robot.refuse_goal(pose, f"no external goal to bind for '{request.behavior_tree}'")
+        bound = self._bound_index(surface, request)
+        if bound is not None:
+            if bound == 0:
                 return GoalResponse.REJECT
-            self._pending[id(request)] = index
+            self._pending[id(request)] = bound
             return GoalResponse.ACCEPT
+        target = surface.target(request)
         if not self._active:
-            self._robot.refuse_goal(pose, "bt_navigator is not active")
+            robot.refuse_goal(target, f"{self.get_name()} is not active")
             return GoalResponse.REJECT
-        if request.pose.header.frame_id not in ("", "map"):
-            self._robot.refuse_goal(pose, f"unsupported frame '{request.pose.header.frame_id}'")
+        frame = next((f for f in surface.frames(request) if f not in ("", "map")), None)
+        if frame is not None:
+            robot.refuse_goal(target, f"unsupported frame '{frame}'")
             return GoalResponse.REJECT
-        accepted, reason, index = self._robot.submit_goal(pose)
+        try:
+            accepted, reason, index = robot.submit(lambda world: surface.submit(world, request))
+        except UsageError as exc:  # a request the world cannot take (no poses, a zero speed, ...)
+            robot.refuse_goal(target, f"{surface.name}: {exc.message}")
+            return GoalResponse.REJECT
         if not accepted:
-            self.get_logger().info(f"goal {index} rejected: {reason}")
+            self.get_logger().info(f"{surface.name} goal {index} rejected: {reason}")
             return GoalResponse.REJECT
-        delay_s = self._robot.ack_delay(index)
+        delay_s = robot.ack_delay(index)
         if delay_s > 0.0:
             # The world goal is already running (the tick moves the robot);
             # only the answer to the client is late. This blocks one executor
             # thread; the reentrant group keeps goals and cancels flowing.
             self.get_logger().info(f"goal {index} accepted; answering in {delay_s:.2f} s (ack_delay fault)")
-            self._robot.wait(delay_s)
-            if self._robot.stopping or self._robot.silenced:
+            robot.wait(delay_s)
+            if robot.stopping or robot.silenced:
                 # No ROS goal will exist to mirror it: end the world goal now.
-                self._robot.abort_goal("bt_navigator shutting down", index)
+                robot.abort_goal(f"{self.get_name()} shutting down", index)
                 return GoalResponse.REJECT
         self._pending[id(request)] = index
         return GoalResponse.ACCEPT
@@ -1108,40 +1247,41 @@ class _Navigator(HarnessLifecycleNode):
     def _on_cancel(self, goal_handle: ServerGoalHandle) -> CancelResponse:
         return CancelResponse.REJECT if self._robot.silenced else CancelResponse.ACCEPT
 
-    def _execute(self, goal_handle: ServerGoalHandle) -> NavigateToPose.Result:
+    def _execute(self, surface: _Surface, goal_handle: ServerGoalHandle) -> Any:
         index = self._pending.pop(id(goal_handle.request), 0)
         if index == 0:
             goal_handle.abort()
-            return _Result(error_code=_Result.UNKNOWN, error_msg="goal was not registered with the world")
+            return surface.action.Result(error_code=surface.unknown, error_msg="goal was not registered with the world")
         self._robot.log_goal_bound(index, bytes(goal_handle.goal_id.uuid))
         self._robot.goal_started()
         try:
-            return self._run_goal(goal_handle, index)
+            return self._run_goal(surface, goal_handle, index)
         finally:
             self._robot.goal_finished()
 
-    def _run_goal(self, goal_handle: ServerGoalHandle, index: int) -> NavigateToPose.Result:
+    def _run_goal(self, surface: _Surface, goal_handle: ServerGoalHandle, index: int) -> Any:
         """Mirror world goal ``index`` into ROS until it ends, the robot dies, or we stop.
 
         A dead robot never answers: the loop parks (in bounded waits) until the
         adapter is destroyed, and returns without setting a terminal state.
         """
         robot = self._robot
+        request = goal_handle.request
         last_feedback_ns: int | None = None
         cancel_sent = False
         while True:
             if robot.stopping:
                 probe = robot.probe(index)
                 if probe.dead or robot.silenced:
-                    return _Result(error_code=_Result.UNKNOWN, error_msg="robot is dead")
-                robot.abort_goal("bt_navigator shutting down", index)
+                    return surface.action.Result(error_code=surface.unknown, error_msg="robot is dead")
+                robot.abort_goal(f"{self.get_name()} shutting down", index)
                 goal_handle.abort()
-                return _Result(error_code=_Result.UNKNOWN, error_msg="bt_navigator shutting down")
+                return surface.action.Result(error_code=surface.unknown, error_msg=f"{self.get_name()} shutting down")
             probe = robot.probe(index)
             if not probe.dead:
                 status = probe.view.status
                 if status.terminal:
-                    return self._finish(goal_handle, probe.view, robot.completion_claim())
+                    return self._finish(surface, goal_handle, probe.view, robot.completion_claim())
                 if goal_handle.is_cancel_requested and not cancel_sent:
                     cancel_sent = True
                     robot.cancel_goal(index)
@@ -1151,33 +1291,268 @@ class _Navigator(HarnessLifecycleNode):
                 ):
                     last_feedback_ns = probe.stamp_ns
                     with robot.shutdown_tolerant():
-                        goal_handle.publish_feedback(self._feedback(probe))
+                        goal_handle.publish_feedback(surface.feedback(request, probe))
             robot.wait(_EXECUTE_POLL_S)
 
-    def _feedback(self, probe: _GoalProbe) -> NavigateToPose.Feedback:
-        view = probe.view
-        speed = self._robot.config.speed
-        fb = NavigateToPose.Feedback()
-        fb.current_pose = _pose_stamped(probe.localized, probe.stamp_ns)
-        fb.navigation_time = _duration_msg((probe.stamp_ns - self._robot.stamp_ns(view.received_t)) / 1e9)
-        fb.estimated_time_remaining = _duration_msg(view.distance_remaining / speed)
-        fb.number_of_recoveries = 0
-        fb.distance_remaining = float(view.distance_remaining)
-        return fb
+    def _finish(self, surface: _Surface, goal_handle: ServerGoalHandle, view: GoalView, claim: str = "") -> Any:
+        """End the ROS goal as the world did; a ``claims_completion`` fault replaces the message with its claim.
 
-    @staticmethod
-    def _finish(goal_handle: ServerGoalHandle, view: GoalView, claim: str = "") -> NavigateToPose.Result:
-        """End the ROS goal as the world did; a ``claims_completion`` fault replaces the message with its claim."""
+        An abort carries the world's Nav2 error code (the planner's for a goal
+        without a path, 105 for a stuck robot, 603, a behaviour's own), or the
+        action's UNKNOWN when the world has none (preempted, deactivated).
+        """
+        result = surface.result(goal_handle.request, view)
         if view.status is GoalStatus.SUCCEEDED:
             goal_handle.succeed()
-            return _Result(error_code=_Result.NONE, error_msg=claim)
-        if view.status is GoalStatus.CANCELED and goal_handle.is_cancel_requested:
+            result.error_code, result.error_msg = 0, claim
+        elif view.status is GoalStatus.CANCELED and goal_handle.is_cancel_requested:
             goal_handle.canceled()
-            return _Result(error_code=_Result.NONE, error_msg=claim or "canceled")
-        goal_handle.abort()
-        # A goal its planner could not serve: Nav2's bt_navigator passes the planner's error code on.
-        code = view.plan_error.number if view.plan_error is not PlanErrorCode.NONE else _Result.UNKNOWN
-        return _Result(error_code=code, error_msg=claim or view.reason or view.status.value.lower())
+            result.error_code, result.error_msg = 0, claim or "canceled"
+        else:
+            goal_handle.abort()
+            words = (view.error_msg or view.reason) if surface.nav2_words else (view.reason or view.error_msg)
+            result.error_code = view.error_code or surface.unknown
+            result.error_msg = claim or words or view.status.value.lower()
+        self._robot.log_route_truth(view)
+        return result
+
+
+# -- message building for the actions (private to the sim, as the helpers above)
+
+_WAYPOINT_STATUS = {
+    WaypointState.PENDING: WaypointStatus.PENDING,
+    WaypointState.COMPLETED: WaypointStatus.COMPLETED,
+    WaypointState.SKIPPED: WaypointStatus.SKIPPED,
+    WaypointState.FAILED: WaypointStatus.FAILED,
+}
+MAX_ROUTE_POSES = 10_000
+"""The most poses a route may hold once FollowWaypoints' loops are unrolled (``number_of_loops`` is a uint32)."""
+
+
+def _in_global_frame(src: PoseStamped) -> PoseStamped:
+    """A requested pose as Nav2 keeps it once transformed into the global frame: the same pose, in ``map``."""
+    msg = PoseStamped()
+    msg.header.frame_id = "map"
+    msg.header.stamp = src.header.stamp
+    msg.pose = src.pose
+    return msg
+
+
+def _waypoint_status(wp: WaypointView, index: int, pose: PoseStamped) -> WaypointStatus:
+    return WaypointStatus(waypoint_status=_WAYPOINT_STATUS[wp.state], waypoint_index=index,
+                          waypoint_pose=_in_global_frame(pose), error_code=wp.error_code, error_msg=wp.error_msg)
+
+
+def _seconds(d: DurationMsg) -> float:
+    return d.sec + d.nanosec * 1e-9
+
+
+def _elapsed(view: GoalView) -> DurationMsg:
+    """A behaviour's ``total_elapsed_time``: sim seconds from its arrival to its end."""
+    return _duration_msg((view.ended_t - view.received_t) if view.ended_t is not None else 0.0)
+
+
+def _navigation_feedback(fb: Any, robot: SimRobot, probe: _GoalProbe) -> Any:
+    """The fields NavigateToPose and NavigateThroughPoses feedback share."""
+    view = probe.view
+    fb.current_pose = _pose_stamped(probe.localized, probe.stamp_ns)
+    fb.navigation_time = _duration_msg((probe.stamp_ns - robot.stamp_ns(view.received_t)) / 1e9)
+    fb.estimated_time_remaining = _duration_msg(view.distance_remaining / robot.config.speed)
+    fb.number_of_recoveries = 0
+    fb.distance_remaining = float(view.distance_remaining)
+    return fb
+
+
+class _Navigator(_ActionHost):
+    """``bt_navigator``: ``navigate_to_pose`` and ``navigate_through_poses``, accepting goals only while active.
+
+    From nav2_bt_navigator (navigation2 branch kilted at 71a1d84f):
+    ``navigators/navigate_through_poses.cpp``: a NavigateThroughPoses goal's
+    poses (``nav_msgs/Goals``) are taken one by one into the global frame;
+    feedback carries the NavigateToPose fields plus
+    ``number_of_poses_remaining`` (the poses still on the blackboard, which
+    passed and dropped ones leave) and ``waypoint_statuses``; on completion
+    every PENDING waypoint becomes COMPLETED on success and FAILED otherwise,
+    and the result lists every waypoint. The world keeps those states
+    (``SimWorld.submit_route``, ``follow=False``); a leg without a path aborts
+    with ComputePathThroughPoses' number, a stuck robot with 105. Where it
+    differs: a pose whose frame is not ``map`` (or "") is refused, as the
+    sim's navigate_to_pose refuses one (Nav2 accepts, then aborts TF_ERROR),
+    and so is an empty route (Nav2 accepts it and its planner aborts, 309);
+    ``behavior_tree`` is ignored except for an ``external_goal`` tag.
+    """
+
+    kinds = frozenset({NavGoalKind.NAVIGATE_TO_POSE, NavGoalKind.NAVIGATE_THROUGH_POSES})
+
+    def __init__(self, robot: SimRobot, *, context: Context, namespace: str = "") -> None:
+        super().__init__("bt_navigator", robot, context=context, namespace=namespace)
+
+    def surfaces(self) -> tuple[_Surface, ...]:
+        return (
+            _Surface(
+                NavigateToPose, "navigate_to_pose", _Result.UNKNOWN,
+                submit=lambda w, r: w.submit_goal(*_pose_args(_msg_to_pose(r.pose))),
+                feedback=lambda _r, probe: _navigation_feedback(NavigateToPose.Feedback(), self._robot, probe),
+                result=lambda _r, _view: NavigateToPose.Result(),
+                target=lambda r: _msg_to_pose(r.pose),
+                frames=lambda r: [r.pose.header.frame_id],
+                nav2_words=False,
+            ),
+            _Surface(
+                NavigateThroughPoses, "navigate_through_poses", NavigateThroughPoses.Result.UNKNOWN,
+                submit=lambda w, r: w.submit_route([_msg_to_pose(p) for p in r.poses.goals], follow=False),
+                feedback=self._through_poses_feedback,
+                result=lambda r, view: NavigateThroughPoses.Result(waypoint_statuses=_through_statuses(r, view)),
+                target=lambda r: _msg_to_pose(r.poses.goals[-1]) if r.poses.goals else None,
+                frames=lambda r: [p.header.frame_id for p in r.poses.goals],
+                nav2_words=False,
+            ),
+        )
+
+    def _through_poses_feedback(self, request: Any, probe: _GoalProbe) -> NavigateThroughPoses.Feedback:
+        fb = _navigation_feedback(NavigateThroughPoses.Feedback(), self._robot, probe)
+        fb.number_of_poses_remaining = probe.view.poses_remaining
+        fb.waypoint_statuses = _through_statuses(request, probe.view)
+        return fb
+
+    def _bound_index(self, surface: _Surface, request: Any) -> int | None:
+        if surface.action is not NavigateToPose or not request.behavior_tree.startswith(EXTERNAL_GOAL_TAG):
+            return None
+        # The world already runs it (whatever our lifecycle state): bind, do not submit again.
+        index = self._robot.bind_external_goal(request.behavior_tree)
+        if index == 0:
+            self._robot.refuse_goal(_msg_to_pose(request.pose),
+                                    f"no external goal to bind for '{request.behavior_tree}'")
+        return index
+
+
+def _pose_args(pose: Pose2D) -> tuple[float, float, float]:
+    return pose.x, pose.y, pose.yaw
+
+
+def _through_statuses(request: NavigateThroughPoses.Goal, view: GoalView) -> list[WaypointStatus]:
+    goals = request.poses.goals
+    return [_waypoint_status(wp, wp.index, goals[wp.index]) for wp in view.waypoints]
+
+
+def _follow_route(request: FollowWaypoints.Goal) -> list[Pose2D]:
+    """The poses FollowWaypoints visits, in order: from ``goal_index`` to the end, then ``number_of_loops``
+    more rounds from the first (waypoint_follower's loop); ``UsageError`` for none, a start past the end or
+    more than ``MAX_ROUTE_POSES``."""
+    poses = [_msg_to_pose(p) for p in request.poses]
+    n, start, loops = len(poses), int(request.goal_index), int(request.number_of_loops)
+    if n == 0:
+        raise UsageError("Empty vector of waypoints passed to waypoint following action", poses=0)
+    if start >= n:
+        raise UsageError(f"goal_index {start} is past the last of {n} waypoints", goal_index=start, poses=n)
+    if (n - start) + n * loops > MAX_ROUTE_POSES:
+        raise UsageError(f"{loops} loops of {n} waypoints is more than {MAX_ROUTE_POSES} poses",
+                         number_of_loops=loops, poses=n)
+    return poses[start:] + poses * loops
+
+
+def _follow_index(request: FollowWaypoints.Goal, i: int) -> int:
+    """Index into ``request.poses`` of the i-th pose ``_follow_route`` visits (what waypoint_follower reports)."""
+    return (int(request.goal_index) + i) % len(request.poses)
+
+
+class _WaypointFollower(_ActionHost):
+    """``waypoint_follower``: ``follow_waypoints`` (FollowWaypoints), a NavigateToPose per waypoint.
+
+    From nav2_waypoint_follower (``src/waypoint_follower.cpp``, kilted at
+    71a1d84f): the node name and the action name; goals are answered only
+    while active; the goal starts at ``goal_index`` and goes round
+    ``number_of_loops`` more times from the first waypoint; feedback is
+    ``current_waypoint`` (the index into ``poses``); a waypoint whose
+    NavigateToPose fails is a missed waypoint (FAILED, its index and pose,
+    the navigation's error code and message), and with ``stop_on_failure``
+    (the parameter, default true there; here the ``sim_robot`` parameter, as
+    ``SimConfig.stop_on_failure``) the goal aborts at once with
+    STOP_ON_MISSED_WAYPOINT (603, "Failed to process waypoint N in waypoint
+    list and stop on failure is enabled. Terminating action."), otherwise it
+    goes on and succeeds listing the missed ones. The world decides all of it
+    (``SimWorld.submit_route``, ``follow=True``). Where it differs: an empty
+    list is refused (Nav2 accepts and aborts NO_VALID_WAYPOINTS, 602), as are
+    a ``goal_index`` past the end (Nav2 reads past its list) and a pose outside
+    ``map``; no task executor runs at a waypoint; the waypoints' own
+    NavigateToPose goals are the world's and do not appear on
+    ``navigate_to_pose``.
+    """
+
+    kinds = frozenset({NavGoalKind.FOLLOW_WAYPOINTS})
+
+    def __init__(self, robot: SimRobot, *, context: Context, namespace: str = "") -> None:
+        super().__init__("waypoint_follower", robot, context=context, namespace=namespace)
+
+    def surfaces(self) -> tuple[_Surface, ...]:
+        return (
+            _Surface(
+                FollowWaypoints, "follow_waypoints", FollowWaypoints.Result.UNKNOWN,
+                submit=lambda w, r: w.submit_route(_follow_route(r), follow=True),
+                feedback=lambda r, probe: FollowWaypoints.Feedback(
+                    current_waypoint=_follow_index(r, probe.view.current_waypoint)),
+                result=lambda r, view: FollowWaypoints.Result(missed_waypoints=[
+                    _waypoint_status(wp, _follow_index(r, wp.index), r.poses[_follow_index(r, wp.index)])
+                    for wp in view.waypoints if wp.state is WaypointState.FAILED]),
+                target=lambda r: _msg_to_pose(r.poses[-1]) if r.poses else None,
+                frames=lambda r: [p.header.frame_id for p in r.poses],
+            ),
+        )
+
+
+class _BehaviorServer(_ActionHost):
+    """``behavior_server``: ``spin``, ``backup`` and ``wait``, Nav2's behaviours, from the world's.
+
+    From nav2_behaviors (kilted at 71a1d84f): ``src/behavior_server.cpp``
+    names the node and its default plugins, whose names are the action names
+    (``timed_behavior.hpp``: one SimpleActionServer per behaviour, named
+    after it, serving only while active); a behaviour's result carries
+    ``total_elapsed_time`` and, when it fails, ``"<name> failed:<why>"`` with
+    its code (``plugins/spin.cpp``: TIMEOUT 701 past a positive
+    ``time_allowance``; ``plugins/back_up.cpp``: target.y or target.z not 0
+    is INVALID_INPUT 713 before it moves, the signs of distance and speed are
+    ignored; ``drive_on_heading.hpp``: TIMEOUT 711, COLLISION_AHEAD 714);
+    feedback is ``angular_distance_traveled`` (signed), ``distance_traveled``
+    and ``time_left``. The world runs them (``submit_spin``,
+    ``submit_backup``, ``submit_wait``), and they run while bt_navigator is
+    inactive and while the robot is stuck (backing up frees it). Where it
+    differs: a goal to one behaviour preempts whatever runs (Nav2 would run a
+    behaviour beside a navigation); ``disable_collision_checks`` is ignored
+    (a spin never collides, a back-up always checks); a BackUp with speed 0
+    is refused (Nav2 creeps at its minimum speed); a negative time is taken as
+    0 (Nav2: no allowance, a wait done at once).
+    """
+
+    kinds = frozenset({NavGoalKind.SPIN, NavGoalKind.BACK_UP, NavGoalKind.WAIT})
+
+    def __init__(self, robot: SimRobot, *, context: Context, namespace: str = "") -> None:
+        super().__init__("behavior_server", robot, context=context, namespace=namespace)
+
+    def surfaces(self) -> tuple[_Surface, ...]:
+        return (
+            _Surface(
+                Spin, "spin", Spin.Result.UNKNOWN,
+                submit=lambda w, r: w.submit_spin(
+                    float(r.target_yaw), time_allowance_s=max(0.0, _seconds(r.time_allowance))),
+                feedback=lambda _r, probe: Spin.Feedback(
+                    angular_distance_traveled=float(probe.view.angular_distance_traveled)),
+                result=lambda _r, view: Spin.Result(total_elapsed_time=_elapsed(view)),
+            ),
+            _Surface(
+                BackUp, "backup", BackUp.Result.UNKNOWN,
+                submit=lambda w, r: w.submit_backup(
+                    float(r.target.x), float(r.speed), time_allowance_s=max(0.0, _seconds(r.time_allowance)),
+                    target_y=float(r.target.y), target_z=float(r.target.z)),
+                feedback=lambda _r, probe: BackUp.Feedback(distance_traveled=float(probe.view.distance_traveled)),
+                result=lambda _r, view: BackUp.Result(total_elapsed_time=_elapsed(view)),
+            ),
+            _Surface(
+                Wait, "wait", Wait.Result.UNKNOWN,
+                submit=lambda w, r: w.submit_wait(max(0.0, _seconds(r.time))),
+                feedback=lambda _r, probe: Wait.Feedback(time_left=_duration_msg(probe.view.time_left)),
+                result=lambda _r, view: Wait.Result(total_elapsed_time=_elapsed(view)),
+            ),
+        )
 
 
 class _Amcl(HarnessLifecycleNode):
@@ -1203,7 +1578,7 @@ class _Amcl(HarnessLifecycleNode):
     _FRAMES = ("", "map")
 
     def __init__(self, robot: SimRobot, *, context: Context, namespace: str = "") -> None:
-        # Pinned and without parameter services, as bt_navigator (see _Navigator.__init__).
+        # Pinned and without parameter services, as bt_navigator (see _ActionHost.__init__).
         super().__init__("amcl", context=context, namespace=namespace, start_parameter_services=False,
                          cli_args=["--ros-args", "-r", "__node:=amcl"])
         self._robot = robot
@@ -1275,7 +1650,7 @@ class _PlannerServer(HarnessLifecycleNode):
     check_twins = False  # the robot's planner, not a harness node
 
     def __init__(self, robot: SimRobot, *, context: Context, namespace: str = "") -> None:
-        # Pinned and without parameter services, as bt_navigator (see _Navigator.__init__).
+        # Pinned and without parameter services, as bt_navigator (see _ActionHost.__init__).
         super().__init__("planner_server", context=context, namespace=namespace, start_parameter_services=False,
                          cli_args=["--ros-args", "-r", "__node:=planner_server"])
         self._robot = robot
@@ -1349,13 +1724,64 @@ def _path_msg(plan: PlanResult, stamp_ns: int, spacing_m: float) -> PathMsg:
     return msg
 
 
-class _GlobalCostmap(HarnessLifecycleNode):
-    """``global_costmap``: the costmap's ``GetCosts`` service, answered from ``SimWorld.cost_at``.
+class _Costmap(HarnessLifecycleNode):
+    """A costmap node of the sim: named as its sub-namespace, serving ``clear_entirely_<name>``.
+
+    From nav2_costmap_2d (kilted at 71a1d84f): ``Costmap2DROS`` nests its node
+    in a sub-namespace of its own name under its server's namespace (a
+    node-local ``__ns`` remap, which a global namespace remap does not
+    override): ``global_costmap`` under the planner's, ``local_costmap`` under
+    the controller's (``nav2_controller/src/controller_server.cpp``);
+    ``clear_costmap_service.cpp`` serves ``"clear_entirely_" + getName()``
+    (nav2_msgs/srv/ClearEntireCostmap, an empty request and response) from
+    configure on. A clear goes to ``SimWorld.clear_costmaps`` (counted; frees
+    a robot a ``stuck`` fault freed by ``clear_costmaps`` holds). Before
+    configure and after cleanup the service still answers (it is kept, as the
+    action servers are) but clears nothing; a dead robot's clear clears nothing.
+    """
+
+    check_twins = False  # the robot's costmap, not a harness node
+
+    def __init__(self, name: str, robot: SimRobot, *, context: Context, namespace: str) -> None:
+        super().__init__(name, context=context, namespace=namespace, start_parameter_services=False,
+                         cli_args=["--ros-args", "-r", f"__ns:={namespace}", "-r", f"__node:={name}"])
+        self._robot = robot
+        self._which = name.removesuffix("_costmap")
+        self._clear_service: Any = None
+        self._serving = False
+
+    def build(self, params: dict[str, Any]) -> None:
+        if self._clear_service is None:  # created once and kept; answered only while configured
+            self._clear_service = self.create_service(
+                ClearEntireCostmap, f"clear_entirely_{self.get_name()}", self._on_clear_entirely)
+        self._serving = True
+
+    def release(self) -> None:
+        self._serving = False
+
+    def _on_clear_entirely(self, request: ClearEntireCostmap.Request,
+                           response: ClearEntireCostmap.Response) -> ClearEntireCostmap.Response:
+        if not self._serving:
+            self.get_logger().warning(f"clear_entirely_{self.get_name()}: not configured, nothing cleared")
+            return response
+        self.get_logger().info(f"Received request to clear entirely the {self.get_name()}")
+        self._robot.clear_costmaps(self._which)
+        return response
+
+
+class _LocalCostmap(_Costmap):
+    """``local_costmap`` (in the sub-namespace ``local_costmap``): only ``clear_entirely_local_costmap``."""
+
+    def __init__(self, robot: SimRobot, *, context: Context, namespace: str) -> None:
+        super().__init__(LOCAL_COSTMAP_NAMESPACE, robot, context=context, namespace=namespace)
+
+
+class _GlobalCostmap(_Costmap):
+    """``global_costmap``: ``clear_entirely_global_costmap`` and ``GetCosts``, answered from ``SimWorld.cost_at``.
 
     From nav2_costmap_2d (``costmap_2d_ros.cpp``, kilted at 71a1d84f): the node
     is named ``global_costmap`` in the sub-namespace ``global_costmap`` of the
-    planner's namespace (``Costmap2DROS``'s node-local ``__ns`` remap, which a
-    global namespace remap does not override), and serves
+    planner's namespace (see ``_Costmap``), and serves
     ``get_cost_global_costmap`` (``"get_cost_" + get_name()``) from configure
     on. Each pose is looked up in ``map``: a pose in another frame cannot be
     transformed (``success`` false, cost 255, NO_INFORMATION), one off the map
@@ -1366,22 +1792,14 @@ class _GlobalCostmap(HarnessLifecycleNode):
     after cleanup every pose is answered 255 with ``success`` false.
     """
 
-    check_twins = False  # the robot's costmap, not a harness node
-
     def __init__(self, robot: SimRobot, *, context: Context, namespace: str) -> None:
-        super().__init__(COSTMAP_NAMESPACE, context=context, namespace=namespace, start_parameter_services=False,
-                         cli_args=["--ros-args", "-r", f"__ns:={namespace}", "-r", f"__node:={COSTMAP_NAMESPACE}"])
-        self._robot = robot
+        super().__init__(COSTMAP_NAMESPACE, robot, context=context, namespace=namespace)
         self._service: Any = None
-        self._serving = False
 
     def build(self, params: dict[str, Any]) -> None:
         if self._service is None:  # created once and kept; answered only while configured
             self._service = self.create_service(GetCosts, GET_COSTS_SERVICE, self._on_get_costs)
-        self._serving = True
-
-    def release(self) -> None:
-        self._serving = False
+        super().build(params)
 
     def _on_get_costs(self, request: GetCosts.Request, response: GetCosts.Response) -> GetCosts.Response:
         poses = list(request.poses)

@@ -128,13 +128,14 @@ def test_a_launch_name_other_than_the_default_names_the_helpers_after_it(tmp_pat
 
 
 def test_a_launch_name_for_the_sim_renames_none_of_its_nodes(probe):
-    """The sim hosts sim_robot, bt_navigator and amcl in one process, each pinned by a node-local remap:
-    a launch ``name=`` (``-r __node:=robot_sim``) renames none of them (its parameters are keyed
-    ``sim_robot:``, and Nav2 clients look for ``bt_navigator`` and ``amcl`` by name)."""
+    """The sim hosts eight nodes in one process, each pinned by a node-local remap: a launch
+    ``name=`` (``-r __node:=robot_sim``) renames none of them (its parameters are keyed
+    ``sim_robot:``, and Nav2 clients look for ``bt_navigator``, ``amcl`` and the others by name)."""
     node, _ex = probe
     proc = launched("sim_robot", "robot_sim", "autostart:=true", param_file="sim_robot.yaml")
     try:
-        want = {"sim_robot", "bt_navigator", "amcl"}
+        want = {"sim_robot", "bt_navigator", "amcl", "planner_server", "global_costmap", "local_costmap",
+                "behavior_server", "waypoint_follower"}
         names = names_until(node, want)
         assert want <= set(names), f"nodes on the graph: {sorted(names)}"
         assert "robot_sim" not in names and all(names.count(n) == 1 for n in want), sorted(names)

@@ -4,8 +4,10 @@ nav2_simple_commander is not installable here, so ``_Commander`` below redoes, e
 entity and check for check, what ``BasicNavigator`` does in Kilted's source, and drives the
 installed ``sim_robot`` process with it: ``setInitialPose`` then ``waitUntilNav2Active()``
 (``amcl`` active, an ``amcl_pose`` received, ``bt_navigator`` active), ``goToPose`` with
-feedback until SUCCEEDED, and a second goal ended by ``cancelTask``. Once at the root and
-once with the process under ``-r __ns:=/robot3`` and the commander in ``/robot3`` too.
+feedback until SUCCEEDED, and a second goal ended by ``cancelTask``; then ``goThroughPoses``,
+``followWaypoints``, ``spin``, ``backup`` and ``clearAllCostmaps``, and a spin that fails
+(its error read back as ``getTaskError`` reads it). Once at the root and once with the
+process under ``-r __ns:=/robot3`` and the commander in ``/robot3`` too.
 
 Upstream source read (every "upstream" comment below names its file):
 navigation2 branch ``kilted`` at commit 71a1d84f49dc48e226c96619188ee12054824ff3,
@@ -34,9 +36,12 @@ from typing import Any
 import pytest
 import rclpy
 from action_msgs.msg import GoalStatus
-from geometry_msgs.msg import PoseStamped, PoseWithCovarianceStamped
+from builtin_interfaces.msg import Duration
+from geometry_msgs.msg import Point, PoseStamped, PoseWithCovarianceStamped
 from lifecycle_msgs.srv import GetState
-from nav2_msgs.action import NavigateToPose
+from nav2_msgs.action import BackUp, FollowWaypoints, NavigateThroughPoses, NavigateToPose, Spin
+from nav2_msgs.srv import ClearEntireCostmap
+from nav_msgs.msg import Goals
 from rclpy.action import ActionClient
 from rclpy.event_handler import PublisherEventCallbacks, SubscriptionEventCallbacks
 from rclpy.executors import SingleThreadedExecutor
@@ -92,6 +97,9 @@ class _Commander(Node):
         self.feedback: Any = None
         self.feedbacks = 0
         self.status: int | None = None
+        # RN: last_action_error_code / last_action_error_msg ("Error code and messages from servers").
+        self.last_action_error_code = 0
+        self.last_action_error_msg = ""
         self.initial_pose_received = False
         self.poses: list[PoseWithCovarianceStamped] = []
         # RN amcl_pose_qos: TRANSIENT_LOCAL, RELIABLE, KEEP_LAST, depth 1.
@@ -101,8 +109,18 @@ class _Commander(Node):
             history=QoSHistoryPolicy.KEEP_LAST,
             depth=1,
         )
-        # RN: ActionClient(self, NavigateToPose, 'navigate_to_pose').
+        # RN: ActionClient(self, NavigateToPose, 'navigate_to_pose'), and the other clients used here:
+        # 'navigate_through_poses', 'follow_waypoints', 'spin', 'backup' (the rest are not served by the sim).
         self.nav_to_pose_client = ActionClient(self, NavigateToPose, "navigate_to_pose")
+        self.nav_through_poses_client = ActionClient(self, NavigateThroughPoses, "navigate_through_poses")
+        self.follow_waypoints_client = ActionClient(self, FollowWaypoints, "follow_waypoints")
+        self.spin_client = ActionClient(self, Spin, "spin")
+        self.backup_client = ActionClient(self, BackUp, "backup")
+        # RN: create_client(ClearEntireCostmap, 'global_costmap/clear_entirely_global_costmap') and the local one.
+        self.clear_costmap_global_srv = self.create_client(
+            ClearEntireCostmap, "global_costmap/clear_entirely_global_costmap")
+        self.clear_costmap_local_srv = self.create_client(
+            ClearEntireCostmap, "local_costmap/clear_entirely_local_costmap")
         # RN: subscription 'amcl_pose' (amcl_pose_qos) -> _amclPoseCallback.
         self.localization_pose_sub = self.create_subscription(
             PoseWithCovarianceStamped, "amcl_pose", self._amcl_pose_callback, amcl_pose_qos,
@@ -123,7 +141,9 @@ class _Commander(Node):
         return record
 
     def close(self) -> None:
-        self.nav_to_pose_client.destroy()
+        for client in (self.nav_to_pose_client, self.nav_through_poses_client, self.follow_waypoints_client,
+                       self.spin_client, self.backup_client):
+            client.destroy()
         self.executor_.remove_node(self)
         self.executor_.shutdown(timeout_sec=2.0)
         self.destroy_node()
@@ -203,18 +223,64 @@ class _Commander(Node):
     # -- RN goToPose / isTaskComplete / getResult / cancelTask
 
     def go_to_pose(self, pose: PoseStamped, behavior_tree: str = "") -> bool:
-        deadline = time.monotonic() + BUDGET_S
-        while not self.nav_to_pose_client.wait_for_server(timeout_sec=SERVICE_WAIT_S):
-            assert time.monotonic() < deadline, "navigate_to_pose server never appeared"
         goal_msg = NavigateToPose.Goal()
         goal_msg.pose = pose
         goal_msg.behavior_tree = behavior_tree
-        send_goal_future = self.nav_to_pose_client.send_goal_async(goal_msg, self._feedback_callback)
-        self.goal_handle = self.spin_until(send_goal_future, 5.0, "goal response")
+        return self._send(self.nav_to_pose_client, goal_msg, "navigate_to_pose")
+
+    def go_through_poses(self, poses: Goals, behavior_tree: str = "") -> bool:
+        # RN goThroughPoses(poses: Goals): goal_msg.poses = poses (a nav_msgs/Goals, Kilted's type).
+        goal_msg = NavigateThroughPoses.Goal()
+        goal_msg.poses = poses
+        goal_msg.behavior_tree = behavior_tree
+        return self._send(self.nav_through_poses_client, goal_msg, "navigate_through_poses")
+
+    def follow_waypoints(self, poses: list[PoseStamped]) -> bool:
+        # RN followWaypoints: goal_msg.poses = poses (goal_index and number_of_loops left at 0).
+        goal_msg = FollowWaypoints.Goal()
+        goal_msg.poses = poses
+        return self._send(self.follow_waypoints_client, goal_msg, "follow_waypoints")
+
+    def spin(self, spin_dist: float = 1.57, time_allowance: int = 10, disable_collision_checks: bool = False) -> bool:
+        # RN spin: target_yaw = spin_dist, time_allowance = Duration(sec=time_allowance).
+        goal_msg = Spin.Goal()
+        goal_msg.target_yaw = spin_dist
+        goal_msg.time_allowance = Duration(sec=time_allowance)
+        goal_msg.disable_collision_checks = disable_collision_checks
+        return self._send(self.spin_client, goal_msg, "spin")
+
+    def backup(self, backup_dist: float = 0.15, backup_speed: float = 0.025, time_allowance: int = 10,
+               disable_collision_checks: bool = False) -> bool:
+        # RN backup: target = Point(x=float(backup_dist)), speed = backup_speed.
+        goal_msg = BackUp.Goal()
+        goal_msg.target = Point(x=float(backup_dist))
+        goal_msg.speed = backup_speed
+        goal_msg.time_allowance = Duration(sec=time_allowance)
+        goal_msg.disable_collision_checks = disable_collision_checks
+        return self._send(self.backup_client, goal_msg, "backup")
+
+    def _send(self, client: ActionClient, goal_msg: Any, name: str) -> bool:
+        # RN (every task): clearTaskError(); while not client.wait_for_server(timeout_sec=1.0); send_goal_async
+        # with _feedbackCallback, spun to completion; rejected -> setTaskError(UNKNOWN, ...) and None.
+        self.last_action_error_code, self.last_action_error_msg = 0, ""
+        deadline = time.monotonic() + BUDGET_S
+        while not client.wait_for_server(timeout_sec=SERVICE_WAIT_S):
+            assert time.monotonic() < deadline, f"{name} server never appeared"
+        send_goal_future = client.send_goal_async(goal_msg, self._feedback_callback)
+        self.goal_handle = self.spin_until(send_goal_future, 5.0, f"{name} goal response")
         if not self.goal_handle or not self.goal_handle.accepted:
-            return False  # RN: setTaskError(UNKNOWN, '... was rejected!'), returns None
+            return False
         self.result_future = self.goal_handle.get_result_async()
         return True
+
+    def clear_all_costmaps(self) -> None:
+        # RN clearAllCostmaps: clearLocalCostmap() then clearGlobalCostmap(), each waiting for its service
+        # (wait_for_service(1.0) in a loop) and spinning the empty request's future to completion.
+        for srv, what in ((self.clear_costmap_local_srv, "local"), (self.clear_costmap_global_srv, "global")):
+            deadline = time.monotonic() + BUDGET_S
+            while not srv.wait_for_service(timeout_sec=SERVICE_WAIT_S):
+                assert time.monotonic() < deadline, f"clear {what} costmap service never appeared"
+            self.spin_until(srv.call_async(ClearEntireCostmap.Request()), 5.0, f"clear {what} costmap")
 
     def is_task_complete(self) -> bool:
         if not self.result_future:
@@ -223,6 +289,10 @@ class _Commander(Node):
         result_response = self.result_future.result()
         if result_response:
             self.status = result_response.status
+            if self.status != GoalStatus.STATUS_SUCCEEDED and result_response.result is not None:
+                # RN: setTaskError(result.error_code, result.error_msg) for any task that did not succeed.
+                self.last_action_error_code = result_response.result.error_code
+                self.last_action_error_msg = result_response.result.error_msg
             return True
         return False
 
@@ -232,6 +302,9 @@ class _Commander(Node):
             GoalStatus.STATUS_ABORTED: TaskResult.FAILED,
             GoalStatus.STATUS_CANCELED: TaskResult.CANCELED,
         }.get(self.status, TaskResult.UNKNOWN)
+
+    def get_task_error(self) -> tuple[int, str]:
+        return self.last_action_error_code, self.last_action_error_msg
 
     def cancel_task(self) -> None:
         # RN cancelTask: goal_handle.cancel_goal_async(), spun to completion; the result comes later.
@@ -362,3 +435,59 @@ def test_basic_navigator_brings_up_relocalizes_navigates_and_cancels(context: rc
         nav.close()
         out = stop_sim(proc)
     assert "Traceback" not in out, out[-3000:]
+
+
+@pytest.mark.parametrize("namespace", ["", "/robot3"])
+def test_basic_navigator_routes_behaviours_and_costmap_clears(context: rclpy.Context, namespace: str) -> None:
+    """goThroughPoses, followWaypoints, spin, backup, clearAllCostmaps, each as RN sends it, on the executable."""
+    proc = start_sim(namespace)
+    nav = _Commander(context, namespace)
+    out = ""
+    try:
+        deadline = time.monotonic() + 10.0
+        while nav.initial_pose_pub.get_subscription_count() < 1 and time.monotonic() < deadline:
+            assert proc.poll() is None, "the sim process ended"
+            nav.spin_for(0.1)
+        nav.set_initial_pose(pose_stamped(0.0, 0.0, 0.0))
+        nav.wait_until_nav2_active()
+
+        # goThroughPoses with a nav_msgs/Goals: every waypoint COMPLETED, the robot at the last.
+        goals = Goals()
+        goals.header.frame_id = "map"
+        goals.goals = [pose_stamped(1.0, 0.0, 0.0), pose_stamped(1.0, 1.0, math.pi / 2)]
+        assert nav.go_through_poses(goals), "NavigateThroughPoses goal was rejected"
+        assert nav.run_task(timeout_s=15.0) is TaskResult.SUCCEEDED
+        result = nav.result_future.result().result
+        assert [s.waypoint_status for s in result.waypoint_statuses] == [1, 1], "WaypointStatus.COMPLETED"
+        assert isinstance(nav.feedback, NavigateThroughPoses.Feedback) and nav.feedback.number_of_poses_remaining >= 1
+        nav.spin_for(0.3)
+        assert near(planar(nav.truth[-1].pose), (1.0, 1.0, math.pi / 2), 0.03), planar(nav.truth[-1].pose)
+
+        # followWaypoints back through (1, 0) to (0, 0): no missed waypoint.
+        assert nav.follow_waypoints([pose_stamped(1.0, 0.0, 0.0), pose_stamped(0.0, 0.0, 0.0)])
+        assert nav.run_task(timeout_s=15.0) is TaskResult.SUCCEEDED
+        assert list(nav.result_future.result().result.missed_waypoints) == []
+        assert isinstance(nav.feedback, FollowWaypoints.Feedback) and nav.feedback.current_waypoint == 1
+
+        # spin (RN's default 1.57 rad) and a back-up (faster than RN's 0.025 m/s default, for the test's time).
+        assert nav.spin() and nav.run_task(timeout_s=10.0) is TaskResult.SUCCEEDED
+        assert nav.backup(backup_dist=0.3, backup_speed=0.5) and nav.run_task(timeout_s=10.0) is TaskResult.SUCCEEDED
+        assert isinstance(nav.feedback, BackUp.Feedback) and nav.get_task_error() == (0, "")
+        nav.spin_for(0.3)
+        assert near(planar(nav.truth[-1].pose), (0.0, -0.3, 1.57), 0.03), planar(nav.truth[-1].pose)
+
+        # A spin that runs out of its time allowance: FAILED, and the server's error as getTaskError() has it.
+        assert nav.spin(spin_dist=20.0, time_allowance=1)
+        assert nav.run_task(timeout_s=10.0) is TaskResult.FAILED
+        code, msg = nav.get_task_error()
+        assert code == Spin.Result.TIMEOUT and msg.startswith("spin failed:"), (code, msg)
+
+        nav.clear_all_costmaps()
+        nav.spin_for(0.5)
+        assert nav.incompatible == [], nav.incompatible
+        assert proc.poll() is None, "the sim process ended during the test"
+    finally:
+        nav.close()
+        out = stop_sim(proc)
+    assert "Traceback" not in out, out[-3000:]
+    assert "clear entirely the local_costmap" in out and "clear entirely the global_costmap" in out, out[-3000:]

@@ -318,8 +318,9 @@ def test_bt_navigator_reports_active(make_rig: Callable[..., Rig]) -> None:
 def test_a_namespace_moves_every_node_and_every_name_under_it(make_rig: Callable[..., Rig]) -> None:
     rig = make_rig(fast(), namespace="/robot1")
     assert sorted(n.get_fully_qualified_name() for n in rig.robot.nodes) == [
-        "/robot1/amcl", "/robot1/bt_navigator", "/robot1/global_costmap/global_costmap", "/robot1/planner_server",
-        "/robot1/sim_robot"]
+        "/robot1/amcl", "/robot1/behavior_server", "/robot1/bt_navigator", "/robot1/global_costmap/global_costmap",
+        "/robot1/local_costmap/local_costmap", "/robot1/planner_server", "/robot1/sim_robot",
+        "/robot1/waypoint_follower"]
     moved = {"amcl_pose", "odom", "battery_state", "camera/image_raw", "sim_robot/ground_truth", "sim_robot/goal_log",
              "speech/say", "speech/say/ack", "robot_harness/messages", "robot_harness/messages/ack", "initialpose",
              "navigate_to_pose/_action/status"}
@@ -475,8 +476,9 @@ def test_a_launch_name_renames_none_of_the_sims_nodes_and_the_namespace_moves_th
         robot = SimRobot(config=fast(), context=ctx, autostart=False)
         try:
             assert sorted(n.get_fully_qualified_name() for n in robot.nodes) == [
-                "/robot2/amcl", "/robot2/bt_navigator", "/robot2/global_costmap/global_costmap",
-                "/robot2/planner_server", "/robot2/sim_robot"]
+                "/robot2/amcl", "/robot2/behavior_server", "/robot2/bt_navigator",
+                "/robot2/global_costmap/global_costmap", "/robot2/local_costmap/local_costmap",
+                "/robot2/planner_server", "/robot2/sim_robot", "/robot2/waypoint_follower"]
             assert robot._truth_pub.topic_name == "/robot2/sim_robot/ground_truth"
         finally:
             robot.destroy()
