@@ -60,6 +60,8 @@ class FakeRobot:
     acks: bool = True
     abort_detail: dict[str, Any] = field(default_factory=dict)
     """What an ``abort`` result carries (Nav2's ``error_code`` / ``error_msg``)."""
+    status_first: bool = False
+    """An abort is seen on the action's status topic a poll before its result arrives (as over DDS)."""
     spoken: list[str] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
     _polls: int = 0
@@ -145,7 +147,11 @@ class FakeRobot:
             return [BackendEvent(goal_id=gid, type="result", status="succeeded")]
         if self.mode == "abort":
             self.status[gid] = "aborted"
-            return [BackendEvent(goal_id=gid, type="result", status="aborted", detail=dict(self.abort_detail))]
+            result = BackendEvent(goal_id=gid, type="result", status="aborted", detail=dict(self.abort_detail))
+            if self.status_first:
+                self._queue.append(result)
+                return [BackendEvent(goal_id=gid, type="status", status="aborted")]
+            return [result]
         self.pose = target
         self.status[gid] = "succeeded"
         return [BackendEvent(goal_id=gid, type="result", status="succeeded")]

@@ -56,3 +56,14 @@ def test_an_abort_without_an_error_code_adds_nothing():
     runner.run("go to the office")
     (outcome,) = [e.payload for e in journal.events(types=[EventType.ROBOT_ACTION_OUTCOME])]
     assert "Nav2 error" not in outcome["reason"]
+
+
+def test_the_error_is_named_when_the_status_says_aborted_a_moment_before_the_result_arrives():
+    """Over DDS the goal's status topic often reports the end before the result (with Nav2's error code) is
+    delivered: the supervisor waits for the result (bounded) instead of judging without it."""
+    runner, robot, journal, planner = make([GO_OFFICE, {"done": "arrived"}], robot_kw={
+        "mode": "abort", "status_first": True,
+        "abort_detail": {"error_code": 105, "error_msg": "Failed to make progress"}})
+    runner.run("go to the office")
+    outcome = [e.payload for e in journal.events(types=[EventType.ROBOT_ACTION_OUTCOME])][0]
+    assert "Nav2 error 105 FAILED_TO_MAKE_PROGRESS" in outcome["reason"], outcome["reason"]

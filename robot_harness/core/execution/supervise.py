@@ -59,6 +59,10 @@ def _waypoint_reports(detail: dict) -> tuple[WaypointReport, ...]:
     return tuple(out)
 
 
+RESULT_WAIT_S = 1.0
+"""How long the supervisor waits, after a goal's status said it ended, for its result (error code, waypoints)."""
+
+
 def _waypoint_cause(error: Nav2Error | None, reports: tuple[WaypointReport, ...]) -> Nav2Error | None:
     """Why a route's waypoint failed, when the route's own error only says that one did (FollowWaypoints'
     603 STOP_ON_MISSED_WAYPOINT): the first missed waypoint's own error (a stuck controller's 105), named."""
@@ -109,6 +113,8 @@ class _Tracking:
     uncorrelated_seen: set[tuple[str, str]] = field(default_factory=set)
     last_sample: float = -math.inf
     """When a route's waypoints were last looked for (monotonic)."""
+    result_seen: bool = False
+    """The terminal report was the goal's result (its error code and waypoint reports), not only its status."""
 
     def earlier_goals(self) -> set[str]:
         if self._earlier_goals is None:
@@ -196,14 +202,18 @@ class ActionSupervisor:
                                             **{k: ev.detail[k] for k in _PROGRESS_KEYS if ev.detail.get(k) is not None},
                                         })
                     self.ledger.stage("running", action)
-            if ev.status in _TERMINAL_STATUS:
-                t.terminal = _TERMINAL_STATUS[ev.status]
-                t.backend_error = _backend_error(ev.detail)
-                action.waypoint_reports = _waypoint_reports(ev.detail)
-                action.backend_status = ev.status
-                action.terminal_reported_at = ev.stamp or self.clock.now()
-                return Tick.TERMINAL
-        return Tick.RUNNING
+            if ev.status in _TERMINAL_STATUS and (t.terminal is BackendTerminal.NONE or ev.type == "result"):
+                # the first terminal report decides; the goal's result, when it is in the same batch (its
+                # status often comes first), adds Nav2's error and a route's waypoint reports
+                if t.terminal is BackendTerminal.NONE:
+                    t.terminal = _TERMINAL_STATUS[ev.status]
+                    action.backend_status = ev.status
+                    action.terminal_reported_at = ev.stamp or self.clock.now()
+                if ev.type == "result" and not t.result_seen:
+                    t.result_seen = True
+                    t.backend_error = _backend_error(ev.detail)
+                    action.waypoint_reports = _waypoint_reports(ev.detail)
+        return Tick.TERMINAL if t.terminal is not BackendTerminal.NONE else Tick.RUNNING
 
     def terminate(self) -> RuntimeEvent:
         """End supervision: cancel what did not end on its own, judge the outcome, commit it with its receipt."""
@@ -229,6 +239,8 @@ class ActionSupervisor:
                 why_none += "; cancel requested, backend confirmed canceled"
             else:
                 why_none += "; cancel requested, stop NOT confirmed by the backend" + ("" if acknowledged else " (refused)")
+        if terminal is not BackendTerminal.NONE and not t.result_seen:
+            self._await_result(action, t)
         self.ledger.stage("verifying", action)
         # The post-terminal snapshot before the move to VERIFYING: when it cannot be captured the
         # action is abandoned from the state the journal holds, not from an uncommitted one.
@@ -283,6 +295,19 @@ class ActionSupervisor:
                                 "target": action.target.model_dump() if action.target else None,
                                 **({"nav2_error": error.model_dump(mode="json")} if error is not None else {}),
                                 **({"nav2_cause": cause.model_dump(mode="json")} if cause is not None else {})})
+
+    def _await_result(self, action: ManagedAction, t: _Tracking) -> None:
+        """The goal's status said it ended; its result (Nav2's error code, a route's waypoint reports) comes
+        on another channel, a moment later. Wait for it, bounded by ``RESULT_WAIT_S``: without it the
+        verdict still stands, it only says less about why."""
+        deadline = self.clock.monotonic() + RESULT_WAIT_S
+        while (now := self.clock.monotonic()) < deadline:
+            for ev in self.navigation.poll(min(0.05, deadline - now)):
+                if ev.goal_id == action.backend_goal_id and ev.type == "result":
+                    t.result_seen = True
+                    t.backend_error = _backend_error(ev.detail)
+                    action.waypoint_reports = _waypoint_reports(ev.detail)
+                    return
 
     def _watch_waypoints(self, action: ManagedAction) -> None:
         """Look (a snapshot, not journaled unless it shows something) whether the route's next waypoint is
