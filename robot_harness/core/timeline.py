@@ -160,7 +160,8 @@ def _model_response(p: ModelResponseRecorded) -> str:
 def _tool_call(p: ToolCallRecorded) -> str:
     _given(p, "name")
     rendered = ", ".join(f"{k}={_compact(v)}" for k, v in p.arguments.items())
-    return f"{p.name}({rendered})"
+    by = "" if p.proposed_by == "planner" else f"[{p.proposed_by}] "
+    return f"{by}{p.name}({rendered})"
 
 
 def _tool_result(p: ToolResultRecorded) -> str:
@@ -225,6 +226,10 @@ def _turn_started(p: ModelTurnStarted) -> str:
 
 
 def _progress(p: RobotActionProgress) -> str:
+    reached = p.waypoint_reached
+    if isinstance(reached, Mapping):
+        name = reached.get("place") or "waypoint"
+        return f"waypoint {name} (#{int(reached.get('index', 0)) + 1}) reached: seen in {reached.get('snapshot_id', '?')}"
     d = p.distance_remaining
     return "distance remaining " + (f"{d:.2f} m" if d is not None else "n/a")
 
@@ -393,7 +398,8 @@ def _collapse_progress(events: Sequence[JournalEvent]) -> list[JournalEvent | tu
     i = 0
     while i < len(events):
         j = i
-        while j < len(events) and events[j].type is EventType.ROBOT_ACTION_PROGRESS:
+        while j < len(events) and events[j].type is EventType.ROBOT_ACTION_PROGRESS \
+                and payload_of(events[j], RobotActionProgress).waypoint_reached is None:  # evidence: never folded
             j += 1
         if j - i > 2:
             out += [events[i], (j - i - 2, events[j - 1].stamp - events[i].stamp), events[j - 1]]

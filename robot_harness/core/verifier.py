@@ -1035,8 +1035,9 @@ class Verifier:
                                  f"(error {reported.get('error_code', 0)}{said})", [r.receipt_id]))
                 continue
             lo = r.started_at if not_before is None else max(r.started_at, not_before)
+            hi = max(r.ended_at, r.pose_stamp or r.ended_at)  # its own end pose, stamped by the robot's clock
             hit = next((p for p in sorted(request.trajectory, key=lambda p: p.t)
-                        if lo <= p.t <= r.ended_at and p.pose.distance_to(place.pose) <= tol), None)
+                        if lo <= p.t <= hi and p.pose.distance_to(place.pose) <= tol), None)
             if hit is None:
                 after = f", after its dependency at {not_before:.3f}" if not_before is not None else ""
                 sev = _Sev.AMBIGUOUS if r.status is ReceiptStatus.UNKNOWN else _Sev.VIOLATED
@@ -1051,9 +1052,21 @@ class Verifier:
             if ob.max_age_s is not None and now - hit.t > ob.max_age_s:
                 too_old = too_old or (r, hit)
                 continue
-            return _Outcome(StepVerdict.SATISFIED, "predicate",
-                            f"{label} passed: observed within tolerance at t={hit.t:.3f} ({hit.source_id})",
-                            [r.receipt_id, hit.source_id], hit.t, (r,))
+            passed = f"{label} passed: observed within tolerance at t={hit.t:.3f} ({hit.source_id})"
+            if ob.params.get("final") and self.config.require_fresh_pose:
+                # "be at C when verified": the pass is history; the fresh pose must still show it
+                pose, failure = self._fresh_pose(ob, fresh, hit.t, hit.t)
+                if failure is not None:
+                    failure.evidence = [r.receipt_id, hit.source_id, *failure.evidence]
+                    return failure
+                assert pose is not None
+                err = self._pose_error(pose, place)
+                if err:
+                    return _Outcome(StepVerdict.VIOLATED, "predicate", f"{passed}; but the fresh pose in "
+                                    f"{fresh.snapshot_id} is {err}", [r.receipt_id, hit.source_id, fresh.snapshot_id])
+                return _Outcome(StepVerdict.SATISFIED, "predicate", f"{passed}; fresh pose in {fresh.snapshot_id} "
+                                "still there", [r.receipt_id, hit.source_id, fresh.snapshot_id], hit.t, (r,))
+            return _Outcome(StepVerdict.SATISFIED, "predicate", passed, [r.receipt_id, hit.source_id], hit.t, (r,))
         if too_old is not None and not problems:
             r, hit = too_old
             return _Outcome(StepVerdict.STALE, "floor", f"{place.label} passed on {r.receipt_id} only "

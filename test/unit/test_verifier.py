@@ -831,3 +831,81 @@ def test_the_incident_goal_compiled_by_the_goal_compiler():
     # the steps are ordered (identify, then travel, then report): all that follows the judgement waits for it
     assert waiting.goal_verdict is GoalVerdict.WAITING_USER and set(waiting.missing) == {sem, at_elevator, report}
     assert "awaits a semantic judgement" in waiting.step(at_elevator).reason
+
+
+# --------------------------------------------------------------------------- waypoints of a route (issue 16)
+
+WP_A = Pose2D(x=2.0, y=0.0)
+WP_B = Pose2D(x=2.0, y=2.0)
+VIA_PLACES = {"a": WP_A, "b": WP_B, "elevator": PLACES["elevator"]}
+VIA_A = Obligation(id="w1", kind=ObligationKind.AT_PLACE, description="via a", params={"place": "a", "final": False})
+VIA_B = Obligation(id="w2", kind=ObligationKind.AT_PLACE, description="via b", params={"place": "b", "final": False},
+                   depends_on=("w1",))
+WP_END = Obligation(id="w3", kind=ObligationKind.AT_PLACE, description="at the elevator",
+                 params={"place": "elevator", "final": True}, depends_on=("w2",))
+VIA_ROUTE = contract(VIA_A, VIA_B, WP_END)
+
+
+def route_receipt(*, status: ReceiptStatus = ReceiptStatus.SUCCEEDED, reported: dict | None = None,
+                  start: float = T0 + 1, end: float = T0 + 20, end_stamp: float | None = None) -> Receipt:
+    rows = [{"index": k, "place": name, "pose": pose.model_dump(), "observed": None,
+             "reported": (reported or {}).get(k)}
+            for k, (name, pose) in enumerate((("a", WP_A), ("b", WP_B), ("elevator", PLACES["elevator"])))]
+    r = receipt("r-route", "navigate_through", start=start, end=end, status=status,
+                args={"places": ["a", "b", "elevator"]}, pose=NEAR_ELEVATOR,
+                result={"target": PLACES["elevator"].model_dump(), "waypoints": rows})
+    return r.model_copy(update={"pose_stamp": end_stamp}) if end_stamp is not None else r
+
+
+def sample(t: float, pose: Pose2D, sid: str) -> PoseSample:
+    return PoseSample(t=t, pose=pose, source_id=sid)
+
+
+def route_request(*receipts: Receipt, trajectory: tuple[PoseSample, ...]) -> VerifyRequest:
+    return VerifyRequest(mission_id=MISSION, goal=GOAL, contract=VIA_ROUTE, receipts=receipts, state_version=10,
+                         plan_node_id="turn-9", invocation_id="done-9", places=VIA_PLACES, trajectory=trajectory)
+
+
+PASSES = (sample(T0 + 3, WP_A, "s-a"), sample(T0 + 8, WP_B, "s-b"), sample(T0 + 20, NEAR_ELEVATOR, "s-end"))
+
+
+def test_each_waypoint_of_a_route_is_satisfied_by_a_journaled_pose_in_order():
+    v = verifier().verify(route_request(route_receipt(), trajectory=PASSES), snap())
+    assert v.goal_verdict is GoalVerdict.VERIFIED_DONE, [(s.obligation_id, s.reason) for s in v.steps]
+    assert "s-a" in v.steps[0].evidence_ids and "s-b" in v.steps[1].evidence_ids
+
+
+def test_a_pose_near_a_waypoint_before_the_previous_one_does_not_count():
+    # b seen at T0+2, before a (T0+3): out of order, so b is not passed after a
+    early_b = (sample(T0 + 2, WP_B, "s-b"), sample(T0 + 3, WP_A, "s-a"), sample(T0 + 20, NEAR_ELEVATOR, "s-end"))
+    v = verifier().verify(route_request(route_receipt(), trajectory=early_b), snap())
+    steps = {s.obligation_id: s for s in v.steps}
+    assert steps["w2"].verdict is StepVerdict.VIOLATED and "never observed" in steps["w2"].reason
+
+
+def test_a_waypoint_the_backend_reports_skipped_is_violated_whatever_the_poses_say():
+    skipped = route_receipt(reported={1: {"index": 1, "state": "skipped", "error_code": 0, "error_msg": ""}})
+    v = verifier().verify(route_request(skipped, trajectory=PASSES), snap())
+    steps = {s.obligation_id: s for s in v.steps}
+    assert steps["w2"].verdict is StepVerdict.VIOLATED and "reported skipped by the backend" in steps["w2"].reason
+    assert v.goal_verdict is not GoalVerdict.VERIFIED_DONE
+
+
+def test_an_unknown_route_without_a_pass_is_ambiguous_not_violated():
+    unknown = route_receipt(status=ReceiptStatus.UNKNOWN)
+    v = verifier().verify(route_request(unknown, trajectory=(PASSES[0],)), snap())
+    steps = {s.obligation_id: s for s in v.steps}
+    assert steps["w1"].verdict is StepVerdict.SATISFIED
+    assert steps["w2"].verdict is StepVerdict.AMBIGUOUS, steps["w2"]
+
+
+def test_a_failed_route_still_shows_its_end_by_its_own_end_pose_and_a_final_place_needs_the_robot_there_now():
+    # the route FAILED (say, a waypoint missed): its end pose, stamped a hair after the receipt's end, counts as
+    # the pass of the elevator; the final place also needs the fresh pose there
+    failed = route_receipt(status=ReceiptStatus.FAILED, end=T0 + 20, end_stamp=T0 + 20.0001)
+    end_pass = (*PASSES[:2], sample(T0 + 20.0001, NEAR_ELEVATOR, "s-end"))
+    there = verifier().verify(route_request(failed, trajectory=end_pass), snap())
+    assert {s.obligation_id: s for s in there.steps}["w3"].verdict is StepVerdict.SATISFIED
+    gone = verifier().verify(route_request(failed, trajectory=end_pass), snap(IN_KITCHEN))
+    w3 = {s.obligation_id: s for s in gone.steps}["w3"]
+    assert w3.verdict is StepVerdict.VIOLATED and "fresh pose" in w3.reason, w3
