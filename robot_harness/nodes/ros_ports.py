@@ -13,7 +13,6 @@ import queue
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable
@@ -903,38 +902,28 @@ class RosFeasibilityPort:
         self._costs = (node.create_client(GetCosts, cost_service, callback_group=self._group)
                        if GetCosts is not None and cost_service else None)
         self._cost_name = cost_service
-        self._asking = ThreadPoolExecutor(max_workers=4, thread_name_prefix="feasibility")
-        """The questions of one probe are asked at once (each waits on its own future, answered by the
-        executor's threads): a probe takes as long as its slowest answer, not the sum of them."""
 
     def probe(self, *, pre: Any, start: Pose2D | None, goal: Pose2D | None, frame_id: str) -> Any:
         from ..core.preconditions import Feasibility
 
         began = time.monotonic()
         timeout = float(pre.probe_timeout_s)
-        for node in pre.lifecycle_active:  # clients are made here, on the caller's thread, never in the pool
-            self._state_client(node)
-        lifecycle = [self._asking.submit(self._lifecycle, node, timeout) for node in pre.lifecycle_active]
+        lifecycle = tuple(self._lifecycle(node, timeout) for node in pre.lifecycle_active)
         path = cost = None
         if goal is not None and start is not None:
             if pre.path_feasible:
-                path = self._asking.submit(self._path, start, goal, frame_id, timeout)
+                path = self._path(start, goal, frame_id, timeout)
             if pre.goal_cell_free:
-                cost = self._asking.submit(self._cost, goal, frame_id, timeout)
-        return Feasibility(lifecycle=tuple(f.result() for f in lifecycle), path=path.result() if path else None,
-                           goal_cost=cost.result() if cost else None, duration_s=time.monotonic() - began)
-
-    def _state_client(self, node_name: str) -> Any:
-        client = self._states.get(node_name)
-        if client is None:
-            client = self._states[node_name] = self._node.create_client(
-                self._get_state, f"{node_name}/get_state", callback_group=self._group)
-        return client
+                cost = self._cost(goal, frame_id, timeout)
+        return Feasibility(lifecycle=lifecycle, path=path, goal_cost=cost, duration_s=time.monotonic() - began)
 
     def _lifecycle(self, node_name: str, timeout: float) -> Any:
         from ..core.preconditions import LifecycleProbe, ProbeStatus
 
-        client = self._state_client(node_name)
+        client = self._states.get(node_name)
+        if client is None:
+            client = self._states[node_name] = self._node.create_client(
+                self._get_state, f"{node_name}/get_state", callback_group=self._group)
         if not client.wait_for_service(timeout_sec=min(timeout, 1.0)):
             return LifecycleProbe(node=node_name, status=ProbeStatus.UNANSWERED,
                                   error=f"{client.srv_name} is not available")
@@ -988,7 +977,6 @@ class RosFeasibilityPort:
         return CostProbe(cost=float(resp.costs[0]))
 
     def destroy(self) -> None:
-        self._asking.shutdown(wait=True, cancel_futures=True)  # every question is bounded by probe_timeout_s
         for client in self._states.values():
             self._node.destroy_client(client)
         self._states.clear()
