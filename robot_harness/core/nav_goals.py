@@ -102,6 +102,13 @@ class NavGoal(BaseModel):
         """Where the goal ends (the last pose); None for a behaviour."""
         return self.poses[-1] if self.poses else None
 
+    def length_from(self, start: Pose2D) -> float:
+        """Straight-line metres from ``start`` through the goal's poses in order (0 for a behaviour)."""
+        total, here = 0.0, start
+        for pose in self.poses:
+            total, here = total + here.distance_to(pose), pose
+        return total
+
     @property
     def moves(self) -> bool:
         """Whether the robot may move (everything but clearing costmaps)."""

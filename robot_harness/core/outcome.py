@@ -19,7 +19,7 @@ from .nav_goals import NavGoal, NavGoalKind, WaypointReport
 from .records import ActionStatus, Availability, Pose2D, WorldSnapshot, normalize_angle
 
 __all__ = ["BackendTerminal", "OutcomeVerdict", "check_navigation_outcome", "check_route_waypoints",
-           "check_behavior_outcome"]
+           "check_behavior_outcome", "waypoint_rows"]
 
 
 class BackendTerminal(str, enum.Enum):
@@ -41,6 +41,16 @@ class OutcomeVerdict(BaseModel):
     state: ActionStatus
     reason: str
     evidence: dict[str, Any] = Field(default_factory=dict)
+
+
+def _fresh_after(post: WorldSnapshot, tol: OutcomeTolerance, not_before: float | None) -> tuple[bool, bool]:
+    """(the post-terminal pose is fresh, it was observed at or after ``not_before``): a pose observed before
+    the terminal report says nothing about where the action ended, so it is not fresh."""
+    meta = post.pose_meta
+    observed_after = not_before is None or (meta.source_stamp is not None and meta.source_stamp >= not_before)
+    fresh = (post.pose is not None and meta.availability is Availability.AVAILABLE and meta.age_s is not None
+             and meta.age_s <= tol.max_pose_age_s and observed_after)
+    return fresh, observed_after
 
 
 def check_navigation_outcome(
@@ -68,18 +78,7 @@ def check_navigation_outcome(
     if backend is BackendTerminal.NONE:
         return OutcomeVerdict(state=ActionStatus.UNKNOWN, reason="no terminal report from the backend before the timeout", evidence=evidence)
 
-    observed_after = (
-        not_before is None
-        or (post.pose_meta.source_stamp is not None and post.pose_meta.source_stamp >= not_before)
-    )
-    evidence["pose_observed_after_terminal"] = observed_after
-    fresh = (
-        post.pose is not None
-        and post.pose_meta.availability is Availability.AVAILABLE
-        and post.pose_meta.age_s is not None
-        and post.pose_meta.age_s <= tol.max_pose_age_s
-        and observed_after
-    )
+    fresh, evidence["pose_observed_after_terminal"] = _fresh_after(post, tol, not_before)
     if not fresh or post.pose is None:
         if backend is not BackendTerminal.SUCCEEDED:
             return OutcomeVerdict(state=ActionStatus.FAILED, reason=f"backend {backend.value}; no fresh pose to check", evidence=evidence)
@@ -131,6 +130,17 @@ def check_navigation_outcome(
     )
 
 
+def waypoint_rows(goal: NavGoal, *, seen: Mapping[int, tuple[str, float]], reports: Sequence[WaypointReport],
+                  names: Sequence[str]) -> list[dict[str, Any]]:
+    """A route's waypoints as records (a route receipt's result, its outcome's evidence): place, pose, what
+    the backend reported, and the harness's own observation (snapshot id and pose stamp), or None."""
+    told = {r.index: r for r in reports}
+    return [{"index": k, "place": names[k] if k < len(names) else "", "pose": pose.model_dump(),
+             "reported": told[k].model_dump(mode="json") if k in told else None,
+             "observed": {"snapshot_id": seen[k][0], "t": seen[k][1]} if k in seen else None}
+            for k, pose in enumerate(goal.poses)]
+
+
 def check_route_waypoints(verdict: OutcomeVerdict, *, goal: NavGoal, seen: Mapping[int, tuple[str, float]],
                           reports: Sequence[WaypointReport], names: Sequence[str]) -> OutcomeVerdict:
     """A route also needs each waypoint before the last: a fresh pose observed within tolerance of it, in
@@ -138,14 +148,12 @@ def check_route_waypoints(verdict: OutcomeVerdict, *, goal: NavGoal, seen: Mappi
     A route whose end was verified but which missed a waypoint is FAILED, naming it: Nav2's SUCCEEDED
     for a route says nothing about the waypoints (a skipped one is reported COMPLETED, or not at all)."""
     told = {r.index: r for r in reports}
-    rows, missed = [], []
+    rows = waypoint_rows(goal, seen=seen, reports=reports, names=names)
+    missed = []
     last = len(goal.poses) - 1
     for k, pose in enumerate(goal.poses):
-        label = names[k] if k < len(names) else f"({pose.x:.2f}, {pose.y:.2f})"
+        label = rows[k]["place"] or f"({pose.x:.2f}, {pose.y:.2f})"
         rep, obs = told.get(k), seen.get(k)
-        rows.append({"index": k, "place": label, "pose": pose.model_dump(),
-                     "observed": {"snapshot_id": obs[0], "t": obs[1]} if obs else None,
-                     "reported": rep.model_dump(mode="json") if rep else None})
         if rep is not None and rep.missed:
             said = f": {rep.error_msg}" if rep.error_msg else ""
             missed.append(f"waypoint {label} (#{k + 1}) reported {rep.state.value} by the backend "
@@ -177,10 +185,7 @@ def check_behavior_outcome(*, goal: NavGoal, backend: BackendTerminal, post: Wor
                                   evidence=evidence)
         return OutcomeVerdict(state=ActionStatus.FAILED, reason=f"costmap clear {backend.value}", evidence=evidence)
     start = dispatch.pose
-    observed_after = not_before is None or (post.pose_meta.source_stamp is not None
-                                            and post.pose_meta.source_stamp >= not_before)
-    fresh = (post.pose is not None and post.pose_meta.availability is Availability.AVAILABLE
-             and post.pose_meta.age_s is not None and post.pose_meta.age_s <= tol.max_pose_age_s and observed_after)
+    fresh, _ = _fresh_after(post, tol, not_before)
     if not fresh or post.pose is None or start is None:
         state = ActionStatus.UNKNOWN if backend is BackendTerminal.SUCCEEDED else ActionStatus.FAILED
         return OutcomeVerdict(state=state, reason=f"backend {backend.value}; no fresh pose after the behaviour "

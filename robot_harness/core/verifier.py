@@ -986,19 +986,27 @@ class Verifier:
             return self._worst(problems, f"no SUCCEEDED {NAVIGATE_SKILL} receipt to {place.label}")
         evidence = _receipt_ids(hit)
         reason = f"{hit.receipt_id} navigated to {place.label} and ended within tolerance"
+        return self._still_there(ob, fresh, place, _Outcome(StepVerdict.SATISFIED, "predicate", reason, evidence,
+                                                            hit.ended_at, (hit,)), window=(hit.started_at, hit.ended_at))
+
+    def _still_there(self, ob: Obligation, fresh: WorldSnapshot, place: _Place, passed: _Outcome, *,
+                     window: tuple[float, float]) -> _Outcome:
+        """A final place ("be at C when verified"): the evidence that the robot got there (``passed``) is
+        history; with ``require_fresh_pose`` the fresh pose must still show it there (``window``: the
+        evidence's start and end, which the fresh pose must follow). Otherwise ``passed`` as it is."""
         if not ob.params.get("final") or not self.config.require_fresh_pose:
-            return _Outcome(StepVerdict.SATISFIED, "predicate", reason, evidence, hit.ended_at, (hit,))
-        pose, failure = self._fresh_pose(ob, fresh, hit.started_at, hit.ended_at)
+            return passed
+        pose, failure = self._fresh_pose(ob, fresh, *window)
         if failure is not None:
-            failure.evidence = evidence + failure.evidence
+            failure.evidence = passed.evidence + failure.evidence
             return failure
         assert pose is not None
         err = self._pose_error(pose, place)
-        evidence.append(fresh.snapshot_id)
+        evidence = [*passed.evidence, fresh.snapshot_id]
         if err:
             return _Outcome(StepVerdict.VIOLATED, "predicate", f"fresh pose in {fresh.snapshot_id} is {err}", evidence)
-        return _Outcome(StepVerdict.SATISFIED, "predicate", f"{reason}; fresh pose in {fresh.snapshot_id} still there",
-                        evidence, hit.ended_at, (hit,))
+        return _Outcome(StepVerdict.SATISFIED, "predicate", f"{passed.reason}; fresh pose in {fresh.snapshot_id} "
+                        "still there", evidence, passed.done_at, passed.receipts)
 
     def _route_passes(self, ob: Obligation, request: VerifyRequest, fresh: WorldSnapshot,
                       not_before: float | None) -> _Outcome | None:
@@ -1026,6 +1034,7 @@ class Verifier:
         problems: list[tuple[_Sev, str, list[str]]] = []
         now = self._clock.now()
         too_old: tuple[Receipt, PoseSample] | None = None
+        near = sorted((p for p in request.trajectory if p.pose.distance_to(place.pose) <= tol), key=lambda p: p.t)
         for r, k, row in found:
             label = f"{place.label} (waypoint #{k + 1} of {r.receipt_id})"
             reported = row.get("reported") if isinstance(row.get("reported"), Mapping) else None
@@ -1036,8 +1045,7 @@ class Verifier:
                 continue
             lo = r.started_at if not_before is None else max(r.started_at, not_before)
             hi = max(r.ended_at, r.pose_stamp or r.ended_at)  # its own end pose, stamped by the robot's clock
-            hit = next((p for p in sorted(request.trajectory, key=lambda p: p.t)
-                        if lo <= p.t <= hi and p.pose.distance_to(place.pose) <= tol), None)
+            hit = next((p for p in near if lo <= p.t <= hi), None)
             if hit is None:
                 after = f", after its dependency at {not_before:.3f}" if not_before is not None else ""
                 sev = _Sev.AMBIGUOUS if r.status is ReceiptStatus.UNKNOWN else _Sev.VIOLATED
@@ -1052,21 +1060,9 @@ class Verifier:
             if ob.max_age_s is not None and now - hit.t > ob.max_age_s:
                 too_old = too_old or (r, hit)
                 continue
-            passed = f"{label} passed: observed within tolerance at t={hit.t:.3f} ({hit.source_id})"
-            if ob.params.get("final") and self.config.require_fresh_pose:
-                # "be at C when verified": the pass is history; the fresh pose must still show it
-                pose, failure = self._fresh_pose(ob, fresh, hit.t, hit.t)
-                if failure is not None:
-                    failure.evidence = [r.receipt_id, hit.source_id, *failure.evidence]
-                    return failure
-                assert pose is not None
-                err = self._pose_error(pose, place)
-                if err:
-                    return _Outcome(StepVerdict.VIOLATED, "predicate", f"{passed}; but the fresh pose in "
-                                    f"{fresh.snapshot_id} is {err}", [r.receipt_id, hit.source_id, fresh.snapshot_id])
-                return _Outcome(StepVerdict.SATISFIED, "predicate", f"{passed}; fresh pose in {fresh.snapshot_id} "
-                                "still there", [r.receipt_id, hit.source_id, fresh.snapshot_id], hit.t, (r,))
-            return _Outcome(StepVerdict.SATISFIED, "predicate", passed, [r.receipt_id, hit.source_id], hit.t, (r,))
+            passed = _Outcome(StepVerdict.SATISFIED, "predicate", f"{label} passed: observed within tolerance at "
+                              f"t={hit.t:.3f} ({hit.source_id})", [r.receipt_id, hit.source_id], hit.t, (r,))
+            return self._still_there(ob, fresh, place, passed, window=(hit.t, hit.t))
         if too_old is not None and not problems:
             r, hit = too_old
             return _Outcome(StepVerdict.STALE, "floor", f"{place.label} passed on {r.receipt_id} only "

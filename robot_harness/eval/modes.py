@@ -296,9 +296,8 @@ def _navigate(ports: SimPorts, goal: NavGoal, mode: str, nav: Any, deadline: flo
         break
     if not ack.accepted:
         return f"rejected: {ack.reason}"
-    length = sum(math.hypot(b.x - a.x, b.y - a.y) for a, b in zip((ports.world.localized_pose, *goal.poses),
-                                                                   goal.poses))
-    limit = (nav.timeout_s + nav.timeout_per_m_s * length) if mode == "monitored" else math.inf
+    limit = (nav.timeout_s + nav.timeout_per_m_s * goal.length_from(ports.world.localized_pose)
+             if mode == "monitored" else math.inf)
     started = ports.clock.monotonic()
     while ports.clock.monotonic() < min(deadline, started + limit):
         for ev in ports.poll(0.1):

@@ -36,20 +36,10 @@ from . import conversions as cv
 from ..evidence.png import encode_png
 from ._util import LatchedSource, wait_future
 
-try:  # Nav2 on a robot; the test-only stand-in here. Same interface either way.
-    from nav2_msgs.action import NavigateToPose
-except ImportError:  # pragma: no cover - depends on the installation
-    NavigateToPose = None  # type: ignore[assignment]
-try:  # the planner server's dry run and the costmap's query (Nav2 Kilted; the stand-in here)
-    from nav2_msgs.action import ComputePathToPose
-    from nav2_msgs.srv import GetCosts
-except ImportError:  # pragma: no cover - depends on the installation
-    ComputePathToPose = GetCosts = None  # type: ignore[assignment,misc]
-
-
 def _nav2_type(module: str, name: str) -> Any:
-    """``nav2_msgs.<module>.<name>``, or None when this robot's nav2_msgs lacks it (an older Nav2, a
-    trimmed build): goals needing it are then refused, never an ImportError."""
+    """``nav2_msgs.<module>.<name>`` (Nav2 on a robot; the test-only stand-in here, same interface), or None
+    when this robot's nav2_msgs lacks it (an older Nav2, a trimmed build): what needs it is then refused or
+    reported not applicable, never an ImportError."""
     try:
         return getattr(importlib.import_module(f"nav2_msgs.{module}"), name)
     except (ImportError, AttributeError):
@@ -64,7 +54,10 @@ _ACTION_TYPE_NAMES = {
 NAV2_ACTION_TYPES: dict[NavGoalKind, Any] = {kind: _nav2_type("action", name)
                                              for kind, name in _ACTION_TYPE_NAMES.items()}
 """The action type of each kind in this robot's nav2_msgs (None: it has none; that kind is refused)."""
+NavigateToPose = NAV2_ACTION_TYPES[NavGoalKind.NAVIGATE_TO_POSE]
 ClearEntireCostmap = _nav2_type("srv", "ClearEntireCostmap")
+ComputePathToPose = _nav2_type("action", "ComputePathToPose")  # the planner server's dry run
+GetCosts = _nav2_type("srv", "GetCosts")  # the costmap's query (Kilted)
 
 __all__ = ["DropSink", "new_request_id", "correlated", "RosSnapshotPort", "RosPlannerPort", "RosVerifierPort", "RosRecoveryPort", "Nav2NavigationPort", "RosFeasibilityPort", "RosRobotIO",
            "GOAL_STATUS_NAMES", "NAV2_ACTION_TYPES", "recovery_call_budget"]
@@ -403,7 +396,6 @@ class Nav2NavigationPort:
             NavGoalKind.FOLLOW_WAYPOINTS: follow_waypoints_action, NavGoalKind.SPIN: spin_action,
             NavGoalKind.BACK_UP: backup_action, NavGoalKind.WAIT: wait_action}
         self._types: dict[NavGoalKind, Any] = {kind: NAV2_ACTION_TYPES.get(kind) for kind in self._names}
-        self._types[NavGoalKind.NAVIGATE_TO_POSE] = NavigateToPose
         self._costmap_names = {"global": clear_global_costmap_service, "local": clear_local_costmap_service}
         self._clients: dict[NavGoalKind, ActionClient] = {}
         self._costmap_clients: dict[str, Any] = {}
@@ -987,11 +979,8 @@ class RosFeasibilityPort:
 
 
 def _stamped(node: Node, pose: Pose2D, frame_id: str) -> PoseStamped:
-    msg = PoseStamped()
-    msg.header.frame_id = frame_id
-    msg.header.stamp = node.get_clock().now().to_msg()
-    msg.pose = cv.pose2d_to_pose_msg(pose)
-    return msg
+    """``pose`` in ``frame_id``, stamped now by the node's clock (sim time when the node uses it)."""
+    return cv.pose2d_to_stamped(pose, frame_id, node.get_clock().now().nanoseconds * 1e-9)
 
 
 def _hop(a: Any, b: Any) -> float:

@@ -17,6 +17,7 @@ from ..completion import EvidenceRef, Fact, FactStatus, Receipt, ReceiptStatus
 from ..gate import record_draft
 from ..lifecycle import ManagedAction
 from ..nav_goals import ROUTE_KINDS, NavGoalKind
+from ..outcome import waypoint_rows
 from ..records import ActionStatus, Availability, EventDraft, EventType, ToolCall, ToolResult, ToolResultStatus, WorldSnapshot
 from ..skills import PROPOSE_DONE
 from ..mission.ledger import MissionLedger
@@ -76,7 +77,8 @@ class Receipts:
         if goal is not None and goal.kind is not NavGoalKind.NAVIGATE_TO_POSE:
             result["goal"] = goal.model_dump(mode="json")
         if goal is not None and goal.kind in ROUTE_KINDS:
-            result["waypoints"] = _waypoint_rows(action)
+            result["waypoints"] = waypoint_rows(goal, seen=action.waypoints_seen, reports=action.waypoint_reports,
+                                                names=action.waypoint_names)
             for sid in dict.fromkeys(sid for sid, _t in action.waypoints_seen.values()):
                 if post is None or sid != post.snapshot_id:
                     evidence += self.observations.snapshot_evidence(sid)
@@ -137,17 +139,3 @@ class Receipts:
             facts.append(fact)
         return facts
 
-
-def _waypoint_rows(action: ManagedAction) -> list[dict[str, Any]]:
-    """A route receipt's waypoints: place, pose, what the backend reported and what the harness saw (the
-    verifier re-finds each pass in the journaled poses itself; these rows are the executor's account)."""
-    assert action.goal is not None
-    told = {r.index: r for r in action.waypoint_reports}
-    rows = []
-    for k, pose in enumerate(action.goal.poses):
-        seen = action.waypoints_seen.get(k)
-        rows.append({"index": k, "place": action.waypoint_names[k] if k < len(action.waypoint_names) else "",
-                     "pose": pose.model_dump(),
-                     "reported": told[k].model_dump(mode="json") if k in told else None,
-                     "observed": {"snapshot_id": seen[0], "t": seen[1]} if seen else None})
-    return rows

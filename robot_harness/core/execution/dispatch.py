@@ -24,8 +24,7 @@ from ..nav_goals import NavGoal, NavGoalKind
 from ..preconditions import CostProbe, Feasibility, PathProbe, ProbeStatus, check_preconditions
 from ..reconcile import ACTIVE_STATUSES, TERMINAL_STATUSES
 from ..payloads import ActionPreconditionChecked
-from ..records import (ActionStatus, EventDraft, EventType, Pose2D, ToolCall, ToolResult, ToolResultStatus,
-                       WorldSnapshot)
+from ..records import ActionStatus, EventDraft, EventType, ToolCall, ToolResult, ToolResultStatus, WorldSnapshot
 from ..skills import Skill, ToolEnv, nav_goal_for
 from ..mission.ledger import MissionLedger, StoppedBeforeDispatch
 from ..mission.observations import Observations
@@ -114,8 +113,8 @@ class Dispatcher:
         action.waypoint_names = tuple(getattr(args, "places", ()) or ())
         action.dispatch_snapshot = fresh
         path = feasibility.path if feasibility is not None else None
-        distance = (_polyline_m(fresh.pose, goal.poses) if fresh.pose is not None else 0.0) if goal.poses else \
-            _behavior_extent(goal)
+        distance = goal.length_from(fresh.pose) if fresh.pose is not None else 0.0
+        distance += _behavior_extent(goal)  # 0 for a navigation
         if path is not None and path.ok and path.length_m is not None:  # the way it will walk, not the crow's
             distance = max(distance, path.length_m)
         action.timeout_s = nav.timeout_s + nav.timeout_per_m_s * distance + goal.wait_s
@@ -324,15 +323,6 @@ def _duplicate_capability(call: ToolCall, existing: dict[str, Any]) -> ToolResul
 def _lease_conflict(call: ToolCall, exc: LeaseConflict) -> ToolResult:
     return results.rejected(call, f"{exc.message}; nothing was sent", code="lease_conflict",
                             lease=exc.lease.model_dump(mode="json"))
-
-
-def _polyline_m(start: Pose2D, poses: tuple[Pose2D, ...]) -> float:
-    """Straight-line length from ``start`` through ``poses`` in order."""
-    total, here = 0.0, start
-    for p in poses:
-        total += here.distance_to(p)
-        here = p
-    return total
 
 
 def _behavior_extent(goal: NavGoal) -> float:

@@ -23,7 +23,7 @@ from ..nav2_errors import Nav2Error, Nav2ErrorKind, describe_nav2_error
 from ..nav_goals import BEHAVIOR_KINDS, ROUTE_KINDS, WaypointReport
 from ..outcome import (BackendTerminal, OutcomeVerdict, check_behavior_outcome, check_navigation_outcome,
                        check_route_waypoints)
-from ..ports import NavigationPort
+from ..ports import BackendEvent, NavigationPort
 from ..records import ActionStatus, Availability, EventType, RuntimeEvent, WorldSnapshot
 from ..skills import SkillRegistry
 from ..authority.receipts import Receipts
@@ -70,6 +70,13 @@ def _waypoint_cause(error: Nav2Error | None, reports: tuple[WaypointReport, ...]
         return None
     missed = next((r for r in reports if r.missed and r.error_code), None)
     return describe_nav2_error(missed.error_code, missed.error_msg[:500]) if missed is not None else None
+
+
+def _take_result(t: "_Tracking", action: ManagedAction, ev: BackendEvent) -> None:
+    """What a goal's result adds to its terminal report: Nav2's named error, a route's waypoint reports."""
+    t.result_seen = True
+    t.backend_error = _backend_error(ev.detail)
+    action.waypoint_reports = _waypoint_reports(ev.detail)
 
 
 def _is_route(action: ManagedAction) -> bool:
@@ -210,9 +217,7 @@ class ActionSupervisor:
                     action.backend_status = ev.status
                     action.terminal_reported_at = ev.stamp or self.clock.now()
                 if ev.type == "result" and not t.result_seen:
-                    t.result_seen = True
-                    t.backend_error = _backend_error(ev.detail)
-                    action.waypoint_reports = _waypoint_reports(ev.detail)
+                    _take_result(t, action, ev)
         return Tick.TERMINAL if t.terminal is not BackendTerminal.NONE else Tick.RUNNING
 
     def terminate(self) -> RuntimeEvent:
@@ -304,9 +309,7 @@ class ActionSupervisor:
         while (now := self.clock.monotonic()) < deadline:
             for ev in self.navigation.poll(min(0.05, deadline - now)):
                 if ev.goal_id == action.backend_goal_id and ev.type == "result":
-                    t.result_seen = True
-                    t.backend_error = _backend_error(ev.detail)
-                    action.waypoint_reports = _waypoint_reports(ev.detail)
+                    _take_result(t, action, ev)
                     return
 
     def _watch_waypoints(self, action: ManagedAction) -> None:

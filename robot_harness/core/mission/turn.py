@@ -9,7 +9,7 @@ results, the accepted action to supervise, and the done proposal to verify.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..clock import Clock
 from ..config import HarnessConfig
@@ -50,19 +50,11 @@ class TurnExecutor:
     receipts: Receipts
     clock: Clock
     stop: StopFlag
-    _proposed_by: str = field(default="planner", init=False, repr=False)
 
     def run(self, turn_id: str, decision: WorldSnapshot, calls: Sequence[ToolCall], *,
             proposed_by: str = "planner") -> TurnResult:
         """``proposed_by``: ``planner`` (a model turn), or ``recovery`` (the recovery policy's own call of a
         ``RECOVERY_ONLY`` skill, such as a Nav2 behaviour); only the recovery policy may call those."""
-        self._proposed_by = proposed_by
-        try:
-            return self._run(turn_id, decision, calls)
-        finally:
-            self._proposed_by = "planner"
-
-    def _run(self, turn_id: str, decision: WorldSnapshot, calls: Sequence[ToolCall]) -> TurnResult:
         out: list[ToolResult] = []
         dispatched: ManagedAction | None = None
         done_call: ToolCall | None = None
@@ -86,7 +78,8 @@ class TurnExecutor:
                     done_call = call
             else:
                 self.state.call_started[call.id] = self.clock.now()
-                result, action = self._run_one(turn_id, decision, call, physical_done=dispatched is not None)
+                result, action = self._run_one(turn_id, decision, call, physical_done=dispatched is not None,
+                                               proposed_by=proposed_by)
                 if result.status is ToolResultStatus.PRECONDITION_CHANGED:
                     stop_reason = "an earlier call in this turn hit precondition_changed; decide again on the fresh snapshot"
             seen.add(call.id)
@@ -121,14 +114,14 @@ class TurnExecutor:
         })
 
     def _run_one(self, turn_id: str, decision: WorldSnapshot, call: ToolCall, *,
-                 physical_done: bool) -> tuple[ToolResult, ManagedAction | None]:
+                 physical_done: bool, proposed_by: str) -> tuple[ToolResult, ManagedAction | None]:
         if MALFORMED_ARGUMENTS in call.arguments:
             return results.error(call, "malformed_arguments",
                                  f"{call.name}: the arguments are not a JSON object; nothing was run",
                                  {"raw": str(call.arguments[MALFORMED_ARGUMENTS])[:500]}), None
         try:
             skill = self.skills.get(call.name)
-            if RECOVERY_ONLY in skill.tags and self._proposed_by != "recovery":
+            if RECOVERY_ONLY in skill.tags and proposed_by != "recovery":
                 raise UnknownToolError(f"unknown tool {call.name!r} (the recovery policy's own: not offered to "
                                        "the planner)", tool=call.name,
                                        available=sorted(n for n in self.skills.names()
