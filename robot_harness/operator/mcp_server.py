@@ -235,8 +235,9 @@ class _Server:
         try:
             while True:
                 woken.clear()
+                done = until(ticket)  # asked before reporting, so the report holds what made it done
                 await report(ticket)
-                if until(ticket):
+                if done:
                     return
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -492,17 +493,20 @@ class _Reporter:
             pass
 
     async def ticket(self, ticket: CallTicket) -> None:
-        seen = (len(ticket.stages), len(ticket.states), ticket.outcome is not None)
+        # The mission's thread grows the ticket meanwhile: report up to what was counted, no more,
+        # so nothing is sent twice and the rest goes out on the next change.
+        outcome = ticket.outcome
+        seen = (len(ticket.stages), len(ticket.states), outcome is not None)
         if seen == self._seen:
             return
         old = self._seen
         self._seen = seen
-        for stage in ticket.stages[old[0]:]:
+        for stage in ticket.stages[old[0]:seen[0]]:
             await self.stage(stage)
-        for st in ticket.states[old[1]:]:
+        for st in ticket.states[old[1]:seen[1]]:
             await self.stage(f"{ticket.action_id}: {st['state']}" + (f" ({st['reason']})" if st["reason"] else ""))
-        if seen[2] and not old[2] and ticket.outcome is not None:
-            await self.stage(f"{ticket.action_id}: verified outcome {ticket.outcome['state']}: {ticket.outcome['reason']}")
+        if outcome is not None and not old[2]:
+            await self.stage(f"{ticket.action_id}: verified outcome {outcome['state']}: {outcome['reason']}")
 
 
 class _BearerToken:
