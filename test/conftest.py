@@ -48,6 +48,23 @@ def own_domain(monkeypatch):
         monkeypatch.setenv("ROS_DOMAIN_ID", str(next(_DOMAINS)))
 
 
+def pytest_configure(config):  # noqa: D103 - pytest hook
+    # rclpy's EventsExecutor calls faulthandler.enable() when one is made: inside a test that
+    # re-aims Python's crash report at the test's captured stderr, and a native abort (which ends
+    # the process before pytest prints a capture) then dies without a word. Keep the report on the
+    # terminal, where pytest's faulthandler plugin aimed it.
+    import faulthandler
+
+    enable = faulthandler.enable
+
+    def keep_terminal(file=None, all_threads=True):
+        if file is None and faulthandler.is_enabled():
+            return None
+        return enable(file=sys.stderr if file is None else file, all_threads=all_threads)
+
+    faulthandler.enable = keep_terminal
+
+
 def pytest_report_header(config):  # noqa: D103 - pytest hook
     return [f"ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']} FASTDDS_DEFAULT_PROFILES_FILE={os.environ['FASTDDS_DEFAULT_PROFILES_FILE']}"]
 
