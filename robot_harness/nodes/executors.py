@@ -162,12 +162,26 @@ class BackgroundSpinner:
             self._thread.join(timeout=timeout_s)
         return not self._thread.is_alive()
 
+    @property
+    def quiet(self) -> bool:
+        """Nothing spins the node now: its entities may be destroyed. Destroying one under a
+        spinning EventsExecutor frees what its thread still uses (ros2/rclpy#1644): a native crash
+        of the whole process, not an exception."""
+        return not self._thread.is_alive()
+
     def destroy(self) -> None:
-        """After :meth:`stop` and after the owners destroyed their entities (idempotent)."""
+        """After :meth:`stop` and after the owners destroyed their entities (idempotent). A thread
+        that did not stop leaves the node to the process's exit, logged, rather than crash it."""
         if self._destroyed:
             return
         self._destroyed = True
-        self.stop()
+        if not self.stop():
+            try:
+                self.node.get_logger().error(
+                    f"spinner {self.node.get_name()} did not stop; its node is left to the process's exit")
+            except Exception:  # noqa: BLE001 - the context may be shut down already
+                pass
+            return
         try:
             self.executor.remove_node(self.node)
         except Exception:  # noqa: BLE001 - the context may be shut down already

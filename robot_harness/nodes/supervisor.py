@@ -493,6 +493,11 @@ class SupervisorNode(HarnessLifecycleNode):
         def have(name: str) -> Any:
             return getattr(self, name, None)
 
+        def on_quiet_spinner(name: str) -> Any:
+            """A port whose entities live on the dispatch node: left alone while its spinner still runs."""
+            spinner = have("_spinner")
+            return have(name) if spinner is None or spinner.quiet else None
+
         steps: list[tuple[str, Callable[[], Any]]] = [
             ("MCP server", lambda: self._stop_mcp("supervisor shutting down")),
             ("journal listener", lambda: have("_unsubscribe") and self._unsubscribe()),
@@ -500,13 +505,13 @@ class SupervisorNode(HarnessLifecycleNode):
              self.get_logger().warning("~/events: some committed events were not published within 2 s")),
             ("dispatch spinner", lambda: have("_spinner") and not self._spinner.stop() and
              self.get_logger().warning("the dispatch spinner did not stop within 2 s")),
-            ("navigation port", lambda: have("_nav") and self._nav.destroy()),
-            ("feasibility port", lambda: have("_feasibility") and self._feasibility.destroy()),
+            ("navigation port", lambda: on_quiet_spinner("_nav") and self._nav.destroy()),
+            ("feasibility port", lambda: on_quiet_spinner("_feasibility") and self._feasibility.destroy()),
             ("robot I/O port", lambda: have("_io") and self._io.destroy()),
-            ("snapshot port", lambda: have("_snapshots") and self._snapshots.destroy(self._spinner.node)),
-            ("planner port", lambda: have("_planner") and self._planner.destroy(self._spinner.node)),
-            ("verifier port", lambda: have("_verifier") and self._verifier.destroy(self._spinner.node)),
-            ("recovery port", lambda: have("_recovery_port") and self._recovery_port.destroy(self._spinner.node)),
+            ("snapshot port", lambda: on_quiet_spinner("_snapshots") and self._snapshots.destroy(self._spinner.node)),
+            ("planner port", lambda: on_quiet_spinner("_planner") and self._planner.destroy(self._spinner.node)),
+            ("verifier port", lambda: on_quiet_spinner("_verifier") and self._verifier.destroy(self._spinner.node)),
+            ("recovery port", lambda: on_quiet_spinner("_recovery_port") and self._recovery_port.destroy(self._spinner.node)),
             ("evidence recorder", self._close_recorder),
             ("dispatch node", lambda: have("_spinner") and self._spinner.destroy()),
             ("services", lambda: [self.destroy_service(srv) for srv in (have("_check_srv"), have("_stop_srv"),
@@ -537,8 +542,10 @@ class SupervisorNode(HarnessLifecycleNode):
         spinner = getattr(self, "_recorder_spinner", None)
         if spinner is None:
             return
-        spinner.stop()
-        self._mission_recorder.close()  # closes a bag left open by a mission cut short
+        if spinner.stop():
+            self._mission_recorder.close()  # closes a bag left open by a mission cut short
+        else:  # its subscriptions stay (see BackgroundSpinner.quiet); the bag is closed all the same
+            self._mission_recorder.stop()
         spinner.destroy()
         self._recorder_spinner = None
 

@@ -76,8 +76,7 @@ class VerifierNode(HarnessLifecycleNode):
             self.destroy_service(self._srv)
             self._srv = None
         if self._spinner is not None:
-            self._spinner.stop()
-            if self._snapshots is not None:
+            if self._spinner.stop() and self._snapshots is not None:  # see BackgroundSpinner.quiet
                 self._snapshots.destroy(self._spinner.node)
             self._spinner.destroy()
             self._spinner = None

@@ -736,8 +736,7 @@ def run(args: argparse.Namespace, *, info: Callable[[str], None], stop: threadin
         return 0
     finally:
         if spinner is not None:
-            spinner.stop()
-            if port is not None:
+            if spinner.stop() and port is not None:  # see BackgroundSpinner.quiet
                 port.destroy()
             spinner.destroy()
         if ctx is not None:

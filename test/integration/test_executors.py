@@ -109,3 +109,39 @@ def test_a_callback_exception_reaches_the_spinning_thread(node_and_executor: tup
         deadline = time.monotonic() + 5.0
         while time.monotonic() < deadline:
             executor.spin_once(timeout_sec=0.1)
+
+
+def test_a_spinner_that_does_not_stop_keeps_its_node_rather_than_crash_the_process() -> None:
+    """Destroying entities under a spinning EventsExecutor is a native crash (ros2/rclpy#1644):
+    a spinner held up in a callback past its stop timeout leaves its node alone, and gives it up
+    only once it has really stopped."""
+    from robot_harness.nodes.executors import BackgroundSpinner
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    release, entered = threading.Event(), threading.Event()
+    try:
+        spinner = BackgroundSpinner(context=ctx, name="held_spinner").start()
+
+        def held(_msg: String) -> None:
+            entered.set()
+            release.wait(10.0)
+
+        sub = spinner.node.create_subscription(String, "held_topic", held, 10)
+        pub = spinner.node.create_publisher(String, "held_topic", 10)
+        deadline = time.monotonic() + 10.0
+        while not entered.is_set() and time.monotonic() < deadline:
+            pub.publish(String(data="x"))
+            time.sleep(0.05)
+        assert entered.is_set(), "the callback never ran"
+        assert not spinner.stop(timeout_s=0.2) and not spinner.quiet
+        spinner.destroy()
+        assert spinner.node.handle is not None and spinner.node.get_name() == "held_spinner", "destroyed under a spin"
+        release.set()
+        assert spinner.stop(timeout_s=5.0) and spinner.quiet
+        spinner.node.destroy_subscription(sub)
+        spinner.node.destroy_publisher(pub)
+        spinner.node.destroy_node()
+    finally:
+        release.set()
+        rclpy.try_shutdown(context=ctx)
