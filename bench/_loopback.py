@@ -29,9 +29,25 @@ def loopback_problem(environ: "os._Environ[str] | dict[str, str]" = os.environ) 
     return ""
 
 
+_HELD: list = []
+"""This bench's domain claim, held to the process's exit."""
+
+
 def require_loopback() -> None:
-    """Exit 2 with a clear message unless DDS is on the shipped loopback profile."""
+    """Exit 2 with a clear message unless DDS is on the shipped loopback profile; then hold a domain of
+    this bench's own (the shell's, unless another run of the harness holds it: then a free one)."""
     problem = loopback_problem()
     if problem:
         print(f"{problem}: run under `source scripts/env.sh` (loopback-only DDS profile)", file=sys.stderr)
         raise SystemExit(2)
+    sys.path.insert(0, str(PROFILE.parents[1]))
+    from robot_harness.domains import MAX_DOMAIN_ID, claim, try_claim
+
+    want = os.environ.get("ROS_DOMAIN_ID", "")
+    held = try_claim(int(want)) if want.isdigit() and int(want) <= MAX_DOMAIN_ID else None
+    if held is None:
+        held = claim()
+        print(f"ROS_DOMAIN_ID={want or '(unset)'} is held by another run: this bench uses {held.domain}",
+              file=sys.stderr)
+    os.environ["ROS_DOMAIN_ID"] = str(held.domain)
+    _HELD.append(held)

@@ -38,6 +38,7 @@ import json
 import math
 import os
 import random
+import secrets
 import signal
 import subprocess
 import sys
@@ -155,7 +156,7 @@ class Graph:
 class Client:
     """The operator's side: a Mission action client, a snapshot probe, and an event recorder."""
 
-    def __init__(self) -> None:
+    def __init__(self, mission_prefix: str) -> None:
         import rclpy
         from rclpy.action import ActionClient
         from rclpy.node import Node
@@ -174,6 +175,10 @@ class Client:
         self.capture = self.node.create_client(CaptureSnapshot, "/snapshot_aggregator/capture")
         self.CaptureSnapshot = CaptureSnapshot
         self.published: dict[int, str] = {}
+        """seq -> event id of every event of this run's missions the supervisor published."""
+        self.mission_prefix = mission_prefix
+        self.foreign = 0
+        """Events of missions not this run's: another graph on this domain (never assume you are alone)."""
         self._lock = threading.Lock()
         self.node.create_subscription(JournalEvent, "/supervisor/events", self._on_event,
                                       QoSProfile(depth=1000, reliability=QoSReliabilityPolicy.RELIABLE))
@@ -184,6 +189,9 @@ class Client:
 
     def _on_event(self, msg: Any) -> None:
         with self._lock:
+            if not msg.mission_id.startswith(self.mission_prefix):
+                self.foreign += 1
+                return
             self.published[int(msg.seq)] = msg.event_id
 
     def wait_ready(self, timeout_s: float = 60.0) -> None:
@@ -407,6 +415,7 @@ def analyse(graph: Graph, client: Client, rows: list[dict[str, Any]]) -> dict[st
         "unjournaled_motions": unjournaled,
         "committed_events_lost": len(lost) + int(gaps),
         "events_published_seen": len(published),
+        "foreign_events_ignored": client.foreign,
         "journal_events": len(seqs),
         "journal_integrity": integrity,
         "false_completions": len(false_completions),
@@ -448,7 +457,10 @@ def main(argv: list[str] | None = None) -> int:
     graph = Graph(work)
     for name in NODES:
         graph.start(name)
-    client = Client()
+    # A token of this run's own in every mission id: the events of a graph another run left on this
+    # domain are told apart, not taken for this journal's (never assume you are alone).
+    prefix = f"crash-{args.seed}-{secrets.token_hex(3)}-"
+    client = Client(prefix)
     rows: list[dict[str, Any]] = []
     started = time.monotonic()
     try:
@@ -460,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 victim = rng.choices(("none", *VICTIMS), weights=(25, 35, 20, 20))[0]
             kill_at = rng.uniform(0.0, args.max_kill_s)
-            row = run_mission(graph, client, f"crash-{args.seed}-{i:03d}", victim, kill_at)
+            row = run_mission(graph, client, f"{prefix}{i:03d}", victim, kill_at)
             if revived:
                 row["revived_unexpectedly"] = revived
             rows.append(row)

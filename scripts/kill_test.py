@@ -110,13 +110,13 @@ class UpGraph(ct.Graph):
 class Client(ct.Client):
     """The crash test's client (readiness probe, event recorder), which also notes when each mission was admitted."""
 
-    def __init__(self) -> None:
+    def __init__(self, mission_prefix: str) -> None:
         self.admitted_at: dict[str, float] = {}
-        super().__init__()
+        super().__init__(mission_prefix)
 
     def _on_event(self, msg: Any) -> None:
         super()._on_event(msg)
-        if msg.kind == "MISSION_STARTED":
+        if msg.kind == "MISSION_STARTED" and msg.mission_id.startswith(self.mission_prefix):
             self.admitted_at.setdefault(msg.mission_id, time.monotonic())
 
 
@@ -222,14 +222,15 @@ def run_variant(variant: str, work: Path, *, missions: int, rng: random.Random, 
     if variant == "sim_outside":
         graph.start("sim_robot")
     graph.start("up")
-    client = Client()
+    prefix = f"kill-{variant}-{seed}-{ct.secrets.token_hex(3)}-"  # this run's own (see crash_test)
+    client = Client(prefix)
     rows: list[dict[str, Any]] = []
     started = time.monotonic()
     try:
         for i in range(missions):
             client.wait_ready(timeout_s=90.0)
             revived = graph.revive_dead()
-            row = run_mission(graph, client, f"kill-{variant}-{seed}-{i:03d}", rng.uniform(min_kill_s, max_kill_s))
+            row = run_mission(graph, client, f"{prefix}{i:03d}", rng.uniform(min_kill_s, max_kill_s))
             row["variant"] = variant
             if revived:
                 row["revived_unexpectedly"] = revived
@@ -302,9 +303,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     ct.install_lib()
     if not os.environ.get("ROS_DOMAIN_ID"):
-        # Two graphs on one domain talk to each other: never share the default one.
-        os.environ["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(0, 232))
-        print(f"ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']} (drawn at random)", flush=True)
+        # Two graphs on one domain talk to each other: never share the default one, nor one another
+        # run of the harness's holds now (robot_harness.domains; held to this process's exit).
+        from robot_harness.domains import claim
+
+        held = claim()
+        os.environ["ROS_DOMAIN_ID"] = str(held.domain)
+        print(f"ROS_DOMAIN_ID={held.domain} (claimed for this run)", flush=True)
     work = args.out or Path(tempfile.mkdtemp(prefix="robot_harness-kill-"))
     if any((work / v / "journal.sqlite3").exists() for v in variants):
         print(f"{work} holds an earlier run: give an empty or new --out", file=sys.stderr)

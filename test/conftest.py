@@ -27,25 +27,47 @@ os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")
 # LOCALHOST would make rmw_fastrtps bind non-loopback interfaces (test_loopback.py): the profile rules.
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "SUBNET"
 os.environ.pop("ROS_STATIC_PEERS", None)
-# A fresh domain for every test run (RH_TEST_DOMAIN_ID pins one for debugging);
-# subprocesses the tests start inherit it.
-os.environ["ROS_DOMAIN_ID"] = os.environ.get("RH_TEST_DOMAIN_ID") or str(random.SystemRandom().randint(0, 232))
-
+# A domain for this run, claimed (robot_harness.domains): two runs on one machine at once never share
+# one. RH_TEST_DOMAIN_ID pins one for debugging. Subprocesses the tests start inherit it.
+from robot_harness.domains import claim as _claim_domain  # noqa: E402
 
 _RNG = random.SystemRandom()
+_PINNED = os.environ.get("RH_TEST_DOMAIN_ID")
+_RUN_CLAIM = None if _PINNED else _claim_domain()
+os.environ["ROS_DOMAIN_ID"] = _PINNED or str(_RUN_CLAIM.domain)
+
 # Every test gets a domain of its own (its processes and its in-process contexts read the environment):
 # a graph another test left shutting down must not take this test's goals, so no two tests in a row
-# share one (a shuffled cycle over 0-232, the run's domain last). RH_TEST_DOMAIN_ID pins one for all.
+# share one (a shuffled cycle over 0-232, the run's domain last), and each is claimed for the test's
+# length, so another run's test never has it meanwhile.
 _ORDER = [d for d in range(0, 233) if str(d) != os.environ["ROS_DOMAIN_ID"]]
 _RNG.shuffle(_ORDER)
-_DOMAINS = itertools.cycle([*_ORDER, int(os.environ["ROS_DOMAIN_ID"])])
+_NEXT = itertools.count()
+
+
+def _claim_next():
+    """The next free domain of the cycle (the run's own as the last resort: it is held already)."""
+    start = next(_NEXT)
+    order = [_ORDER[(start + i) % len(_ORDER)] for i in range(len(_ORDER))]
+    try:
+        return _claim_domain(order)
+    except RuntimeError:
+        return None
 
 
 @pytest.fixture(autouse=True)
 def own_domain(monkeypatch):
     """A ROS_DOMAIN_ID of this test's own (module comment above); never assume you are alone."""
-    if not os.environ.get("RH_TEST_DOMAIN_ID"):
-        monkeypatch.setenv("ROS_DOMAIN_ID", str(next(_DOMAINS)))
+    if _PINNED:
+        yield
+        return
+    held = _claim_next()
+    monkeypatch.setenv("ROS_DOMAIN_ID", str(held.domain if held else _RUN_CLAIM.domain))
+    try:
+        yield
+    finally:
+        if held is not None:
+            held.release()
 
 
 def pytest_configure(config):  # noqa: D103 - pytest hook

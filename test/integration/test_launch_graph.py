@@ -8,7 +8,6 @@ The harness nodes start unconfigured and the lifecycle_manager executable brings
 from __future__ import annotations
 
 import os
-import random
 import sys
 import time
 from pathlib import Path
@@ -33,9 +32,6 @@ MANAGED = [s.name for s in NODE_SPECS if s.name != "sim_robot"]
 HARNESS = set(MANAGED) | {"sim_robot", "bt_navigator", "lifecycle_manager"}
 DEMO_GOAL = "Go to office_storage, capture an image there, return to dock and report."
 """scenarios/demo.yaml's goal: the launch file's default planner serves that scenario's turns."""
-DOMAIN = random.SystemRandom().choice([d for d in range(0, 233) if str(d) != os.environ.get("ROS_DOMAIN_ID")])
-"""A domain of this module's own: it counts every node on the graph, and another test's graph (a sim
-with its bt_navigator) may still be shutting down on the run's domain (never assume you are alone)."""
 
 assert MANAGER.is_file(), f"{MANAGER} is not installed: run `make setup`"
 
@@ -113,11 +109,10 @@ def test_launched_graph_is_what_ros2_would_see(ns, tmp_path):
     args = {"use_sim": "true"}
     if ns:
         args["namespace"] = ns.lstrip("/")
-    env = dict(os.environ, ROS_LOG_DIR=str(tmp_path / "ros_log"), ROS_HOME=str(tmp_path / "home"),
-               ROS_DOMAIN_ID=str(DOMAIN))
+    env = dict(os.environ, ROS_LOG_DIR=str(tmp_path / "ros_log"), ROS_HOME=str(tmp_path / "home"))  # the test's own domain (conftest)
     with lg.launch_graph(LAUNCH_FILE, args, env=env) as launched:
         pids = set(launched.all_pids)
-        rclpy.init(domain_id=DOMAIN)
+        rclpy.init(domain_id=int(os.environ["ROS_DOMAIN_ID"]))
         probe = rclpy.create_node("launch_graph_probe")
         try:
             check_graph(probe, ns, launched)

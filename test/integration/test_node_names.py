@@ -7,7 +7,6 @@ service (with a duplicate name, ``ros2 param get`` reaches whichever node answer
 from __future__ import annotations
 
 import os
-import random
 import subprocess
 import time
 from pathlib import Path
@@ -24,9 +23,6 @@ CONFIG = REPO / "config"
 
 
 LIB = install_lib()
-DOMAIN = random.SystemRandom().choice([d for d in range(0, 233) if str(d) != os.environ.get("ROS_DOMAIN_ID")])
-"""A domain of this module's own: it counts every node on the graph, and another test's graph may
-still be shutting down on the run's domain (never assume you are alone)."""
 
 
 def launched(exe: str, name: str, *params: str, param_file: str) -> subprocess.Popen:
@@ -35,7 +31,7 @@ def launched(exe: str, name: str, *params: str, param_file: str) -> subprocess.P
     for p in params:
         args += ["-p", p]
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "ROS_DOMAIN_ID": str(DOMAIN)})
+                            env=dict(os.environ))  # the test's own domain (conftest)
 
 
 def stop(proc: subprocess.Popen) -> str:
@@ -51,7 +47,7 @@ def stop(proc: subprocess.Popen) -> str:
 @pytest.fixture
 def probe():
     ctx = rclpy.Context()
-    rclpy.init(context=ctx, domain_id=DOMAIN)
+    rclpy.init(context=ctx, domain_id=int(os.environ["ROS_DOMAIN_ID"]))
     node = Node("test_node_names_probe", context=ctx)
     ex = SingleThreadedExecutor(context=ctx)
     ex.add_node(node)
