@@ -167,9 +167,9 @@ START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 5.0
 """SIGINT first, SIGKILL after this long."""
 EXECUTOR_THREADS = 4
-EXECUTORS = ("events", "multithreaded", "rclpy-multithreaded")
+EXECUTORS = ("single_threaded", "events", "multithreaded", "rclpy-multithreaded")
 MULTITHREADED = ("multithreaded", "rclpy-multithreaded")
-DEFAULT_EXECUTOR = "events"
+DEFAULT_EXECUTOR = "single_threaded"
 VARIANTS = ("bare", "ungated", "listeners")
 """Default run order. ``bare``: the core runner alone; ``ungated``: the same with the readiness and feasibility
 checks switched off (``UNGATED``); ``listeners``: plus the supervisor's ``~/events`` publisher and evidence
@@ -915,6 +915,10 @@ class BenchNode:
             from rclpy.experimental import EventsExecutor
 
             self.executor: Any = EventsExecutor(context=self.context)
+        elif kind == "single_threaded":
+            from rclpy.executors import SingleThreadedExecutor
+
+            self.executor = SingleThreadedExecutor(context=self.context)
         elif kind == "rclpy-multithreaded":
             from rclpy.executors import MultiThreadedExecutor as RclpyMultiThreadedExecutor
 
@@ -931,6 +935,8 @@ class BenchNode:
             return f"robot_harness MultiThreadedExecutor({EXECUTOR_THREADS} threads)"
         if self.kind == "rclpy-multithreaded":
             return f"rclpy MultiThreadedExecutor({EXECUTOR_THREADS} threads)"
+        if self.kind == "single_threaded":
+            return "rclpy SingleThreadedExecutor (spin_once loop, 1 thread)"
         return "EventsExecutor (spin_once loop, 1 thread)"
 
     def start(self) -> None:
@@ -940,7 +946,7 @@ class BenchNode:
 
     def _spin(self) -> None:
         try:
-            if self.kind == "events":
+            if self.kind not in MULTITHREADED:  # events, single_threaded: as BackgroundSpinner drives them
                 while not self._stop.is_set() and self.context.ok():
                     self.executor.spin_once(timeout_sec=0.1)
             else:
@@ -967,7 +973,7 @@ class BenchNode:
 
         with contextlib.suppress(Exception):  # already out after shutdown
             self.executor.remove_node(self.node)
-        if self.kind == "events":
+        if self.kind not in MULTITHREADED:
             self.executor.shutdown()
         self.node.destroy_node()
         rclpy.try_shutdown(context=self.context)
@@ -1081,7 +1087,7 @@ class SupervisorListeners:
 
         from robot_harness.evidence.bag import McapEvidenceStore
         from robot_harness.msg import JournalEvent as JournalEventMsg
-        from robot_harness.nodes.executors import BackgroundSpinner
+        from robot_harness.nodes.executors import DEFAULT_SPINNER_EXECUTOR, SPINNER_EXECUTORS, BackgroundSpinner
         from robot_harness.nodes.listener import EventPublisher, JournalFanout
         from robot_harness.nodes.recorder import HarnessEvidenceRecorder, MissionRecorder
 
@@ -1093,7 +1099,8 @@ class SupervisorListeners:
         self._unsubscribe = journal.subscribe(self._events)
         self._publisher = EventPublisher(self._pub)
         self._events.attach(self._publisher, name="~/events")
-        self._spinner = BackgroundSpinner(context=bench.context, name="overhead_bench_recorder").start()
+        self._spinner = BackgroundSpinner(context=bench.context, name="overhead_bench_recorder",
+                                          executor=bench.kind if bench.kind in SPINNER_EXECUTORS else DEFAULT_SPINNER_EXECUTOR).start()
         self._sub = self._spinner.node.create_subscription(
             JournalEventMsg, f"/{bench.node.get_name()}/events", self._on_event, reliable)
         self._mission_recorder = MissionRecorder(self._spinner.node, McapEvidenceStore(bag_dir))

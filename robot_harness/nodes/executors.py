@@ -78,35 +78,49 @@ class MultiThreadedExecutor(_RclpyMultiThreadedExecutor):
                 future.result()  # raise any exceptions, as rclpy does
 
 
+SPINNER_EXECUTORS = ("single_threaded", "events")
+DEFAULT_SPINNER_EXECUTOR = "single_threaded"
+
+
 class BackgroundSpinner:
     """A plain node on its own single-threaded executor thread, for a node's latency-critical clients.
 
     The supervisor's mission loop blocks a worker of its MultiThreadedExecutor
     for the whole mission and, on the way to every dispatch, waits on a
     snapshot capture and a goal acceptance. Those clients live on this node
-    instead, spun by ``rclpy.experimental.EventsExecutor`` (a SingleThreaded
-    executor where that is missing): measured in ``bench/overhead.py``, it
-    halves the tool-call-to-goal-sent tail against a MultiThreadedExecutor.
-    Its ``spin()`` busy-loops in rclpy 9.1.2, so a ``spin_once`` loop drives it.
-    Callbacks on this node must never block (no waiting on futures inside
-    them); callers on other threads wait on the futures it completes.
+    instead, spun by rclpy's ``SingleThreadedExecutor`` on a thread of its own,
+    driven by a ``spin_once`` loop so that :meth:`stop` is prompt. Callbacks on
+    this node must never block (no waiting on futures inside them); callers on
+    other threads wait on the futures it completes.
+
+    ``executor="events"`` spins it with ``rclpy.experimental.EventsExecutor``
+    instead, which ``bench/overhead.py`` measured faster on this path. It is not
+    the default: it is experimental in rclpy 9.1 (Kilted), its C++ calls back
+    from DDS threads into objects Python frees (ros2/rclpy#1644 crashes the
+    process when entities go away with callbacks registered), its destructor
+    runs a teardown that can throw (``std::terminate``), and it takes over the
+    process's SIGINT/SIGTERM. A harness that drives a robot must not be taken
+    down by its executor. (Two of six full test runs with it as the default
+    ended in a native abort of the process; the cause was not found.)
     """
 
     POLL_S = 0.1
 
-    def __init__(self, *, context: Any, name: str, namespace: str = "") -> None:
+    def __init__(self, *, context: Any, name: str, namespace: str = "",
+                 executor: str = DEFAULT_SPINNER_EXECUTOR) -> None:
         from rclpy.node import Node
 
-        try:
+        if executor not in SPINNER_EXECUTORS:
+            raise ValueError(f"spinner executor {executor!r} is not one of {', '.join(SPINNER_EXECUTORS)}")
+        self.kind = executor
+        if executor == "events":
             from rclpy.experimental import EventsExecutor
 
             self.executor: Any = EventsExecutor(context=context)
-            self.kind = "events"
-        except ImportError:  # older rclpy
+        else:
             from rclpy.executors import SingleThreadedExecutor
 
             self.executor = SingleThreadedExecutor(context=context)
-            self.kind = "single_threaded"
         self.context = context
         # A node-local remap of its own name: ``ros2 launch`` starts the process with
         # ``--ros-args -r __node:=<launch name>``, a global remap that would rename this helper
@@ -186,9 +200,8 @@ class BackgroundSpinner:
             self.executor.remove_node(self.node)
         except Exception:  # noqa: BLE001 - the context may be shut down already
             pass
-        if self.kind == "events":
-            try:
-                self.executor.shutdown()
-            except Exception:  # noqa: BLE001
-                pass
+        try:
+            self.executor.shutdown()
+        except Exception:  # noqa: BLE001 - the context may be shut down already
+            pass
         self.node.destroy_node()

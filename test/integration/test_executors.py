@@ -145,3 +145,32 @@ def test_a_spinner_that_does_not_stop_keeps_its_node_rather_than_crash_the_proce
     finally:
         release.set()
         rclpy.try_shutdown(context=ctx)
+
+
+def test_the_spinner_runs_rclpys_single_threaded_executor_unless_asked_for_events() -> None:
+    from rclpy.executors import SingleThreadedExecutor
+
+    from robot_harness.nodes.executors import BackgroundSpinner
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    try:
+        default = BackgroundSpinner(context=ctx, name="default_spinner")
+        assert default.kind == "single_threaded" and isinstance(default.executor, SingleThreadedExecutor)
+        with pytest.raises(ValueError, match="not one of single_threaded, events"):
+            BackgroundSpinner(context=ctx, name="bogus_spinner", executor="bogus")
+        default.start()
+        pub = default.node.create_publisher(String, "spun_topic", 10)
+        got = threading.Event()
+        sub = default.node.create_subscription(String, "spun_topic", lambda _m: got.set(), 10)
+        deadline = time.monotonic() + 10.0
+        while not got.is_set() and time.monotonic() < deadline:
+            pub.publish(String(data="x"))
+            got.wait(0.05)
+        assert got.is_set(), "nothing was spun"
+        assert default.stop(timeout_s=2.0), "a spin_once loop stops within its poll"
+        default.node.destroy_subscription(sub)
+        default.node.destroy_publisher(pub)
+        default.destroy()
+    finally:
+        rclpy.try_shutdown(context=ctx)
