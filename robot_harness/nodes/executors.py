@@ -100,8 +100,9 @@ class BackgroundSpinner:
     process when entities go away with callbacks registered), its destructor
     runs a teardown that can throw (``std::terminate``), and it takes over the
     process's SIGINT/SIGTERM. A harness that drives a robot must not be taken
-    down by its executor. (Two of six full test runs with it as the default
-    ended in a native abort of the process; the cause was not found.)
+    down by its executor. (Three of seven full test runs with it as the default
+    ended in a native abort of the process; the one caught with Python's stack
+    aborted inside ``gc.collect()`` after the graph's context was shut down.)
     """
 
     POLL_S = 0.1
