@@ -64,6 +64,9 @@ class Tape:
 
     def __init__(self, *, on_append: Callable[[TapeEntry], None] | None = None) -> None:
         self.entries: list[TapeEntry] = []
+        self.ports: dict[str, dict[str, Any]] = {}
+        """Each taped port by role: ``{"methods": [...], "attrs": {...}}`` (plain attributes such as
+        ``navigation.name``, encoded, read once when it was wrapped)."""
         self._on_append = on_append
 
     def append(self, source: str, call: str, *, args: str = "", answer: Any = None,
@@ -239,7 +242,9 @@ class TapeRecorder:
             return run
 
         wrapped = {m: taped(m, getattr(port, m)) for m in methods if callable(getattr(port, m, None))}
-        return _proxy(f"Taped[{source}]", wrapped, {a: getattr(port, a) for a in attrs if hasattr(port, a)})
+        values = {a: getattr(port, a) for a in attrs if hasattr(port, a)}
+        self.tape.ports[source] = {"methods": sorted(wrapped), "attrs": {a: encode(v) for a, v in values.items()}}
+        return _proxy(f"Taped[{source}]", wrapped, values)
 
 
 # -- replaying ---------------------------------------------------------------------------------
@@ -248,8 +253,10 @@ class TapeRecorder:
 class TapePlayer:
     """Hands a recorded tape back, reading for reading; the first call the recording did not make raises."""
 
-    def __init__(self, entries: Sequence[TapeEntry]) -> None:
+    def __init__(self, entries: Sequence[TapeEntry], ports: dict[str, dict[str, Any]] | None = None) -> None:
         self.entries = list(entries)
+        self.ports = ports or {}
+        """The recorded ports' methods and attributes (:attr:`Tape.ports`)."""
         self.position = 0
 
     @property
@@ -296,9 +303,15 @@ class TapePlayer:
                 return str(player.take("ids", "new", prefix))
         return _Ids()
 
-    def port(self, source: str, methods: Iterable[str], *, attrs: dict[str, Any] | None = None) -> Any:
-        """A stand-in for the recorded port: each of ``methods`` answers from the tape."""
+    def port(self, source: str, methods: Iterable[str] | None = None, *, attrs: dict[str, Any] | None = None) -> Any:
+        """A stand-in for the recorded port: each of ``methods`` (by default the ones the recorded port
+        had) answers from the tape; ``attrs`` (by default the recorded ones) read as they were."""
         def answering(call: str) -> Callable[..., Any]:
             return lambda *args, **kwargs: self.take(source, call, args_digest(args, kwargs))
 
-        return _proxy(f"Replayed[{source}]", {m: answering(m) for m in methods}, dict(attrs or {}))
+        recorded = self.ports.get(source, {})
+        if methods is None:
+            methods = recorded.get("methods", ())
+        if attrs is None:
+            attrs = {a: decode(v) for a, v in recorded.get("attrs", {}).items()}
+        return _proxy(f"Replayed[{source}]", {m: answering(m) for m in methods}, dict(attrs))

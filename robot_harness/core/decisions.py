@@ -1,0 +1,162 @@
+"""Decision replay: re-run the mission runner on a recorded tape and fail loudly at the first difference.
+
+A verdict replay (``evidence/replay.py``) shows that a recorded mission's
+verdict is reproducible. This shows that the harness would *decide* the same
+way again: the runner is re-run with the recorded readings (:mod:`.tape`) as
+its clock, ids and ports, and every journal event it writes is compared with
+the recorded one, in order: type, seq, ids, stamp and payload. The first
+difference raises :class:`~.errors.NondeterminismError` naming the recorded
+event, the replayed event and the field that differs (a dotted path into the
+event). A replay that asks the tape for a reading the recording did not take
+fails the same way, at that reading, after the events written up to then were
+found equal.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import NondeterminismError
+from .records import JournalEvent
+from .tape import TapePlayer
+
+__all__ = ["PORTS", "Divergence", "DecisionReplay", "first_divergence", "replay_decisions"]
+
+PORTS: dict[str, tuple[str, ...]] = {
+    "snapshots": ("capture",),
+    "planner": ("next_turn", "wait_for_call"),
+    "navigation": ("send_goal", "lookup", "adopt", "poll", "cancel"),
+    "robot_io": ("capture_image", "speak", "send_message"),
+    "feasibility": ("probe",),
+    "verifier": ("verify",),
+}
+"""The runner's ports by role, with the methods whose answers a tape keeps."""
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where a replay's events first differ from the recording's."""
+
+    index: int
+    """Position in the mission's events (0-based)."""
+    recorded: JournalEvent | None
+    replayed: JournalEvent | None
+    field: str
+    """A dotted path into the event (``payload.intent.timeout_s``); ``event`` when one side has none."""
+    recorded_value: Any = None
+    replayed_value: Any = None
+
+    @staticmethod
+    def _name(event: JournalEvent | None) -> str:
+        return "nothing" if event is None else f"#{event.seq} {event.type.value} ({event.event_id})"
+
+    def message(self) -> str:
+        if self.recorded is None or self.replayed is None:
+            return (f"event {self.index}: the recording has {self._name(self.recorded)}, "
+                    f"the replay {self._name(self.replayed)}")
+        return (f"event {self.index}: recorded {self._name(self.recorded)}, replayed {self._name(self.replayed)}: "
+                f"{self.field} is {_short(self.replayed_value)} in the replay, {_short(self.recorded_value)} "
+                f"in the recording")
+
+    def error(self) -> NondeterminismError:
+        return NondeterminismError(
+            self.message(), event_index=self.index, field=self.field,
+            recorded=self._name(self.recorded), replayed=self._name(self.replayed),
+            recorded_value=_short(self.recorded_value), replayed_value=_short(self.replayed_value))
+
+
+def _short(value: Any, limit: int = 160) -> str:
+    text = "(absent)" if value is _MISSING else repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _diff(a: Any, b: Any, path: str) -> tuple[str, Any, Any] | None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in list(a) + [k for k in b if k not in a]:
+            found = _diff(a.get(key, _MISSING), b.get(key, _MISSING), f"{path}.{key}")
+            if found is not None:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        for i, (x, y) in enumerate(zip(a, b)):
+            found = _diff(x, y, f"{path}[{i}]")
+            if found is not None:
+                return found
+        if len(a) != len(b):
+            return f"{path}.length", len(a), len(b)
+        return None
+    if a is b or a == b or (isinstance(a, float) and isinstance(b, float) and a != a and b != b):
+        return None
+    return path, a, b
+
+
+def first_divergence(recorded: Sequence[JournalEvent], replayed: Sequence[JournalEvent]) -> Divergence | None:
+    """The first event (in order) where the two differ, or None when they are the same."""
+    for i, (rec, rep) in enumerate(zip(recorded, replayed)):
+        found = _diff(rec.model_dump(mode="python"), rep.model_dump(mode="python"), "event")
+        if found is not None:
+            path, a, b = found
+            return Divergence(i, rec, rep, path.removeprefix("event."), a, b)
+    if len(recorded) != len(replayed):
+        i = min(len(recorded), len(replayed))
+        return Divergence(i, recorded[i] if i < len(recorded) else None,
+                          replayed[i] if i < len(replayed) else None, "event")
+    return None
+
+
+@dataclass(frozen=True)
+class DecisionReplay:
+    """A replay that decided exactly as recorded."""
+
+    mission_id: str
+    events: int
+    readings: int
+    replay_s: float
+    recorded_s: float
+    """The recorded mission's length on its own clock (first to last event stamp)."""
+
+    @property
+    def speed_ratio(self) -> float:
+        return self.recorded_s / self.replay_s if self.replay_s > 0 else float("inf")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"mission_id": self.mission_id, "same_decisions": True, "events": self.events,
+                "readings": self.readings, "replay_s": round(self.replay_s, 4), "recorded_s": round(self.recorded_s, 3),
+                "speed_ratio": round(self.speed_ratio, 1)}
+
+
+def replay_decisions(recorded: Sequence[JournalEvent], player: TapePlayer, run: Callable[[], Any],
+                     replayed: Callable[[], Sequence[JournalEvent]], *,
+                     perf_counter: Callable[[], float] = time.perf_counter) -> DecisionReplay:
+    """Run ``run`` (a runner built on ``player``'s clock, ids and ports) and compare ``replayed()`` with
+    ``recorded``. Raises NondeterminismError at the first difference; returns the replay's figures."""
+    started = perf_counter()
+    tape_error: NondeterminismError | None = None
+    try:
+        run()
+    except NondeterminismError as exc:
+        tape_error = exc
+    elapsed = perf_counter() - started
+    events = list(replayed())
+    divergence = first_divergence(recorded, events[: len(recorded)] if tape_error else events)
+    if divergence is not None and not (tape_error and divergence.replayed is None):
+        raise divergence.error() from tape_error
+    if tape_error is not None:
+        last = events[-1] if events else None
+        raise NondeterminismError(
+            f"{tape_error.message} (the {len(events)} event(s) written before it are as recorded"
+            + (f", the last #{last.seq} {last.type.value})" if last is not None else ")"), **tape_error.details) \
+            from tape_error
+    if player.remaining:
+        nxt = player.remaining[0]
+        raise NondeterminismError(
+            f"the replay finished with {len(player.remaining)} recorded reading(s) unread: the recording went on "
+            f"with #{nxt.index} {nxt.source}.{nxt.call}", tape_index=nxt.index, recorded=f"{nxt.source}.{nxt.call}")
+    stamps = [e.stamp for e in recorded]
+    return DecisionReplay(mission_id=recorded[0].mission_id if recorded else "", events=len(events),
+                          readings=len(player.entries), replay_s=elapsed,
+                          recorded_s=(max(stamps) - min(stamps)) if stamps else 0.0)

@@ -1,0 +1,83 @@
+"""Decision replay of a scenario's gated mission on the in-process simulated robot.
+
+:func:`record` runs the mission as the benchmark's gated mode does, with a
+:class:`~robot_harness.core.tape.TapeRecorder` around the clock, the ids and
+every port; :func:`replay` runs the same code again with nothing but the tape
+(no world, no planner: the robot and the model are the tape) and compares
+every journal event (:func:`robot_harness.core.decisions.replay_decisions`).
+``overrides`` replays under a changed harness configuration; a change that
+alters a decision is then reported as the first event that differs.
+"""
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..compose import mission_runner
+from ..core.clock import IdGenerator
+from ..core.config import HarnessConfig, deep_merge, load_harness_config
+from ..core.decisions import PORTS, DecisionReplay, replay_decisions
+from ..core.journal import MemoryJournal
+from ..core.records import JournalEvent
+from ..core.scenario import Scenario
+from ..core.skills import default_skills
+from ..core.tape import Tape, TapePlayer, TapeRecorder
+from .modes import _ClaimTrackingPlanner, sim_ports
+
+__all__ = ["Recording", "record", "replay"]
+
+_ROLES = ("snapshots", "planner", "navigation", "robot_io", "feasibility")
+
+
+@dataclass(frozen=True)
+class Recording:
+    """One recorded mission: its events and the tape its decisions read."""
+
+    scenario: str
+    status: str
+    events: tuple[JournalEvent, ...]
+    tape: Tape
+
+
+def _runner(config: HarnessConfig, *, clock: Any, ids: Any, ports: dict[str, Any], sleep: Any) -> tuple[Any, Any]:
+    journal = MemoryJournal(clock=clock, ids=ids)
+    journal.setup()
+    runner = mission_runner(config=config, journal=journal, clock=clock, ids=ids,
+                            skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
+                            snapshots=ports["snapshots"], planner=ports["planner"], navigation=ports["navigation"],
+                            robot_io=ports["robot_io"], feasibility=ports["feasibility"], sleep=sleep)
+    return runner, journal
+
+
+def _config(scenario: Scenario, overrides: dict[str, Any] | None = None) -> HarnessConfig:
+    return load_harness_config(overrides=deep_merge(scenario.harness_config(), overrides or {}))
+
+
+def record(scenario: Scenario, *, workdir: Path | None = None) -> Recording:
+    """The scenario's gated mission on the simulated robot, taped."""
+    workdir = workdir or Path(tempfile.mkdtemp(prefix="robot_harness-decisions-"))
+    sim = sim_ports(scenario, workdir / "artifacts")
+    real = {"snapshots": sim, "planner": _ClaimTrackingPlanner(scenario, sim), "navigation": sim, "robot_io": sim,
+            "feasibility": sim}
+    tape = Tape()
+    rec = TapeRecorder(tape)
+    ports = {role: rec.port(real[role], role, PORTS[role], attrs=("name",)) for role in _ROLES}
+    runner, journal = _runner(_config(scenario), clock=rec.clock(sim.clock), ids=rec.ids(IdGenerator(7)),
+                              ports=ports, sleep=sim.sleep)
+    out = runner.run(scenario.goal)
+    events = tuple(journal.events(mission_id=out.mission_id))
+    journal.close()
+    return Recording(scenario=scenario.name, status=out.status.value, events=events, tape=tape)
+
+
+def replay(scenario: Scenario, recording: Recording, *, overrides: dict[str, Any] | None = None) -> DecisionReplay:
+    """Re-run the mission on the tape alone; NondeterminismError at the first decision that differs."""
+    player = TapePlayer(recording.tape.entries, recording.tape.ports)
+    ports = {role: player.port(role) for role in _ROLES}
+    runner, journal = _runner(_config(scenario, overrides), clock=player.clock(), ids=player.ids(), ports=ports,
+                              sleep=lambda _dt: None)
+    return replay_decisions(recording.events, player, lambda: runner.run(scenario.goal),
+                            lambda: journal.events(mission_id=recording.events[0].mission_id if recording.events
+                                                   else None))
