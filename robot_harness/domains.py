@@ -47,13 +47,34 @@ class DomainClaim:
         return f"DomainClaim({self.domain}, held={self.held})"
 
 
+def _open_lock(domain: int) -> int | None:
+    """A descriptor on the domain's lock file, or None when this user may not open it. The folder is
+    shared by every user of the machine (sticky, like /tmp); a lock file another user made is opened
+    read-only, which ``flock`` accepts."""
+    d = lock_dir()
+    try:
+        if not d.is_dir():
+            d.mkdir(parents=True, exist_ok=True)
+            os.chmod(d, 0o1777)
+    except OSError:
+        pass  # another user made it, or a read-only tmp: opening below says whether it serves
+    path = d / f"{domain}.lock"
+    for flags in (os.O_RDWR | os.O_CREAT, os.O_RDONLY):
+        try:
+            return os.open(path, flags, 0o666)
+        except OSError:
+            continue
+    return None
+
+
 def try_claim(domain: int) -> DomainClaim | None:
-    """The domain if no other process (of the harness's) holds it now, else None."""
+    """The domain if no other process (of the harness's) holds it now, else None (also when its lock
+    file cannot be opened at all)."""
     if not 0 <= domain <= MAX_DOMAIN_ID:
         raise ValueError(f"ROS_DOMAIN_ID {domain} is outside 0-{MAX_DOMAIN_ID}")
-    d = lock_dir()
-    d.mkdir(parents=True, exist_ok=True)
-    fd = os.open(d / f"{domain}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    fd = _open_lock(domain)
+    if fd is None:
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

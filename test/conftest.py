@@ -33,8 +33,12 @@ from robot_harness.domains import claim as _claim_domain  # noqa: E402
 
 _RNG = random.SystemRandom()
 _PINNED = os.environ.get("RH_TEST_DOMAIN_ID")
-_RUN_CLAIM = None if _PINNED else _claim_domain()
-os.environ["ROS_DOMAIN_ID"] = _PINNED or str(_RUN_CLAIM.domain)
+try:
+    _RUN_CLAIM = None if _PINNED else _claim_domain()
+except RuntimeError as _exc:  # no lock could be taken (a read-only tmp): draw, as before claims existed
+    print(f"conftest: {_exc}; drawing domains without claims", file=sys.stderr)
+    _RUN_CLAIM = None
+os.environ["ROS_DOMAIN_ID"] = _PINNED or str(_RUN_CLAIM.domain if _RUN_CLAIM else _RNG.randint(0, 232))
 
 # Every test gets a domain of its own (its processes and its in-process contexts read the environment):
 # a graph another test left shutting down must not take this test's goals, so no two tests in a row
@@ -61,8 +65,12 @@ def own_domain(monkeypatch):
     if _PINNED:
         yield
         return
+    if _RUN_CLAIM is None:  # no claims on this machine: the shuffled cycle alone, as before
+        monkeypatch.setenv("ROS_DOMAIN_ID", str(_ORDER[next(_NEXT) % len(_ORDER)]))
+        yield
+        return
     held = _claim_next()
-    monkeypatch.setenv("ROS_DOMAIN_ID", str(held.domain if held else _RUN_CLAIM.domain))
+    monkeypatch.setenv("ROS_DOMAIN_ID", str(held.domain) if held else os.environ["ROS_DOMAIN_ID"])
     try:
         yield
     finally:

@@ -86,3 +86,23 @@ def test_the_default_order_covers_the_whole_range():
         claim()
     for c in held:
         c.release()
+
+
+def test_a_lock_file_this_user_cannot_write_is_still_claimed_read_only(lock_dir):
+    import os
+
+    first = try_claim(21)  # makes the folder and the file
+    assert first is not None
+    first.release()
+    os.chmod(lock_dir / "21.lock", 0o444)
+    again = try_claim(21)
+    assert again is not None and try_claim(21) is None, "a read-only descriptor still takes the flock"
+    again.release()
+
+
+def test_an_unopenable_lock_is_skipped_not_an_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("RH_DOMAIN_LOCK_DIR", str(tmp_path / "file-not-folder"))
+    (tmp_path / "file-not-folder").write_text("x")
+    assert try_claim(5) is None
+    with pytest.raises(RuntimeError):
+        claim([5, 6])
