@@ -18,11 +18,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .clock import IdGenerator
 from .errors import NondeterminismError
-from .records import JournalEvent
+from .journal import MemoryJournal
+from .records import EventDraft, EventType, JournalEvent
 from .tape import TapePlayer
 
-__all__ = ["PORTS", "Divergence", "DecisionReplay", "first_divergence", "replay_decisions"]
+__all__ = ["PORTS", "Divergence", "DecisionReplay", "ReplayJournal", "first_divergence", "replay_decisions"]
 
 PORTS: dict[str, tuple[str, ...]] = {
     "snapshots": ("capture",),
@@ -135,20 +137,23 @@ def replay_decisions(recorded: Sequence[JournalEvent], player: TapePlayer, run: 
     """Run ``run`` (a runner built on ``player``'s clock, ids and ports) and compare ``replayed()`` with
     ``recorded``. Raises NondeterminismError at the first difference; returns the replay's figures."""
     started = perf_counter()
+    player.on_failure = lambda: len(replayed())  # how many events were written when the tape first differed
     tape_error: NondeterminismError | None = None
     try:
         run()
     except NondeterminismError as exc:
         tape_error = exc
+    tape_error = player.failure or tape_error  # the runner may have taken the tape's error for a world fault
     elapsed = perf_counter() - started
     events = list(replayed())
-    divergence = first_divergence(recorded, events[: len(recorded)] if tape_error else events)
-    if divergence is not None and not (tape_error and divergence.replayed is None):
+    divergence = first_divergence(recorded, events)
+    written = player.failure_mark if player.failure is not None else len(events)
+    if divergence is not None and (tape_error is None or divergence.index < written):
         raise divergence.error() from tape_error
     if tape_error is not None:
-        last = events[-1] if events else None
+        last = events[written - 1] if 0 < written <= len(events) else None
         raise NondeterminismError(
-            f"{tape_error.message} (the {len(events)} event(s) written before it are as recorded"
+            f"{tape_error.message} (the {written} event(s) written before it are as recorded"
             + (f", the last #{last.seq} {last.type.value})" if last is not None else ")"), **tape_error.details) \
             from tape_error
     if player.remaining:
@@ -160,3 +165,70 @@ def replay_decisions(recorded: Sequence[JournalEvent], player: TapePlayer, run: 
     return DecisionReplay(mission_id=recorded[0].mission_id if recorded else "", events=len(events),
                           readings=len(player.entries), replay_s=elapsed,
                           recorded_s=(max(stamps) - min(stamps)) if stamps else 0.0)
+
+
+OTHER_WRITERS = frozenset({EventType.STOP_REQUESTED, EventType.INTERACTION_RESOLVED, EventType.RESPONSE_DROPPED})
+"""Event types another writer may put into a running mission (the supervisor for a Stop, an operator's
+answer, a dropped response); the runner writes INTERACTION_RESOLVED too (an expiry), never the others."""
+
+
+class _FixedClock:
+    def __init__(self) -> None:
+        self.stamp = 0.0
+
+    def now(self) -> float:
+        return self.stamp
+
+    def monotonic(self) -> float:
+        return self.stamp
+
+
+class ReplayJournal(MemoryJournal):
+    """The journal a replayed runner writes to.
+
+    It holds the recorded journal as it was when the mission started (``before``: every recorded
+    event with a lower seq, leases and open missions included), so the replay starts from the
+    same durable state. Each event the runner writes gets the seq, event id and stamp the
+    recording gave the event at that place: the journal's numbering is not a decision, and the
+    comparison then shows only what the runner decided. An event another writer put into the
+    recorded mission (:data:`OTHER_WRITERS`) is put in again at its recorded place, before the
+    runner's next write, when the runner's batch does not begin with it.
+    """
+
+    def __init__(self, before: Sequence[JournalEvent], mission: Sequence[JournalEvent]) -> None:
+        self._clock_fixed = _FixedClock()
+        super().__init__(clock=self._clock_fixed, ids=IdGenerator(0))
+        self._recorded = {e.seq: e for e in [*before, *mission]}
+        self.setup()
+        for event in before:
+            self._put(event)
+
+    @staticmethod
+    def _draft(event: JournalEvent) -> EventDraft:
+        return EventDraft(type=event.type, mission_id=event.mission_id, model_turn_id=event.model_turn_id,
+                          tool_call_id=event.tool_call_id, robot_action_id=event.robot_action_id,
+                          snapshot_id=event.snapshot_id, payload=event.payload)
+
+    def _put(self, event: JournalEvent) -> None:
+        super().append([self._draft(event)])
+
+    def append(self, drafts: Sequence[EventDraft], *, expected_last_seq: int | None = None,
+               expected_revision: int | None = None) -> list[JournalEvent]:
+        if not isinstance(drafts, EventDraft) and drafts:
+            while True:
+                nxt = self._recorded.get(self.last_seq() + 1)
+                if nxt is None or nxt.type not in OTHER_WRITERS or nxt.type is drafts[0].type:
+                    break
+                self._put(nxt)
+        return super().append(drafts, expected_last_seq=expected_last_seq, expected_revision=expected_revision)
+
+    def _materialize(self, prepared: Sequence[Any], last_seq: int, expected_last_seq: int | None,
+                     expected_revision: int | None) -> tuple[list[JournalEvent], list[Any]]:
+        first = self._recorded.get(last_seq + 1)
+        self._clock_fixed.stamp = first.stamp if first is not None else 0.0
+        events, snaps = super()._materialize(prepared, last_seq, expected_last_seq, expected_revision)
+        fixed = []
+        for ev in events:
+            rec = self._recorded.get(ev.seq)
+            fixed.append(ev if rec is None else ev.model_copy(update={"event_id": rec.event_id, "stamp": rec.stamp}))
+        return fixed, snaps

@@ -258,6 +258,12 @@ class TapePlayer:
         self.ports = ports or {}
         """The recorded ports' methods and attributes (:attr:`Tape.ports`)."""
         self.position = 0
+        self.failure: NondeterminismError | None = None
+        """The first difference this player raised: the runner may have taken it for a world fault and
+        gone on, but the replay is not the recording from there on."""
+        self.on_failure: Callable[[], Any] | None = None
+        """Called once, at the first difference; what it returns is kept in ``failure_mark``."""
+        self.failure_mark: Any = None
 
     @property
     def remaining(self) -> list[TapeEntry]:
@@ -265,6 +271,16 @@ class TapePlayer:
 
     def take(self, source: str, call: str, args: str) -> Any:
         """The recorded answer to this call (or its error, raised), if it is the next one recorded."""
+        try:
+            return self._take(source, call, args)
+        except NondeterminismError as exc:
+            if self.failure is None:
+                self.failure = exc
+                if self.on_failure is not None:
+                    self.failure_mark = self.on_failure()
+            raise
+
+    def _take(self, source: str, call: str, args: str) -> Any:
         i = self.position
         if i >= len(self.entries):
             raise NondeterminismError(

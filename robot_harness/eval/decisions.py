@@ -18,8 +18,8 @@ from typing import Any
 from ..compose import mission_runner
 from ..core.clock import IdGenerator
 from ..core.config import HarnessConfig, deep_merge, load_harness_config
-from ..core.decisions import PORTS, DecisionReplay, replay_decisions
-from ..core.journal import MemoryJournal
+from ..core.decisions import PORTS, DecisionReplay, ReplayJournal, replay_decisions
+from ..core.journal import Journal, MemoryJournal
 from ..core.records import JournalEvent
 from ..core.scenario import Scenario
 from ..core.skills import default_skills
@@ -33,30 +33,32 @@ _ROLES = ("snapshots", "planner", "navigation", "robot_io", "feasibility")
 
 @dataclass(frozen=True)
 class Recording:
-    """One recorded mission: its events and the tape its decisions read."""
+    """One recorded mission: the journal before it, its events, and the tape its decisions read."""
 
     scenario: str
     status: str
     events: tuple[JournalEvent, ...]
     tape: Tape
+    before: tuple[JournalEvent, ...] = ()
+    """The journal's events before the mission's first (earlier missions, leases)."""
 
 
-def _runner(config: HarnessConfig, *, clock: Any, ids: Any, ports: dict[str, Any], sleep: Any) -> tuple[Any, Any]:
-    journal = MemoryJournal(clock=clock, ids=ids)
-    journal.setup()
-    runner = mission_runner(config=config, journal=journal, clock=clock, ids=ids,
-                            skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
-                            snapshots=ports["snapshots"], planner=ports["planner"], navigation=ports["navigation"],
-                            robot_io=ports["robot_io"], feasibility=ports["feasibility"], sleep=sleep)
-    return runner, journal
+def _runner(config: HarnessConfig, *, journal: Any, clock: Any, ids: Any, ports: dict[str, Any], sleep: Any) -> Any:
+    return mission_runner(config=config, journal=journal, clock=clock, ids=ids,
+                          skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
+                          snapshots=ports["snapshots"], planner=ports["planner"], navigation=ports["navigation"],
+                          robot_io=ports["robot_io"], feasibility=ports["feasibility"], sleep=sleep)
 
 
 def _config(scenario: Scenario, overrides: dict[str, Any] | None = None) -> HarnessConfig:
     return load_harness_config(overrides=deep_merge(scenario.harness_config(), overrides or {}))
 
 
-def record(scenario: Scenario, *, workdir: Path | None = None) -> Recording:
-    """The scenario's gated mission on the simulated robot, taped."""
+def record(scenario: Scenario, *, workdir: Path | None = None, journal: Journal | None = None,
+           ids: IdGenerator | None = None) -> Recording:
+    """The scenario's gated mission on the simulated robot, taped; into ``journal`` when given (a
+    journal earlier missions wrote to), else a fresh one. The journal's own stamps and ids are not
+    taped: they are not decisions."""
     workdir = workdir or Path(tempfile.mkdtemp(prefix="robot_harness-decisions-"))
     sim = sim_ports(scenario, workdir / "artifacts")
     real = {"snapshots": sim, "planner": _ClaimTrackingPlanner(scenario, sim), "navigation": sim, "robot_io": sim,
@@ -64,20 +66,28 @@ def record(scenario: Scenario, *, workdir: Path | None = None) -> Recording:
     tape = Tape()
     rec = TapeRecorder(tape)
     ports = {role: rec.port(real[role], role, PORTS[role], attrs=("name",)) for role in _ROLES}
-    runner, journal = _runner(_config(scenario), clock=rec.clock(sim.clock), ids=rec.ids(IdGenerator(7)),
-                              ports=ports, sleep=sim.sleep)
+    own = journal is None
+    if journal is None:
+        journal = MemoryJournal(clock=sim.clock, ids=IdGenerator(11))
+        journal.setup()
+    start = journal.last_seq()
+    runner = _runner(_config(scenario), journal=journal, clock=rec.clock(sim.clock), ids=rec.ids(ids or IdGenerator(7)),
+                     ports=ports, sleep=sim.sleep)
     out = runner.run(scenario.goal)
     events = tuple(journal.events(mission_id=out.mission_id))
-    journal.close()
-    return Recording(scenario=scenario.name, status=out.status.value, events=events, tape=tape)
+    before = tuple(e for e in journal.events() if e.seq <= start)
+    if own:
+        journal.close()
+    return Recording(scenario=scenario.name, status=out.status.value, events=events, tape=tape, before=before)
 
 
 def replay(scenario: Scenario, recording: Recording, *, overrides: dict[str, Any] | None = None) -> DecisionReplay:
     """Re-run the mission on the tape alone; NondeterminismError at the first decision that differs."""
     player = TapePlayer(recording.tape.entries, recording.tape.ports)
     ports = {role: player.port(role) for role in _ROLES}
-    runner, journal = _runner(_config(scenario, overrides), clock=player.clock(), ids=player.ids(), ports=ports,
-                              sleep=lambda _dt: None)
+    journal = ReplayJournal(recording.before, recording.events)
+    runner = _runner(_config(scenario, overrides), journal=journal, clock=player.clock(), ids=player.ids(),
+                     ports=ports, sleep=lambda _dt: None)
+    mission_id = recording.events[0].mission_id if recording.events else None
     return replay_decisions(recording.events, player, lambda: runner.run(scenario.goal),
-                            lambda: journal.events(mission_id=recording.events[0].mission_id if recording.events
-                                                   else None))
+                            lambda: journal.events(mission_id=mission_id))
