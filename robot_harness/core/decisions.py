@@ -28,11 +28,13 @@ __all__ = ["PORTS", "Divergence", "DecisionReplay", "ReplayJournal", "first_dive
 
 PORTS: dict[str, tuple[str, ...]] = {
     "snapshots": ("capture",),
-    "planner": ("next_turn", "wait_for_call"),
+    "planner": ("next_turn", "wait_for_call", "drain_calls"),
     "navigation": ("send_goal", "lookup", "adopt", "poll", "cancel"),
     "robot_io": ("capture_image", "speak", "send_message"),
     "feasibility": ("probe",),
     "verifier": ("verify",),
+    "recorder": ("start", "record_record", "stop"),
+    "recovery": ("decide", "drain_calls"),
 }
 """The runner's ports by role, with the methods whose answers a tape keeps."""
 
@@ -172,6 +174,22 @@ OTHER_WRITERS = frozenset({EventType.STOP_REQUESTED, EventType.INTERACTION_RESOL
 answer, a dropped response); the runner writes INTERACTION_RESOLVED too (an expiry), never the others."""
 
 
+def written_by_others(event: JournalEvent) -> bool:
+    """An event of the mission that the runner did not write: :data:`OTHER_WRITERS`, and the
+    snapshots the supervisor keeps when the aggregator reports a salient event."""
+    if event.type in OTHER_WRITERS:
+        return True
+    return event.type is EventType.WORLD_SNAPSHOT_CAPTURED and event.payload.get("reason") == "salient_event"
+
+
+def _same_start(event: JournalEvent, draft: EventDraft) -> bool:
+    """The runner's next write is this recorded event itself (an INTERACTION_RESOLVED on expiry)."""
+    if event.type is not draft.type:
+        return False
+    payload = draft.payload if isinstance(draft.payload, dict) else {}
+    return event.type is not EventType.WORLD_SNAPSHOT_CAPTURED or payload.get("reason") == event.payload.get("reason")
+
+
 class _FixedClock:
     def __init__(self) -> None:
         self.stamp = 0.0
@@ -217,7 +235,7 @@ class ReplayJournal(MemoryJournal):
         if not isinstance(drafts, EventDraft) and drafts:
             while True:
                 nxt = self._recorded.get(self.last_seq() + 1)
-                if nxt is None or nxt.type not in OTHER_WRITERS or nxt.type is drafts[0].type:
+                if nxt is None or not written_by_others(nxt) or _same_start(nxt, drafts[0]):
                     break
                 self._put(nxt)
         return super().append(drafts, expected_last_seq=expected_last_seq, expected_revision=expected_revision)

@@ -235,7 +235,7 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 format_version INTEGER NOT NULL,
                 recorded_at REAL NOT NULL,
                 readings INTEGER NOT NULL,
-                ports TEXT NOT NULL /* JSON: each taped port's methods and attributes */,
+                ports TEXT NOT NULL /* JSON: {"ports": each taped port's methods and attributes, "meta": {...}} */,
                 entries BLOB NOT NULL /* zlib: one TapeEntry JSON per line */
             )""",
         ),
@@ -678,12 +678,17 @@ class Journal(abc.ABC):
         mission; a second tape for one mission is a ``JournalWriteError``."""
         if not mission_id:
             raise UsageError("a decision tape belongs to a mission: mission_id is empty")
-        self._put_tape(mission_id, tape_to_blob(tape), len(tape), _dumps_nan(tape.ports))
+        self._put_tape(mission_id, tape_to_blob(tape), len(tape), _dumps_nan({"ports": tape.ports, "meta": tape.meta}))
 
     def get_tape(self, mission_id: str) -> Tape | None:
         """The mission's decision tape, or None when it was not taped."""
         row = self._get_tape(mission_id)
-        return None if row is None else tape_from_blob(row[0], json.loads(row[1]))
+        if row is None:
+            return None
+        head = json.loads(row[1])
+        tape = tape_from_blob(row[0], head.get("ports", {}))
+        tape.meta = head.get("meta", {})
+        return tape
 
     @abc.abstractmethod
     def _put_tape(self, mission_id: str, blob: bytes, readings: int, ports_json: str) -> None: ...

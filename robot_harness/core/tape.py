@@ -67,6 +67,8 @@ class Tape:
         self.ports: dict[str, dict[str, Any]] = {}
         """Each taped port by role: ``{"methods": [...], "attrs": {...}}`` (plain attributes such as
         ``navigation.name``, encoded, read once when it was wrapped)."""
+        self.meta: dict[str, Any] = {}
+        """What a replay needs besides the readings (the harness configuration the mission ran under)."""
         self._on_append = on_append
 
     def append(self, source: str, call: str, *, args: str = "", answer: Any = None,
