@@ -9,26 +9,46 @@ and compares every event it writes with the recorded one
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 from .compose import mission_runner
 from .core.clock import IdGenerator, SystemClock
 from .core.config import deep_merge, load_harness_config
-from .core.decisions import DecisionReplay, ReplayJournal, replay_decisions
+from .core.decisions import DecisionReplay, ReplayJournal, WhatIf, replay_decisions, what_if
 from .core.errors import UsageError
 from .core.interactions import MissionCredentials
 from .core.journal import SqliteJournal
 from .core.skills import default_skills
 from .core.tape import TapePlayer
 
-__all__ = ["replay_journal_mission"]
+__all__ = ["replay_journal_mission", "what_if_journal_mission"]
 
 
 def replay_journal_mission(journal_path: str | Path, mission_id: str, *,
                            overrides: dict[str, Any] | None = None) -> DecisionReplay:
     """Replay ``mission_id`` of the journal at ``journal_path`` by decision; NondeterminismError at the
     first difference, UsageError when the mission or its tape is not there."""
+    mission, player, run, replayed = _rebuild(journal_path, mission_id, overrides=overrides, lenient=False)
+    return replay_decisions(mission, player, run, replayed)
+
+
+def what_if_journal_mission(journal_path: str | Path, mission_id: str, *,
+                            overrides: dict[str, Any]) -> WhatIf:
+    """The mission under ``overrides``: its first changed decision and, when the recording's answers
+    carry the replay to its end, the status it would have ended with."""
+    mission, player, run, replayed = _rebuild(journal_path, mission_id, overrides=overrides, lenient=True)
+    result = what_if(mission, player, run, replayed)
+    if "verifier" in player.ports and "verification" in overrides:
+        result = dataclasses.replace(result, note=(
+            "the verifier ran as its own node: its verdicts are read from the tape, not judged again under "
+            "the changed verification settings (robot-harness replay without --decisions re-judges them)"))
+    return result
+
+
+def _rebuild(journal_path: str | Path, mission_id: str, *, overrides: dict[str, Any] | None,
+             lenient: bool) -> tuple[list[Any], TapePlayer, Any, Any]:
     journal = SqliteJournal(journal_path, clock=SystemClock(), ids=IdGenerator(None))
     try:
         journal.setup()
@@ -46,7 +66,7 @@ def replay_journal_mission(journal_path: str | Path, mission_id: str, *,
     before = [e for e in events if e.seq < mission[0].seq]
     config = load_harness_config(overrides=deep_merge(tape.meta.get("config", {}), overrides or {}))
     run = tape.meta["run"]
-    player = TapePlayer(tape.entries, tape.ports)
+    player = TapePlayer(tape.entries, tape.ports, lenient=lenient)
     ports = {role: player.port(role) for role in tape.ports}
     extra: dict[str, Any] = {}
     if run.get("session"):
@@ -66,7 +86,6 @@ def replay_journal_mission(journal_path: str | Path, mission_id: str, *,
         robot_io=ports.get("robot_io"), feasibility=ports.get("feasibility"), verifier=ports.get("verifier"),
         recorder=ports.get("recorder"), recovery=ports.get("recovery"), **extra)
     credentials = MissionCredentials.model_validate(run.get("credentials") or {})
-    return replay_decisions(
-        mission, player,
-        lambda: runner.run(run["goal"], mission_id=mission_id, owner=run.get("owner", ""), credentials=credentials),
-        lambda: replay_journal.events(mission_id=mission_id))
+    return (mission, player,
+            lambda: runner.run(run["goal"], mission_id=mission_id, owner=run.get("owner", ""), credentials=credentials),
+            lambda: replay_journal.events(mission_id=mission_id))

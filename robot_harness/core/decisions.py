@@ -24,7 +24,8 @@ from .journal import MemoryJournal
 from .records import EventDraft, EventType, JournalEvent
 from .tape import TapePlayer
 
-__all__ = ["PORTS", "Divergence", "DecisionReplay", "ReplayJournal", "first_divergence", "replay_decisions"]
+__all__ = ["PORTS", "Divergence", "DecisionReplay", "WhatIf", "ReplayJournal", "first_divergence", "replay_decisions",
+           "what_if"]
 
 PORTS: dict[str, tuple[str, ...]] = {
     "snapshots": ("capture",),
@@ -250,3 +251,57 @@ class ReplayJournal(MemoryJournal):
             rec = self._recorded.get(ev.seq)
             fixed.append(ev if rec is None else ev.model_copy(update={"event_id": rec.event_id, "stamp": rec.stamp}))
         return fixed, snaps
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """A replay under another configuration: the first decision that changed and where the mission ended."""
+
+    mission_id: str
+    recorded_status: str
+    first_change: Divergence | None
+    final_status: str
+    """The replayed mission's status, or "" when the replay could not reach its end on the tape."""
+    left_tape: str = ""
+    """Why the replay stopped early: it asked the world something the recording never asked."""
+    note: str = ""
+    """What the what-if could not change (a part whose answers came from the tape)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"mission_id": self.mission_id, "recorded_status": self.recorded_status, "note": self.note,
+                "same_decisions": self.first_change is None,
+                "first_change": self.first_change.message() if self.first_change else "",
+                "field": self.first_change.field if self.first_change else "",
+                "final_status": self.final_status or "undetermined", "left_tape": self.left_tape}
+
+
+def _status(events: Sequence[JournalEvent]) -> str:
+    for e in reversed(events):
+        if e.type is EventType.MISSION_FINISHED:
+            return str(e.payload.get("status", ""))
+    return ""
+
+
+def what_if(recorded: Sequence[JournalEvent], player: TapePlayer, run: Callable[[], Any],
+            replayed: Callable[[], Sequence[JournalEvent]]) -> WhatIf:
+    """Run on a lenient ``player``: a call with other arguments gets the recorded answer (the world is
+    assumed to answer as it did); another call ends the replay there, its final status undetermined."""
+    if not player.lenient:
+        raise ValueError("what_if needs a lenient TapePlayer")
+    left = ""
+    try:
+        run()
+    except NondeterminismError as exc:
+        left = exc.message
+    left = player.failure.message if player.failure is not None else left
+    events = list(replayed())
+
+    def inputs_aside(seq: Sequence[JournalEvent]) -> list[JournalEvent]:
+        # The configuration is what the what-if changed, not a decision: MISSION_STARTED carries it.
+        return [e.model_copy(update={"payload": {k: v for k, v in e.payload.items() if k != "config"}})
+                if e.type is EventType.MISSION_STARTED else e for e in seq]
+
+    recorded, events = inputs_aside(recorded), inputs_aside(events)
+    return WhatIf(mission_id=recorded[0].mission_id if recorded else "", recorded_status=_status(recorded),
+                  first_change=first_divergence(recorded, events), final_status="" if left else _status(events),
+                  left_tape=left)
