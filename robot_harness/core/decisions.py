@@ -36,6 +36,7 @@ PORTS: dict[str, tuple[str, ...]] = {
     "verifier": ("verify",),
     "recorder": ("start", "record_record", "stop"),
     "recovery": ("decide", "drain_calls"),
+    "artifacts": ("check",),
 }
 """The runner's ports by role, with the methods whose answers a tape keeps."""
 

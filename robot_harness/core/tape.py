@@ -31,7 +31,8 @@ from pydantic_core import to_jsonable_python
 
 from .errors import HarnessError, NondeterminismError, UsageError
 
-__all__ = ["FORMAT_VERSION", "TapeEntry", "Tape", "TapeRecorder", "TapePlayer", "encode", "decode", "args_digest"]
+__all__ = ["FORMAT_VERSION", "TapeEntry", "Tape", "TapeRecorder", "TapePlayer", "encode", "decode", "args_digest",
+           "tape_to_jsonl", "tape_from_jsonl"]
 
 FORMAT_VERSION = 1
 
@@ -81,6 +82,28 @@ class Tape:
 
     def __len__(self) -> int:
         return len(self.entries)
+
+
+def tape_to_jsonl(tape: Tape) -> str:
+    """A tape as a file: a header line (``{"kind": "tape", ...}``: ports and meta), then one reading per line."""
+    head = {"kind": "tape", "format_version": FORMAT_VERSION, "ports": tape.ports, "meta": tape.meta}
+    lines = [json.dumps(head, sort_keys=True, allow_nan=True)]
+    lines += [json.dumps(e.model_dump(), sort_keys=True, allow_nan=True) for e in tape.entries]
+    return "\n".join(lines) + "\n"
+
+
+def tape_from_jsonl(text: str) -> Tape:
+    """What :func:`tape_to_jsonl` wrote; UsageError when the text is not a tape."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise UsageError("an empty file is not a decision tape")
+    head = json.loads(lines[0])
+    if not isinstance(head, dict) or head.get("kind") != "tape":
+        raise UsageError("not a decision tape: its first line is not a tape header")
+    tape = Tape()
+    tape.ports, tape.meta = dict(head.get("ports") or {}), dict(head.get("meta") or {})
+    tape.entries = [TapeEntry.model_validate(json.loads(line)) for line in lines[1:]]
+    return tape
 
 
 # -- the codec ---------------------------------------------------------------------------------

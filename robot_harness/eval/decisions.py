@@ -11,11 +11,12 @@ alters a decision is then reported as the first event that differs.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..compose import mission_runner
+from ..compose import ArtifactChecker, mission_runner
 from ..core.clock import IdGenerator
 from ..core.config import HarnessConfig, deep_merge, load_harness_config
 from ..core.decisions import PORTS, DecisionReplay, ReplayJournal, replay_decisions
@@ -28,7 +29,7 @@ from .modes import _ClaimTrackingPlanner, sim_ports
 
 __all__ = ["Recording", "record", "replay"]
 
-_ROLES = ("snapshots", "planner", "navigation", "robot_io", "feasibility")
+_ROLES = ("snapshots", "planner", "navigation", "robot_io", "feasibility", "artifacts")
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,8 @@ def _runner(config: HarnessConfig, *, journal: Any, clock: Any, ids: Any, ports:
     return mission_runner(config=config, journal=journal, clock=clock, ids=ids,
                           skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
                           snapshots=ports["snapshots"], planner=ports["planner"], navigation=ports["navigation"],
-                          robot_io=ports["robot_io"], feasibility=ports["feasibility"], sleep=sleep)
+                          robot_io=ports["robot_io"], feasibility=ports["feasibility"], artifacts=ports["artifacts"],
+                          sleep=sleep)
 
 
 def _config(scenario: Scenario, overrides: dict[str, Any] | None = None) -> HarnessConfig:
@@ -62,7 +64,7 @@ def record(scenario: Scenario, *, workdir: Path | None = None, journal: Journal 
     workdir = workdir or Path(tempfile.mkdtemp(prefix="robot_harness-decisions-"))
     sim = sim_ports(scenario, workdir / "artifacts")
     real = {"snapshots": sim, "planner": _ClaimTrackingPlanner(scenario, sim), "navigation": sim, "robot_io": sim,
-            "feasibility": sim}
+            "feasibility": sim, "artifacts": ArtifactChecker()}
     tape = Tape()
     rec = TapeRecorder(tape)
     ports = {role: rec.port(real[role], role, PORTS[role], attrs=("name",)) for role in _ROLES}
@@ -83,11 +85,20 @@ def record(scenario: Scenario, *, workdir: Path | None = None, journal: Journal 
 
 def replay(scenario: Scenario, recording: Recording, *, overrides: dict[str, Any] | None = None) -> DecisionReplay:
     """Re-run the mission on the tape alone; NondeterminismError at the first decision that differs."""
-    player = TapePlayer(recording.tape.entries, recording.tape.ports)
-    ports = {role: player.port(role) for role in _ROLES}
-    journal = ReplayJournal(recording.before, recording.events)
-    runner = _runner(_config(scenario, overrides), journal=journal, clock=player.clock(), ids=player.ids(),
-                     ports=ports, sleep=lambda _dt: None)
-    mission_id = recording.events[0].mission_id if recording.events else None
-    return replay_decisions(recording.events, player, lambda: runner.run(scenario.goal),
+    return replay_recorded(scenario, recording.events, recording.tape, before=recording.before, overrides=overrides)
+
+
+def replay_recorded(scenario: Scenario, events: Sequence[JournalEvent], tape: Tape, *,
+                    before: Sequence[JournalEvent] = (), overrides: dict[str, Any] | None = None) -> DecisionReplay:
+    """A recorded mission of ``scenario`` (its events and tape, e.g. from the regression set) replayed
+    by decision: the roles on the tape answer from it; the others are absent, as they were."""
+    player = TapePlayer(tape.entries, tape.ports)
+    ports = {role: player.port(role) for role in tape.ports}
+    journal = ReplayJournal(before, events)
+    config = _config(scenario, overrides)
+    runner = mission_runner(config=config, journal=journal, clock=player.clock(), ids=player.ids(),
+                            skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
+                            sleep=lambda _dt: None, **ports)
+    mission_id = events[0].mission_id if events else None
+    return replay_decisions(events, player, lambda: runner.run(scenario.goal),
                             lambda: journal.events(mission_id=mission_id))

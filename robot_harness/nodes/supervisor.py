@@ -25,7 +25,7 @@ from rclpy.qos import QoSProfile, QoSReliabilityPolicy
 from ..core.clock import IdGenerator, SystemClock
 from ..core.config import (HarnessConfig, check_mission_overrides, deep_merge, dotted_overrides, load_harness_config,
                            NavigationConfig, navigation_workspace)
-from ..compose import default_contract_compiler, mission_runner
+from ..compose import ArtifactChecker, default_contract_compiler, mission_runner
 from ..core.decisions import PORTS
 from ..core.tape import Tape, TapeRecorder
 from ..core.mission.runner import MAX_GOAL_CHARS, MissionRunner
@@ -842,7 +842,8 @@ class SupervisorNode(HarnessLifecycleNode):
             navigation=taped(self._nav, "navigation"), robot_io=taped(self._io, "robot_io"),
             feasibility=taped(self._feasibility, "feasibility"), on_update=on_update,
             verifier=taped(self._verifier, "verifier"), recorder=taped(self._recorder, "recorder"),
-            recovery=taped(self._recovery_port, "recovery"), **kw,
+            recovery=taped(self._recovery_port, "recovery"),
+            artifacts=taped(ArtifactChecker(), "artifacts") if self._verifier is None else None, **kw,
         )
         self._tapes[mission_id] = tape
         with self._admit:
