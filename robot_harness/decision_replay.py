@@ -9,6 +9,8 @@ and compares every event it writes with the recorded one
 """
 from __future__ import annotations
 
+import time
+
 import dataclasses
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ def replay_journal_mission(journal_path: str | Path, mission_id: str, *,
     """Replay ``mission_id`` of the journal at ``journal_path`` by decision; NondeterminismError at the
     first difference, UsageError when the mission or its tape is not there."""
     mission, player, run, replayed = _rebuild(journal_path, mission_id, overrides=overrides, lenient=False)
-    return replay_decisions(mission, player, run, replayed)
+    return replay_decisions(mission, player, run, replayed, perf_counter=time.perf_counter)
 
 
 def what_if_journal_mission(journal_path: str | Path, mission_id: str, *,

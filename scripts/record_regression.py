@@ -5,7 +5,6 @@ mission bag (a rosbag2 MCAP bag, as the supervisor's recorder writes it), under
 test/replay/regression/:
 
     <case>.jsonl                                the journal (robot-harness journal export --format jsonl)
-    <case>/tape.jsonl                           the mission's decision tape (core/tape.py: a header, then the readings)
     <case>/img-*.png                            the artifacts the receipts cite
     <case>/<mission_id>/<mission_id>.mcap       the mission bag + metadata.yaml (ros2 bag info reads it)
 
@@ -159,13 +158,11 @@ def record(name: str, out: Path) -> tuple[str, int]:
     """Run ``name`` gated, recorded; write its journal, artifacts and bag under ``out``. Returns (status, bag bytes)."""
     from robot_harness.core.clock import IdGenerator
     from robot_harness.core.config import load_harness_config
-    from robot_harness.compose import ArtifactChecker, mission_runner
+    from robot_harness.compose import mission_runner
     from robot_harness.core.journal import SqliteJournal
     from robot_harness.core.planner_script import ScriptedPlanner
     from robot_harness.core.scenario import load_scenario
     from robot_harness.core.skills import default_skills
-    from robot_harness.core.decisions import PORTS
-    from robot_harness.core.tape import Tape, TapeRecorder, tape_to_jsonl
     from robot_harness.core.timeline import export_events
     from robot_harness.eval.modes import sim_config
     from robot_harness.eval.run import SUITE_DIR
@@ -191,17 +188,10 @@ def record(name: str, out: Path) -> tuple[str, int]:
         journal.setup()
         recorder = HarnessEvidenceRecorder(MissionRecorder(graph, McapEvidenceStore(work / "bags"), topics=topics),
                                            journal, logger=log)
-        # the decision tape: every reading the runner takes (robot_harness.core.tape), for the
-        # decision replay of the set (test/replay/test_regression_decisions.py)
-        tape = Tape()
-        tape.meta = {"scenario": name, "config": config.model_dump(mode="json")}
-        rec = TapeRecorder(tape)
-        real = {"snapshots": ports, "planner": ScriptedPlanner(scenario.planner.turns), "navigation": ports,
-                "robot_io": ports, "recorder": recorder, "artifacts": ArtifactChecker()}
-        taped = {role: rec.port(port, role, PORTS[role], attrs=("name",)) for role, port in real.items()}
-        runner = mission_runner(config=config, journal=journal, clock=rec.clock(ports.clock), ids=rec.ids(ids),
+        runner = mission_runner(config=config, journal=journal, clock=ports.clock, ids=ids,
                                skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
-                               sleep=ports.sleep, **taped)
+                               snapshots=ports, planner=ScriptedPlanner(scenario.planner.turns), navigation=ports,
+                               robot_io=ports, sleep=ports.sleep, recorder=recorder)
         result = runner.run(scenario.goal)
         events = journal.events(mission_id=result.mission_id)
         journal.close()
@@ -216,7 +206,6 @@ def record(name: str, out: Path) -> tuple[str, int]:
             shutil.rmtree(case)
         case.mkdir(parents=True)
         (out / f"{name}.jsonl").write_text(export_events(events, "jsonl"))
-        (case / "tape.jsonl").write_text(tape_to_jsonl(tape))
         for a in sorted((work / "artifacts").glob("*")):  # the images the verdicts cite, re-hashed by the replay
             shutil.copy2(a, case / a.name)
         shutil.copytree(bag_dir, case / result.mission_id)

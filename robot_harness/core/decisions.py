@@ -13,7 +13,6 @@ found equal.
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 from .clock import IdGenerator
 from .errors import NondeterminismError
 from .journal import MemoryJournal
+from .payloads import MissionFinished, WorldSnapshotCaptured, payload_of
 from .records import EventDraft, EventType, JournalEvent
 from .tape import TapePlayer
 
@@ -137,9 +137,10 @@ class DecisionReplay:
 
 def replay_decisions(recorded: Sequence[JournalEvent], player: TapePlayer, run: Callable[[], Any],
                      replayed: Callable[[], Sequence[JournalEvent]], *,
-                     perf_counter: Callable[[], float] = time.perf_counter) -> DecisionReplay:
+                     perf_counter: Callable[[], float]) -> DecisionReplay:
     """Run ``run`` (a runner built on ``player``'s clock, ids and ports) and compare ``replayed()`` with
-    ``recorded``. Raises NondeterminismError at the first difference; returns the replay's figures."""
+    ``recorded``. Raises NondeterminismError at the first difference; returns the replay's figures, its
+    time read from ``perf_counter`` (the caller's: the core reads no clock of its own)."""
     started = perf_counter()
     player.on_failure = lambda: len(replayed())  # how many events were written when the tape first differed
     tape_error: NondeterminismError | None = None
@@ -181,15 +182,16 @@ def written_by_others(event: JournalEvent) -> bool:
     snapshots the supervisor keeps when the aggregator reports a salient event."""
     if event.type in OTHER_WRITERS:
         return True
-    return event.type is EventType.WORLD_SNAPSHOT_CAPTURED and event.payload.get("reason") == "salient_event"
+    return (event.type is EventType.WORLD_SNAPSHOT_CAPTURED
+            and payload_of(event, WorldSnapshotCaptured).reason == "salient_event")
 
 
 def _same_start(event: JournalEvent, draft: EventDraft) -> bool:
     """The runner's next write is this recorded event itself (an INTERACTION_RESOLVED on expiry)."""
     if event.type is not draft.type:
         return False
-    payload = draft.payload if isinstance(draft.payload, dict) else {}
-    return event.type is not EventType.WORLD_SNAPSHOT_CAPTURED or payload.get("reason") == event.payload.get("reason")
+    return (event.type is not EventType.WORLD_SNAPSHOT_CAPTURED
+            or payload_of(draft, WorldSnapshotCaptured).reason == payload_of(event, WorldSnapshotCaptured).reason)
 
 
 class _FixedClock:
@@ -279,7 +281,7 @@ class WhatIf:
 def _status(events: Sequence[JournalEvent]) -> str:
     for e in reversed(events):
         if e.type is EventType.MISSION_FINISHED:
-            return str(e.payload.get("status", ""))
+            return payload_of(e, MissionFinished).status
     return ""
 
 

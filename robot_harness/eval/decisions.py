@@ -10,6 +10,8 @@ alters a decision is then reported as the first event that differs.
 """
 from __future__ import annotations
 
+import time
+
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -101,4 +103,4 @@ def replay_recorded(scenario: Scenario, events: Sequence[JournalEvent], tape: Ta
                             sleep=lambda _dt: None, **ports)
     mission_id = events[0].mission_id if events else None
     return replay_decisions(events, player, lambda: runner.run(scenario.goal),
-                            lambda: journal.events(mission_id=mission_id))
+                            lambda: journal.events(mission_id=mission_id), perf_counter=time.perf_counter)
