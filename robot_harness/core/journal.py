@@ -883,7 +883,7 @@ class SqliteJournal(Journal):
       ``max_pages`` (``PRAGMA max_page_count``; ``set_max_pages`` changes it
       live) bounds the file's size. Either limit being hit raises
       ``JournalWriteError``.
-    * Plain tables (``events``, ``snapshots``, ``migrations``) that
+    * Plain tables (``events``, ``snapshots``, ``decision_tapes``, ``migrations``) that
       ``sqlite-utils`` and the ``sqlite3`` shell can query and export.
     """
 
