@@ -540,6 +540,10 @@ def _register_eval_commands(sub: Any) -> None:
                          "against the bag's pose topic")
     rp.add_argument("--pose-topic", default="/amcl_pose", help="with --scenario (default /amcl_pose)")
     rp.add_argument("--artifacts", type=Path, help="look cited images up by file name here (a recording moved)")
+    rp.add_argument("--decisions", action="store_true",
+                    help="replay the decisions, not only the verdicts: re-run the mission runner on the mission's "
+                         "decision tape (no robot, no model) and fail (exit 1) at the first event that differs; "
+                         "with --set, report the first decision that changes and where the mission would end")
 
     rep = add_command(
         sub, "report", help="a self-contained HTML report of a mission for a person",
@@ -815,6 +819,8 @@ def _replay(args: argparse.Namespace, console: Console) -> int:
     if not targets:
         targets.append((args.journal, args.mission or "last", None))
     overrides = _overrides(args.set)
+    if args.decisions:
+        return _replay_decisions(targets, overrides, console)
     progress = console.progress
     reports = []
     for i, (journal_path, mission, bag_dir) in enumerate(targets, 1):
@@ -831,6 +837,44 @@ def _replay(args: argparse.Namespace, console: Console) -> int:
                       + ("every verdict replays the same" if identical else f"{differ} differ"))
     console.result(doc, lambda: "\n".join(_replay_text(r) for r in reports))
     return ExitCode.OK if identical else ExitCode.NOT_SUCCEEDED
+
+
+def _replay_decisions(targets: Sequence[tuple[Path | None, str, Path | None]], overrides: dict[str, Any],
+                      console: Console) -> int:
+    """``replay --decisions``: each mission re-run on its tape; exit 1 when one decides otherwise."""
+    from .core.errors import NondeterminismError
+    from .decision_replay import replay_journal_mission, what_if_journal_mission
+
+    docs: list[dict[str, Any]] = []
+    for journal_path, mission, _bag in targets:
+        path = _journal_path(journal_path)
+        with open_journal(journal_path) as j:
+            mid = _mission_id(j, mission)
+        if overrides:
+            docs.append(what_if_journal_mission(path, mid, overrides=overrides).as_dict())
+            continue
+        try:
+            docs.append(replay_journal_mission(path, mid).as_dict())
+        except NondeterminismError as exc:
+            docs.append({"mission_id": mid, "same_decisions": False, "difference": exc.message,
+                         **{k: v for k, v in exc.details.items() if isinstance(v, (str, int, float))}})
+
+    def text(doc: dict[str, Any]) -> str:
+        mid = doc["mission_id"]
+        if "final_status" in doc:
+            change = doc["first_change"] or "no decision changed"
+            end = f"it would end {doc['final_status']}" if doc["final_status"] != "undetermined" else (
+                f"where it would end is undetermined: {doc['left_tape']}")
+            note = f" (note: {doc['note']})" if doc.get("note") else ""
+            return f"mission {mid} (recorded {doc['recorded_status']}), what if: {change}; {end}{note}"
+        if doc["same_decisions"]:
+            return (f"mission {mid}: same decisions ({doc['events']} events, {doc['readings']} readings) in "
+                    f"{doc['replay_s'] * 1000:.1f} ms: {doc['speed_ratio']:.0f}x real time")
+        return f"mission {mid}: NONDETERMINISM: {doc['difference']}"
+
+    console.result(docs[0] if len(docs) == 1 else {"replays": docs}, lambda: "\n".join(text(d) for d in docs))
+    same = all(d.get("same_decisions", False) or "final_status" in d for d in docs)
+    return ExitCode.OK if same else ExitCode.NOT_SUCCEEDED
 
 
 def _overrides(items: Sequence[str]) -> dict[str, Any]:

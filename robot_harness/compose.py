@@ -82,23 +82,37 @@ def recovery_policy(config: HarnessConfig) -> RecoveryPolicy:
 
 
 def in_process_verifier(*, config: HarnessConfig, snapshots: SnapshotPort, ids: IdGenerator, clock: Clock,
-                        semantic: Any = None) -> InProcessVerifier:
+                        semantic: Any = None, artifact_check: Any = None) -> InProcessVerifier:
+    """``artifact_check`` (default: the files on disk, ``evidence.bag.verify_artifact``) is how cited
+    artifacts are looked at: a decision tape wraps it, as it reads the world."""
     return InProcessVerifier(config=config, snapshots=snapshots, ids=ids, clock=clock,
-                             artifact_check=file_artifact_check, semantic=semantic)
+                             artifact_check=artifact_check or file_artifact_check, semantic=semantic)
+
+
+class ArtifactChecker:
+    """The artifact check as a port (one method), so a decision tape can record what it answered."""
+
+    def __init__(self, check: Any = None) -> None:
+        self._check = check or file_artifact_check
+
+    def check(self, *args: Any, **kwargs: Any) -> Any:
+        return self._check(*args, **kwargs)
 
 
 def mission_runner(*, config: HarnessConfig, snapshots: SnapshotPort, ids: IdGenerator, clock: Clock,
                    verifier: Any = None, contract_compiler: ContractCompiler | None = None,
                    coverage_reviewer: CoverageReviewer | None = None, recovery: Any = None,
-                   **parts: Any) -> MissionRunner:
+                   artifacts: Any = None, **parts: Any) -> MissionRunner:
     """A ``MissionRunner`` with the deployed collaborators for what ``parts`` does not give.
 
     ``parts``: the runner's other arguments (journal, skills, planner,
-    navigation, robot_io, recorder, on_update, sleep).
+    navigation, robot_io, recorder, on_update, sleep). ``artifacts``: an
+    :class:`ArtifactChecker` for the in-process verifier (default: the files).
     """
     return MissionRunner(
         config=config, snapshots=snapshots, ids=ids, clock=clock,
-        verifier=verifier or in_process_verifier(config=config, snapshots=snapshots, ids=ids, clock=clock),
+        verifier=verifier or in_process_verifier(config=config, snapshots=snapshots, ids=ids, clock=clock,
+                                                 artifact_check=artifacts.check if artifacts is not None else None),
         contract_compiler=contract_compiler or default_contract_compiler(config),
         coverage_reviewer=coverage_reviewer or default_coverage_reviewer(config),
         recovery=recovery or recovery_policy(config),

@@ -13,24 +13,30 @@ found equal.
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .clock import IdGenerator
 from .errors import NondeterminismError
-from .records import JournalEvent
+from .journal import MemoryJournal
+from .payloads import MissionFinished, WorldSnapshotCaptured, payload_of
+from .records import EventDraft, EventType, JournalEvent
 from .tape import TapePlayer
 
-__all__ = ["PORTS", "Divergence", "DecisionReplay", "first_divergence", "replay_decisions"]
+__all__ = ["PORTS", "Divergence", "DecisionReplay", "WhatIf", "ReplayJournal", "first_divergence", "replay_decisions",
+           "what_if"]
 
 PORTS: dict[str, tuple[str, ...]] = {
     "snapshots": ("capture",),
-    "planner": ("next_turn", "wait_for_call"),
+    "planner": ("next_turn", "wait_for_call", "drain_calls"),
     "navigation": ("send_goal", "lookup", "adopt", "poll", "cancel"),
     "robot_io": ("capture_image", "speak", "send_message"),
     "feasibility": ("probe",),
     "verifier": ("verify",),
+    "recorder": ("start", "record_record", "stop"),
+    "recovery": ("decide", "drain_calls"),
+    "artifacts": ("check",),
 }
 """The runner's ports by role, with the methods whose answers a tape keeps."""
 
@@ -131,24 +137,28 @@ class DecisionReplay:
 
 def replay_decisions(recorded: Sequence[JournalEvent], player: TapePlayer, run: Callable[[], Any],
                      replayed: Callable[[], Sequence[JournalEvent]], *,
-                     perf_counter: Callable[[], float] = time.perf_counter) -> DecisionReplay:
+                     perf_counter: Callable[[], float]) -> DecisionReplay:
     """Run ``run`` (a runner built on ``player``'s clock, ids and ports) and compare ``replayed()`` with
-    ``recorded``. Raises NondeterminismError at the first difference; returns the replay's figures."""
+    ``recorded``. Raises NondeterminismError at the first difference; returns the replay's figures, its
+    time read from ``perf_counter`` (the caller's: the core reads no clock of its own)."""
     started = perf_counter()
+    player.on_failure = lambda: len(replayed())  # how many events were written when the tape first differed
     tape_error: NondeterminismError | None = None
     try:
         run()
     except NondeterminismError as exc:
         tape_error = exc
+    tape_error = player.failure or tape_error  # the runner may have taken the tape's error for a world fault
     elapsed = perf_counter() - started
     events = list(replayed())
-    divergence = first_divergence(recorded, events[: len(recorded)] if tape_error else events)
-    if divergence is not None and not (tape_error and divergence.replayed is None):
+    divergence = first_divergence(recorded, events)
+    written = player.failure_mark if player.failure is not None else len(events)
+    if divergence is not None and (tape_error is None or divergence.index < written):
         raise divergence.error() from tape_error
     if tape_error is not None:
-        last = events[-1] if events else None
+        last = events[written - 1] if 0 < written <= len(events) else None
         raise NondeterminismError(
-            f"{tape_error.message} (the {len(events)} event(s) written before it are as recorded"
+            f"{tape_error.message} (the {written} event(s) written before it are as recorded"
             + (f", the last #{last.seq} {last.type.value})" if last is not None else ")"), **tape_error.details) \
             from tape_error
     if player.remaining:
@@ -160,3 +170,141 @@ def replay_decisions(recorded: Sequence[JournalEvent], player: TapePlayer, run: 
     return DecisionReplay(mission_id=recorded[0].mission_id if recorded else "", events=len(events),
                           readings=len(player.entries), replay_s=elapsed,
                           recorded_s=(max(stamps) - min(stamps)) if stamps else 0.0)
+
+
+OTHER_WRITERS = frozenset({EventType.STOP_REQUESTED, EventType.INTERACTION_RESOLVED, EventType.RESPONSE_DROPPED})
+"""Event types another writer may put into a running mission (the supervisor for a Stop, an operator's
+answer, a dropped response); the runner writes INTERACTION_RESOLVED too (an expiry), never the others."""
+
+
+def written_by_others(event: JournalEvent) -> bool:
+    """An event of the mission that the runner did not write: :data:`OTHER_WRITERS`, and the
+    snapshots the supervisor keeps when the aggregator reports a salient event."""
+    if event.type in OTHER_WRITERS:
+        return True
+    return (event.type is EventType.WORLD_SNAPSHOT_CAPTURED
+            and payload_of(event, WorldSnapshotCaptured).reason == "salient_event")
+
+
+def _same_start(event: JournalEvent, draft: EventDraft) -> bool:
+    """The runner's next write is this recorded event itself (an INTERACTION_RESOLVED on expiry)."""
+    if event.type is not draft.type:
+        return False
+    return (event.type is not EventType.WORLD_SNAPSHOT_CAPTURED
+            or payload_of(draft, WorldSnapshotCaptured).reason == payload_of(event, WorldSnapshotCaptured).reason)
+
+
+class _FixedClock:
+    def __init__(self) -> None:
+        self.stamp = 0.0
+
+    def now(self) -> float:
+        return self.stamp
+
+    def monotonic(self) -> float:
+        return self.stamp
+
+
+class ReplayJournal(MemoryJournal):
+    """The journal a replayed runner writes to.
+
+    It holds the recorded journal as it was when the mission started (``before``: every recorded
+    event with a lower seq, leases and open missions included), so the replay starts from the
+    same durable state. Each event the runner writes gets the seq, event id and stamp the
+    recording gave the event at that place: the journal's numbering is not a decision, and the
+    comparison then shows only what the runner decided. An event another writer put into the
+    recorded mission (:data:`OTHER_WRITERS`) is put in again at its recorded place, before the
+    runner's next write, when the runner's batch does not begin with it.
+    """
+
+    def __init__(self, before: Sequence[JournalEvent], mission: Sequence[JournalEvent]) -> None:
+        self._clock_fixed = _FixedClock()
+        super().__init__(clock=self._clock_fixed, ids=IdGenerator(0))
+        self._recorded = {e.seq: e for e in [*before, *mission]}
+        self.setup()
+        for event in before:
+            self._put(event)
+
+    @staticmethod
+    def _draft(event: JournalEvent) -> EventDraft:
+        return EventDraft(type=event.type, mission_id=event.mission_id, model_turn_id=event.model_turn_id,
+                          tool_call_id=event.tool_call_id, robot_action_id=event.robot_action_id,
+                          snapshot_id=event.snapshot_id, payload=event.payload)
+
+    def _put(self, event: JournalEvent) -> None:
+        super().append([self._draft(event)])
+
+    def append(self, drafts: Sequence[EventDraft], *, expected_last_seq: int | None = None,
+               expected_revision: int | None = None) -> list[JournalEvent]:
+        if not isinstance(drafts, EventDraft) and drafts:
+            while True:
+                nxt = self._recorded.get(self.last_seq() + 1)
+                if nxt is None or not written_by_others(nxt) or _same_start(nxt, drafts[0]):
+                    break
+                self._put(nxt)
+        return super().append(drafts, expected_last_seq=expected_last_seq, expected_revision=expected_revision)
+
+    def _materialize(self, prepared: Sequence[Any], last_seq: int, expected_last_seq: int | None,
+                     expected_revision: int | None) -> tuple[list[JournalEvent], list[Any]]:
+        first = self._recorded.get(last_seq + 1)
+        self._clock_fixed.stamp = first.stamp if first is not None else 0.0
+        events, snaps = super()._materialize(prepared, last_seq, expected_last_seq, expected_revision)
+        fixed = []
+        for ev in events:
+            rec = self._recorded.get(ev.seq)
+            fixed.append(ev if rec is None else ev.model_copy(update={"event_id": rec.event_id, "stamp": rec.stamp}))
+        return fixed, snaps
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """A replay under another configuration: the first decision that changed and where the mission ended."""
+
+    mission_id: str
+    recorded_status: str
+    first_change: Divergence | None
+    final_status: str
+    """The replayed mission's status, or "" when the replay could not reach its end on the tape."""
+    left_tape: str = ""
+    """Why the replay stopped early: it asked the world something the recording never asked."""
+    note: str = ""
+    """What the what-if could not change (a part whose answers came from the tape)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"mission_id": self.mission_id, "recorded_status": self.recorded_status, "note": self.note,
+                "same_decisions": self.first_change is None,
+                "first_change": self.first_change.message() if self.first_change else "",
+                "field": self.first_change.field if self.first_change else "",
+                "final_status": self.final_status or "undetermined", "left_tape": self.left_tape}
+
+
+def _status(events: Sequence[JournalEvent]) -> str:
+    for e in reversed(events):
+        if e.type is EventType.MISSION_FINISHED:
+            return payload_of(e, MissionFinished).status
+    return ""
+
+
+def what_if(recorded: Sequence[JournalEvent], player: TapePlayer, run: Callable[[], Any],
+            replayed: Callable[[], Sequence[JournalEvent]]) -> WhatIf:
+    """Run on a lenient ``player``: a call with other arguments gets the recorded answer (the world is
+    assumed to answer as it did); another call ends the replay there, its final status undetermined."""
+    if not player.lenient:
+        raise ValueError("what_if needs a lenient TapePlayer")
+    left = ""
+    try:
+        run()
+    except NondeterminismError as exc:
+        left = exc.message
+    left = player.failure.message if player.failure is not None else left
+    events = list(replayed())
+
+    def inputs_aside(seq: Sequence[JournalEvent]) -> list[JournalEvent]:
+        # The configuration is what the what-if changed, not a decision: MISSION_STARTED carries it.
+        return [e.model_copy(update={"payload": {k: v for k, v in e.payload.items() if k != "config"}})
+                if e.type is EventType.MISSION_STARTED else e for e in seq]
+
+    recorded, events = inputs_aside(recorded), inputs_aside(events)
+    return WhatIf(mission_id=recorded[0].mission_id if recorded else "", recorded_status=_status(recorded),
+                  first_change=first_divergence(recorded, events), final_status="" if left else _status(events),
+                  left_tape=left)

@@ -75,6 +75,7 @@ import logging
 import re
 import sqlite3
 import threading
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,7 @@ from .payloads import (
     validate_draft_payload,
 )
 from .records import EventDraft, EventType, JournalEvent, WorldSnapshot
+from .tape import FORMAT_VERSION as TAPE_FORMAT_VERSION, Tape, TapeEntry
 
 __all__ = [
     "summarize_missions",
@@ -225,6 +227,19 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "CREATE INDEX snapshots_mission_id ON snapshots (mission_id)",
         ),
     ),
+    (
+        "0003_decision_tapes",
+        (
+            """CREATE TABLE decision_tapes (
+                mission_id TEXT PRIMARY KEY,
+                format_version INTEGER NOT NULL,
+                recorded_at REAL NOT NULL,
+                readings INTEGER NOT NULL,
+                ports TEXT NOT NULL /* JSON: {"ports": each taped port's methods and attributes, "meta": {...}} */,
+                entries BLOB NOT NULL /* zlib: one TapeEntry JSON per line */
+            )""",
+        ),
+    ),
 )
 """Named schema migrations, applied in order, each recorded in ``migrations``
 in the same transaction as its change. Append only: never edit a shipped one."""
@@ -289,6 +304,23 @@ class _SnapshotRow:
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _dumps_nan(value: Any) -> str:
+    """For decision tapes: a reading is kept exactly, a non-finite float included."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+
+
+def tape_to_blob(tape: Tape) -> bytes:
+    return zlib.compress("\n".join(_dumps_nan(e.model_dump()) for e in tape.entries).encode(), 6)
+
+
+def tape_from_blob(blob: bytes, ports: dict[str, Any]) -> Tape:
+    text = zlib.decompress(blob).decode()
+    tape = Tape()
+    tape.entries = [TapeEntry.model_validate(json.loads(line)) for line in text.splitlines() if line]
+    tape.ports = ports
+    return tape
 
 
 def _stale(expected: int, actual: int) -> StaleRevision:
@@ -641,6 +673,29 @@ class Journal(abc.ABC):
     def get_snapshot(self, snapshot_id: str) -> WorldSnapshot:
         """The snapshot recorded by a WORLD_SNAPSHOT_CAPTURED event; ``UnknownSnapshot`` if none."""
 
+    def put_tape(self, mission_id: str, tape: Tape) -> None:
+        """Keep ``tape`` (the readings the mission's decisions took) beside its events, once per
+        mission; a second tape for one mission is a ``JournalWriteError``."""
+        if not mission_id:
+            raise UsageError("a decision tape belongs to a mission: mission_id is empty")
+        self._put_tape(mission_id, tape_to_blob(tape), len(tape), _dumps_nan({"ports": tape.ports, "meta": tape.meta}))
+
+    def get_tape(self, mission_id: str) -> Tape | None:
+        """The mission's decision tape, or None when it was not taped."""
+        row = self._get_tape(mission_id)
+        if row is None:
+            return None
+        head = json.loads(row[1])
+        tape = tape_from_blob(row[0], head.get("ports", {}))
+        tape.meta = head.get("meta", {})
+        return tape
+
+    @abc.abstractmethod
+    def _put_tape(self, mission_id: str, blob: bytes, readings: int, ports_json: str) -> None: ...
+
+    @abc.abstractmethod
+    def _get_tape(self, mission_id: str) -> tuple[bytes, str] | None: ...
+
     @abc.abstractmethod
     def missions(self) -> list[dict[str, Any]]:
         """One dict per mission id, ordered by first seq: ``mission_id``,
@@ -675,6 +730,7 @@ class MemoryJournal(Journal):
         self._rows: list[tuple[JournalEvent, str]] = []
         self._event_ids: set[str] = set()
         self._snapshots: dict[str, _SnapshotRow] = {}
+        self._tapes: dict[str, tuple[bytes, str]] = {}
         self._migrations: list[str] = []
         self._closed = False
 
@@ -742,6 +798,16 @@ class MemoryJournal(Journal):
     def last_seq(self) -> int:
         with self._open():
             return self._rows[-1][0].seq if self._rows else 0
+
+    def _put_tape(self, mission_id: str, blob: bytes, readings: int, ports_json: str) -> None:
+        with self._open():
+            if mission_id in self._tapes:
+                raise JournalWriteError(f"mission {mission_id} has a decision tape already", sqlite_error=None)
+            self._tapes[mission_id] = (blob, ports_json)
+
+    def _get_tape(self, mission_id: str) -> tuple[bytes, str] | None:
+        with self._open():
+            return self._tapes.get(mission_id)
 
     def get_snapshot(self, snapshot_id: str) -> WorldSnapshot:
         with self._open():
@@ -817,7 +883,7 @@ class SqliteJournal(Journal):
       ``max_pages`` (``PRAGMA max_page_count``; ``set_max_pages`` changes it
       live) bounds the file's size. Either limit being hit raises
       ``JournalWriteError``.
-    * Plain tables (``events``, ``snapshots``, ``migrations``) that
+    * Plain tables (``events``, ``snapshots``, ``decision_tapes``, ``migrations``) that
       ``sqlite-utils`` and the ``sqlite3`` shell can query and export.
     """
 
@@ -1193,6 +1259,23 @@ class SqliteJournal(Journal):
         self._ensure_ready()
         with self._transaction(write=False) as tx:
             return int(tx.conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
+
+    def _put_tape(self, mission_id: str, blob: bytes, readings: int, ports_json: str) -> None:
+        self._ensure_ready()
+        with self._transaction(write=True) as tx:
+            if tx.conn.execute("SELECT 1 FROM decision_tapes WHERE mission_id = ?", (mission_id,)).fetchone():
+                raise JournalWriteError(f"mission {mission_id} has a decision tape already", sqlite_error=None)
+            tx.conn.execute(
+                "INSERT INTO decision_tapes (mission_id, format_version, recorded_at, readings, ports, entries)"
+                " VALUES (?, ?, ?, ?, ?, ?)", (mission_id, TAPE_FORMAT_VERSION, self._clock.now(), readings,
+                                               ports_json, blob))
+
+    def _get_tape(self, mission_id: str) -> tuple[bytes, str] | None:
+        self._ensure_ready()
+        with self._transaction(write=False) as tx:
+            row = tx.conn.execute("SELECT entries, ports FROM decision_tapes WHERE mission_id = ?",
+                                  (mission_id,)).fetchone()
+        return None if row is None else (bytes(row[0]), str(row[1]))
 
     def get_snapshot(self, snapshot_id: str) -> WorldSnapshot:
         self._ensure_ready()

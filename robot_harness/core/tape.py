@@ -31,7 +31,8 @@ from pydantic_core import to_jsonable_python
 
 from .errors import HarnessError, NondeterminismError, UsageError
 
-__all__ = ["FORMAT_VERSION", "TapeEntry", "Tape", "TapeRecorder", "TapePlayer", "encode", "decode", "args_digest"]
+__all__ = ["FORMAT_VERSION", "TapeEntry", "Tape", "TapeRecorder", "TapePlayer", "encode", "decode", "args_digest",
+           "tape_to_jsonl", "tape_from_jsonl"]
 
 FORMAT_VERSION = 1
 
@@ -67,6 +68,8 @@ class Tape:
         self.ports: dict[str, dict[str, Any]] = {}
         """Each taped port by role: ``{"methods": [...], "attrs": {...}}`` (plain attributes such as
         ``navigation.name``, encoded, read once when it was wrapped)."""
+        self.meta: dict[str, Any] = {}
+        """What a replay needs besides the readings (the harness configuration the mission ran under)."""
         self._on_append = on_append
 
     def append(self, source: str, call: str, *, args: str = "", answer: Any = None,
@@ -79,6 +82,28 @@ class Tape:
 
     def __len__(self) -> int:
         return len(self.entries)
+
+
+def tape_to_jsonl(tape: Tape) -> str:
+    """A tape as a file: a header line (``{"kind": "tape", ...}``: ports and meta), then one reading per line."""
+    head = {"kind": "tape", "format_version": FORMAT_VERSION, "ports": tape.ports, "meta": tape.meta}
+    lines = [json.dumps(head, sort_keys=True, allow_nan=True)]
+    lines += [json.dumps(e.model_dump(), sort_keys=True, allow_nan=True) for e in tape.entries]
+    return "\n".join(lines) + "\n"
+
+
+def tape_from_jsonl(text: str) -> Tape:
+    """What :func:`tape_to_jsonl` wrote; UsageError when the text is not a tape."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise UsageError("an empty file is not a decision tape")
+    head = json.loads(lines[0])
+    if not isinstance(head, dict) or head.get("kind") != "tape":
+        raise UsageError("not a decision tape: its first line is not a tape header")
+    tape = Tape()
+    tape.ports, tape.meta = dict(head.get("ports") or {}), dict(head.get("meta") or {})
+    tape.entries = [TapeEntry.model_validate(json.loads(line)) for line in lines[1:]]
+    return tape
 
 
 # -- the codec ---------------------------------------------------------------------------------
@@ -253,11 +278,22 @@ class TapeRecorder:
 class TapePlayer:
     """Hands a recorded tape back, reading for reading; the first call the recording did not make raises."""
 
-    def __init__(self, entries: Sequence[TapeEntry], ports: dict[str, dict[str, Any]] | None = None) -> None:
+    def __init__(self, entries: Sequence[TapeEntry], ports: dict[str, dict[str, Any]] | None = None, *,
+                 lenient: bool = False) -> None:
         self.entries = list(entries)
+        self.lenient = lenient
+        """A what-if: a call with other arguments still gets the recorded answer (counted in ``changed_args``);
+        only another port or method ends the replay."""
+        self.changed_args: list[int] = []
         self.ports = ports or {}
         """The recorded ports' methods and attributes (:attr:`Tape.ports`)."""
         self.position = 0
+        self.failure: NondeterminismError | None = None
+        """The first difference this player raised: the runner may have taken it for a world fault and
+        gone on, but the replay is not the recording from there on."""
+        self.on_failure: Callable[[], Any] | None = None
+        """Called once, at the first difference; what it returns is kept in ``failure_mark``."""
+        self.failure_mark: Any = None
 
     @property
     def remaining(self) -> list[TapeEntry]:
@@ -265,6 +301,16 @@ class TapePlayer:
 
     def take(self, source: str, call: str, args: str) -> Any:
         """The recorded answer to this call (or its error, raised), if it is the next one recorded."""
+        try:
+            return self._take(source, call, args)
+        except NondeterminismError as exc:
+            if self.failure is None:
+                self.failure = exc
+                if self.on_failure is not None:
+                    self.failure_mark = self.on_failure()
+            raise
+
+    def _take(self, source: str, call: str, args: str) -> Any:
         i = self.position
         if i >= len(self.entries):
             raise NondeterminismError(
@@ -275,7 +321,9 @@ class TapePlayer:
             raise NondeterminismError(
                 f"reading #{i}: the replay read {source}.{call} where the recording read {entry.source}.{entry.call}",
                 tape_index=i, recorded=f"{entry.source}.{entry.call}", replayed=f"{source}.{call}")
-        if entry.args != args:
+        if entry.args != args and self.lenient:
+            self.changed_args.append(i)
+        elif entry.args != args:
             raise NondeterminismError(
                 f"reading #{i}: the replay called {source}.{call} with other arguments than the recording "
                 f"({args} != {entry.args})", tape_index=i, recorded=entry.args, replayed=args, field="args")

@@ -10,16 +10,19 @@ alters a decision is then reported as the first event that differs.
 """
 from __future__ import annotations
 
+import time
+
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..compose import mission_runner
+from ..compose import ArtifactChecker, mission_runner
 from ..core.clock import IdGenerator
 from ..core.config import HarnessConfig, deep_merge, load_harness_config
-from ..core.decisions import PORTS, DecisionReplay, replay_decisions
-from ..core.journal import MemoryJournal
+from ..core.decisions import PORTS, DecisionReplay, ReplayJournal, replay_decisions
+from ..core.journal import Journal, MemoryJournal
 from ..core.records import JournalEvent
 from ..core.scenario import Scenario
 from ..core.skills import default_skills
@@ -28,56 +31,76 @@ from .modes import _ClaimTrackingPlanner, sim_ports
 
 __all__ = ["Recording", "record", "replay"]
 
-_ROLES = ("snapshots", "planner", "navigation", "robot_io", "feasibility")
+_ROLES = ("snapshots", "planner", "navigation", "robot_io", "feasibility", "artifacts")
 
 
 @dataclass(frozen=True)
 class Recording:
-    """One recorded mission: its events and the tape its decisions read."""
+    """One recorded mission: the journal before it, its events, and the tape its decisions read."""
 
     scenario: str
     status: str
     events: tuple[JournalEvent, ...]
     tape: Tape
+    before: tuple[JournalEvent, ...] = ()
+    """The journal's events before the mission's first (earlier missions, leases)."""
 
 
-def _runner(config: HarnessConfig, *, clock: Any, ids: Any, ports: dict[str, Any], sleep: Any) -> tuple[Any, Any]:
-    journal = MemoryJournal(clock=clock, ids=ids)
-    journal.setup()
-    runner = mission_runner(config=config, journal=journal, clock=clock, ids=ids,
-                            skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
-                            snapshots=ports["snapshots"], planner=ports["planner"], navigation=ports["navigation"],
-                            robot_io=ports["robot_io"], feasibility=ports["feasibility"], sleep=sleep)
-    return runner, journal
+def _runner(config: HarnessConfig, *, journal: Any, clock: Any, ids: Any, ports: dict[str, Any], sleep: Any) -> Any:
+    return mission_runner(config=config, journal=journal, clock=clock, ids=ids,
+                          skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
+                          snapshots=ports["snapshots"], planner=ports["planner"], navigation=ports["navigation"],
+                          robot_io=ports["robot_io"], feasibility=ports["feasibility"], artifacts=ports["artifacts"],
+                          sleep=sleep)
 
 
 def _config(scenario: Scenario, overrides: dict[str, Any] | None = None) -> HarnessConfig:
     return load_harness_config(overrides=deep_merge(scenario.harness_config(), overrides or {}))
 
 
-def record(scenario: Scenario, *, workdir: Path | None = None) -> Recording:
-    """The scenario's gated mission on the simulated robot, taped."""
+def record(scenario: Scenario, *, workdir: Path | None = None, journal: Journal | None = None,
+           ids: IdGenerator | None = None) -> Recording:
+    """The scenario's gated mission on the simulated robot, taped; into ``journal`` when given (a
+    journal earlier missions wrote to), else a fresh one. The journal's own stamps and ids are not
+    taped: they are not decisions."""
     workdir = workdir or Path(tempfile.mkdtemp(prefix="robot_harness-decisions-"))
     sim = sim_ports(scenario, workdir / "artifacts")
     real = {"snapshots": sim, "planner": _ClaimTrackingPlanner(scenario, sim), "navigation": sim, "robot_io": sim,
-            "feasibility": sim}
+            "feasibility": sim, "artifacts": ArtifactChecker()}
     tape = Tape()
     rec = TapeRecorder(tape)
     ports = {role: rec.port(real[role], role, PORTS[role], attrs=("name",)) for role in _ROLES}
-    runner, journal = _runner(_config(scenario), clock=rec.clock(sim.clock), ids=rec.ids(IdGenerator(7)),
-                              ports=ports, sleep=sim.sleep)
+    own = journal is None
+    if journal is None:
+        journal = MemoryJournal(clock=sim.clock, ids=IdGenerator(11))
+        journal.setup()
+    start = journal.last_seq()
+    runner = _runner(_config(scenario), journal=journal, clock=rec.clock(sim.clock), ids=rec.ids(ids or IdGenerator(7)),
+                     ports=ports, sleep=sim.sleep)
     out = runner.run(scenario.goal)
     events = tuple(journal.events(mission_id=out.mission_id))
-    journal.close()
-    return Recording(scenario=scenario.name, status=out.status.value, events=events, tape=tape)
+    before = tuple(e for e in journal.events() if e.seq <= start)
+    if own:
+        journal.close()
+    return Recording(scenario=scenario.name, status=out.status.value, events=events, tape=tape, before=before)
 
 
 def replay(scenario: Scenario, recording: Recording, *, overrides: dict[str, Any] | None = None) -> DecisionReplay:
     """Re-run the mission on the tape alone; NondeterminismError at the first decision that differs."""
-    player = TapePlayer(recording.tape.entries, recording.tape.ports)
-    ports = {role: player.port(role) for role in _ROLES}
-    runner, journal = _runner(_config(scenario, overrides), clock=player.clock(), ids=player.ids(), ports=ports,
-                              sleep=lambda _dt: None)
-    return replay_decisions(recording.events, player, lambda: runner.run(scenario.goal),
-                            lambda: journal.events(mission_id=recording.events[0].mission_id if recording.events
-                                                   else None))
+    return replay_recorded(scenario, recording.events, recording.tape, before=recording.before, overrides=overrides)
+
+
+def replay_recorded(scenario: Scenario, events: Sequence[JournalEvent], tape: Tape, *,
+                    before: Sequence[JournalEvent] = (), overrides: dict[str, Any] | None = None) -> DecisionReplay:
+    """A recorded mission of ``scenario`` (its events and tape, e.g. from the regression set) replayed
+    by decision: the roles on the tape answer from it; the others are absent, as they were."""
+    player = TapePlayer(tape.entries, tape.ports)
+    ports = {role: player.port(role) for role in tape.ports}
+    journal = ReplayJournal(before, events)
+    config = _config(scenario, overrides)
+    runner = mission_runner(config=config, journal=journal, clock=player.clock(), ids=player.ids(),
+                            skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
+                            sleep=lambda _dt: None, **ports)
+    mission_id = events[0].mission_id if events else None
+    return replay_decisions(events, player, lambda: runner.run(scenario.goal),
+                            lambda: journal.events(mission_id=mission_id), perf_counter=time.perf_counter)

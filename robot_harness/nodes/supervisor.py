@@ -25,7 +25,9 @@ from rclpy.qos import QoSProfile, QoSReliabilityPolicy
 from ..core.clock import IdGenerator, SystemClock
 from ..core.config import (HarnessConfig, check_mission_overrides, deep_merge, dotted_overrides, load_harness_config,
                            NavigationConfig, navigation_workspace)
-from ..compose import default_contract_compiler, mission_runner
+from ..compose import ArtifactChecker, default_contract_compiler, mission_runner
+from ..core.decisions import PORTS
+from ..core.tape import Tape, TapeRecorder
 from ..core.mission.runner import MAX_GOAL_CHARS, MissionRunner
 from ..core.errors import (HarnessError, HarnessTimeout, JournalWriteError, MissionRefused, NameClash, RefusalError,
                            UsageError)
@@ -125,6 +127,8 @@ class SupervisorNode(HarnessLifecycleNode):
         self._session_timer: Any = None
         self._unsubscribe_session: Any = None
         self._runner: MissionRunner | None = None
+        self._tapes: dict[str, Tape] = {}
+        """Decision tapes of the missions running, kept when each ends (``_keep_tapes``)."""
         """The runner of the mission in progress (None between missions and while one is being built)."""
         self._entities: list[Any] = []
         self._ports: list[Any] = []
@@ -769,10 +773,12 @@ class SupervisorNode(HarnessLifecycleNode):
 
             assert self._journal is not None
             try:
-                goal, structured = self._mission_inputs(config, cv.msg_to_mission_spec(req))
+                spec = cv.msg_to_mission_spec(req)
+                goal, structured = self._mission_inputs(config, spec)
                 runner = self._new_runner(config, self._planner, on_update, mission_id=mission_id, **structured)
-                outcome = runner.run(goal, mission_id=mission_id, owner=req.owner,
-                                     credentials=self._credentials.for_mission(req.owner_token))
+                credentials = self._credentials.for_mission(req.owner_token)
+                self._tape_inputs(mission_id, goal=goal, owner=req.owner, credentials=credentials, spec=spec)
+                outcome = runner.run(goal, mission_id=mission_id, owner=req.owner, credentials=credentials)
                 self.last_outcome = outcome
             except UsageError as exc:
                 goal_handle.abort()
@@ -820,12 +826,26 @@ class SupervisorNode(HarnessLifecycleNode):
         assert self._journal is not None
         if self._recovery_port is not None:
             self._recovery_port.mission_id = mission_id  # sent and checked with each recovery ask
+        # Every reading the mission's decisions take goes on its decision tape (kept in the journal
+        # database when the mission ends: ``robot-harness replay --decisions``).
+        tape = Tape()
+        tape.meta = {"config": config.model_dump(mode="json")}
+        rec = TapeRecorder(tape)
+
+        def taped(port: Any, role: str) -> Any:
+            return None if port is None else rec.port(port, role, PORTS[role], attrs=("name",))
+
         runner = mission_runner(
-            config=config, journal=self._journal, clock=self._wall, ids=self._ids,
+            config=config, journal=self._journal, clock=rec.clock(self._wall), ids=rec.ids(self._ids),
             skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
-            snapshots=self._snapshots, planner=planner, navigation=self._nav, robot_io=self._io,
-            feasibility=self._feasibility, on_update=on_update, verifier=self._verifier, recorder=self._recorder, recovery=self._recovery_port, **kw,
+            snapshots=taped(self._snapshots, "snapshots"), planner=taped(planner, "planner"),
+            navigation=taped(self._nav, "navigation"), robot_io=taped(self._io, "robot_io"),
+            feasibility=taped(self._feasibility, "feasibility"), on_update=on_update,
+            verifier=taped(self._verifier, "verifier"), recorder=taped(self._recorder, "recorder"),
+            recovery=taped(self._recovery_port, "recovery"),
+            artifacts=taped(ArtifactChecker(), "artifacts") if self._verifier is None else None, **kw,
         )
+        self._tapes[mission_id] = tape
         with self._admit:
             self._runner = runner
             if self._pending_stop is not None:
@@ -833,13 +853,38 @@ class SupervisorNode(HarnessLifecycleNode):
                 self._pending_stop = None
         return runner
 
+    def _tape_inputs(self, mission_id: str, *, goal: str, owner: str, credentials: Any, spec: Any = None,
+                     session: bool = False) -> None:
+        """What ``runner.run`` is given, on the mission's tape: a replay runs the same call. Credentials
+        are keyed digests (never a token); a structured mission's spec rebuilds its compiler."""
+        tape = self._tapes.get(mission_id)
+        if tape is not None:
+            tape.meta["run"] = {"goal": goal, "owner": owner, "credentials": credentials.model_dump(mode="json"),
+                                "spec": spec.model_dump(mode="json") if spec is not None and spec.structured else None,
+                                "session": session}
+
     def _release_mission(self) -> None:
-        """The admitted mission is over: forget its runner and any pending Stop, then free the robot."""
+        """The admitted mission is over: keep its decision tape, forget its runner and any pending Stop,
+        then free the robot."""
+        self._keep_tapes()
         with self._admit:
             self._runner = None
             self._admitted_id = ""
             self._pending_stop = None
         self._busy.release()
+
+    def _keep_tapes(self) -> None:
+        """The ended missions' decision tapes into the journal database. A tape that cannot be kept is
+        logged, never a failure of the mission: the events are the record; the tape replays them."""
+        tapes, self._tapes = self._tapes, {}
+        for mission_id, tape in tapes.items():
+            if not len(tape) or self._journal is None:
+                continue
+            try:
+                self._journal.put_tape(mission_id, tape)
+            except Exception as exc:  # noqa: BLE001 - see the docstring
+                self.get_logger().warning(f"mission {mission_id}: its decision tape ({len(tape)} readings) was not "
+                                          f"kept: {type(exc).__name__}: {exc}")
 
     def stop_missions(self, reason: str, *, timeout_s: float) -> bool:
         """Stop the mission or MCP session in progress (journaled, like a Stop) and wait until it has
@@ -948,11 +993,11 @@ class SupervisorNode(HarnessLifecycleNode):
                     runner = self._new_runner(config, planner, self._publish_action_state, mission_id=mission_id,
                                               contract_compiler=SessionContractCompiler(),
                                               coverage_reviewer=SessionContractCompiler())
-                    outcome = runner.run(f"MCP operator session ({caller or 'mcp'}): operator-directed tool calls; "
-                                         "an MCP session never declares completion",
-                                         mission_id=mission_id, owner=caller,
-                                         credentials=self._credentials.for_program(
-                                             os.environ.get(self._config.mcp.token_env, "")))
+                    goal = (f"MCP operator session ({caller or 'mcp'}): operator-directed tool calls; "
+                            "an MCP session never declares completion")
+                    credentials = self._credentials.for_program(os.environ.get(self._config.mcp.token_env, ""))
+                    self._tape_inputs(mission_id, goal=goal, owner=caller, credentials=credentials, session=True)
+                    outcome = runner.run(goal, mission_id=mission_id, owner=caller, credentials=credentials)
                     self.last_outcome = outcome
                     why = f"ended {outcome.status.value}: {outcome.summary}"
                     self.get_logger().info(f"MCP session {mission_id} {why}")
@@ -1027,9 +1072,9 @@ class SupervisorNode(HarnessLifecycleNode):
 
             goal, structured = self._mission_inputs(config, spec)
             runner = self._new_runner(config, self._planner, on_update, mission_id=mission_id, **structured)
-            outcome = runner.run(goal, mission_id=mission_id, owner=caller[:200],
-                                 credentials=self._credentials.for_program(
-                                     os.environ.get(self._config.mcp.token_env, "")))
+            credentials = self._credentials.for_program(os.environ.get(self._config.mcp.token_env, ""))
+            self._tape_inputs(mission_id, goal=goal, owner=caller[:200], credentials=credentials, spec=spec)
+            outcome = runner.run(goal, mission_id=mission_id, owner=caller[:200], credentials=credentials)
             self.last_outcome = outcome
             return {"mission_id": outcome.mission_id, "status": outcome.status.value, "summary": outcome.summary,
                     "contract_id": (outcome.contract or {}).get("contract_id", ""),

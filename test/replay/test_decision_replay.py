@@ -86,3 +86,22 @@ def test_first_divergence_names_the_path_and_a_missing_event():
     short = first_divergence(events, events[:-1])
     assert short is not None and short.replayed is None and "the replay nothing" in short.message()
     assert first_divergence(events, list(events)) is None
+
+
+def test_a_mission_in_a_journal_earlier_missions_wrote_replays_from_that_journal():
+    from robot_harness.core.clock import IdGenerator, ManualClock
+    from robot_harness.core.journal import MemoryJournal
+
+    journal = MemoryJournal(clock=ManualClock(), ids=IdGenerator(3))
+    journal.setup()
+    ids = IdGenerator(5)  # one runner's ids across missions, as the supervisor's
+    first = record(load_scenario(REPO / "scenarios" / "failed_navigation.yaml"), journal=journal, ids=ids)
+    second = record(load_scenario(DEMO), journal=journal, ids=ids)
+    assert second.before and second.before[-1].seq == first.events[-1].seq
+    assert second.events[0].seq == first.events[-1].seq + 1
+    result = replay(load_scenario(DEMO), second)
+    assert result.events == len(second.events)
+    # without the journal before it, the same tape is another mission: the first event already differs
+    alone = Recording(second.scenario, second.status, second.events, second.tape)
+    with pytest.raises(NondeterminismError, match="event 0"):
+        replay(load_scenario(DEMO), alone)

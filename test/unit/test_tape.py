@@ -116,3 +116,29 @@ def test_a_taped_port_has_exactly_the_methods_the_port_has():
     taped = TapeRecorder(Tape()).port(Planner(), "planner", ("next_turn", "wait_for_call"))
     assert hasattr(taped, "next_turn") and not hasattr(taped, "wait_for_call")
     assert not isinstance(taped, InteractivePlanner)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_a_tape_is_kept_beside_its_mission_once_and_read_back_exactly(kind, tmp_path):
+    from robot_harness.core.errors import JournalWriteError
+    from robot_harness.core.journal import MemoryJournal, SqliteJournal
+
+    clock, ids = ManualClock(5.0), IdGenerator(1)
+    journal = (SqliteJournal(tmp_path / "j.sqlite3", clock=clock, ids=ids) if kind == "sqlite"
+               else MemoryJournal(clock=clock, ids=ids))
+    journal.setup()
+    tape, _ = _record()
+    journal.put_tape("mission-1", tape)
+    with pytest.raises(JournalWriteError, match="has a decision tape already"):
+        journal.put_tape("mission-1", tape)
+    with pytest.raises(UsageError):
+        journal.put_tape("", tape)
+    assert journal.get_tape("mission-2") is None
+    back = journal.get_tape("mission-1")
+    assert back is not None and back.entries == tape.entries and back.ports == tape.ports
+    assert math.isinf(back.entries[3].answer[0]["data"]["distance_remaining"]), "a non-finite reading survives"
+    player = TapePlayer(back.entries, back.ports)
+    player.clock().now()
+    player.ids().new("act")
+    assert player.port("navigation").name == "nav2"
+    journal.close()
