@@ -86,7 +86,8 @@ def _rebuild(journal_path: str | Path, mission_id: str, *, overrides: dict[str, 
         skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
         snapshots=ports.get("snapshots"), planner=ports.get("planner"), navigation=ports.get("navigation"),
         robot_io=ports.get("robot_io"), feasibility=ports.get("feasibility"), verifier=ports.get("verifier"),
-        recorder=ports.get("recorder"), recovery=ports.get("recovery"), artifacts=ports.get("artifacts"), **extra)
+        recorder=ports.get("recorder"), recovery=ports.get("recovery"), artifacts=ports.get("artifacts"),
+        stop_reads=player.stop_reads(), **extra)
     credentials = MissionCredentials.model_validate(run.get("credentials") or {})
     return (mission, player,
             lambda: runner.run(run["goal"], mission_id=mission_id, owner=run.get("owner", ""), credentials=credentials),

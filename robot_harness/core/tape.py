@@ -250,6 +250,13 @@ class TapeRecorder:
     def ids(self, ids: Any) -> Any:
         return _RecordingIds(ids, self.tape)
 
+    def stop_reads(self) -> Callable[[Any], Any]:
+        """For ``StopFlag(reads=...)``: each read of the Stop flag, on the tape."""
+        def read(value: Any) -> Any:
+            self.tape.append("stop", "read", answer=value)
+            return value
+        return read
+
     def port(self, port: Any, source: str, methods: Iterable[str], *, attrs: Iterable[str] = ()) -> Any:
         """``port`` with each of ``methods`` it has taped (answer or error); ``attrs`` read through."""
         tape = self.tape
@@ -350,6 +357,10 @@ class TapePlayer:
             def new(self, prefix: str) -> str:
                 return str(player.take("ids", "new", prefix))
         return _Ids()
+
+    def stop_reads(self) -> Callable[[Any], Any]:
+        """For ``StopFlag(reads=...)``: each read of the Stop flag answered from the tape."""
+        return lambda _value: self.take("stop", "read", "")
 
     def port(self, source: str, methods: Iterable[str] | None = None, *, attrs: dict[str, Any] | None = None) -> Any:
         """A stand-in for the recorded port: each of ``methods`` (by default the ones the recorded port

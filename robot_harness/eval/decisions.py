@@ -46,8 +46,9 @@ class Recording:
     """The journal's events before the mission's first (earlier missions, leases)."""
 
 
-def _runner(config: HarnessConfig, *, journal: Any, clock: Any, ids: Any, ports: dict[str, Any], sleep: Any) -> Any:
-    return mission_runner(config=config, journal=journal, clock=clock, ids=ids,
+def _runner(config: HarnessConfig, *, journal: Any, clock: Any, ids: Any, ports: dict[str, Any], sleep: Any,
+            stop_reads: Any) -> Any:
+    return mission_runner(config=config, journal=journal, clock=clock, ids=ids, stop_reads=stop_reads,
                           skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
                           snapshots=ports["snapshots"], planner=ports["planner"], navigation=ports["navigation"],
                           robot_io=ports["robot_io"], feasibility=ports["feasibility"], artifacts=ports["artifacts"],
@@ -76,7 +77,7 @@ def record(scenario: Scenario, *, workdir: Path | None = None, journal: Journal 
         journal.setup()
     start = journal.last_seq()
     runner = _runner(_config(scenario), journal=journal, clock=rec.clock(sim.clock), ids=rec.ids(ids or IdGenerator(7)),
-                     ports=ports, sleep=sim.sleep)
+                     ports=ports, sleep=sim.sleep, stop_reads=rec.stop_reads())
     out = runner.run(scenario.goal)
     events = tuple(journal.events(mission_id=out.mission_id))
     before = tuple(e for e in journal.events() if e.seq <= start)
@@ -100,7 +101,7 @@ def replay_recorded(scenario: Scenario, events: Sequence[JournalEvent], tape: Ta
     config = _config(scenario, overrides)
     runner = mission_runner(config=config, journal=journal, clock=player.clock(), ids=player.ids(),
                             skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
-                            sleep=lambda _dt: None, **ports)
+                            sleep=lambda _dt: None, stop_reads=player.stop_reads(), **ports)
     mission_id = events[0].mission_id if events else None
     return replay_decisions(events, player, lambda: runner.run(scenario.goal),
                             lambda: journal.events(mission_id=mission_id), perf_counter=time.perf_counter)

@@ -843,7 +843,8 @@ class SupervisorNode(HarnessLifecycleNode):
             feasibility=taped(self._feasibility, "feasibility"), on_update=on_update,
             verifier=taped(self._verifier, "verifier"), recorder=taped(self._recorder, "recorder"),
             recovery=taped(self._recovery_port, "recovery"),
-            artifacts=taped(ArtifactChecker(), "artifacts") if self._verifier is None else None, **kw,
+            artifacts=taped(ArtifactChecker(), "artifacts") if self._verifier is None else None,
+            stop_reads=rec.stop_reads(), **kw,
         )
         self._tapes[mission_id] = tape
         with self._admit:

@@ -62,3 +62,38 @@ def test_the_cli_says_same_decisions_and_exits_1_naming_a_changed_event(tmp_path
     assert changed.returncode == 1, changed
     assert "NONDETERMINISM" in changed.stdout and f"#{seq} ROBOT_ACTION_STARTED" in changed.stdout
     assert "payload.intent.timeout_s" in changed.stdout
+
+
+def test_a_mission_an_operator_stopped_replays_by_decision(tmp_path):
+    """A Stop is an input from outside: where each read of the Stop flag found it is on the tape,
+    so the replay ends the mission where the recording did, CANCELLED."""
+    import threading
+    import time
+
+    from rclpy.node import Node
+
+    from robot_harness.decision_replay import replay_journal_mission
+    from robot_harness.srv import Stop
+
+    from .test_mission_service import _graph as service_graph
+
+    graphs = service_graph(tmp_path, [{"kind": "stall", "on_goal": 1, "after_s": 0.1}])
+    g, client = next(graphs)
+    try:
+        box: dict = {}
+        t = threading.Thread(target=lambda: box.update(zip(("accepted", "result"), client.send("Go to the spot."))))
+        t.start()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not any(e.event.value == "accepted" for e in g.sim.goal_log):
+            time.sleep(0.05)
+        node = Node("test_replay_stop_client", context=g.context)
+        g.add_node(node)
+        cli = node.create_client(Stop, "/supervisor/stop")
+        assert cli.wait_for_service(timeout_sec=10)
+        fut = cli.call_async(Stop.Request(reason="operator pressed stop"))
+        t.join(timeout=30)
+        assert box["result"].status == "CANCELLED", box["result"].summary
+    finally:
+        graphs.close()
+    result = replay_journal_mission(tmp_path / "j.sqlite3", box["result"].mission_id)
+    assert result.events > 10

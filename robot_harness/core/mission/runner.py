@@ -139,12 +139,14 @@ class MissionRunner:
     """Watches every mission (feedback, MCP sessions); read when a mission starts."""
     sleep: Callable[[float], None] | None = None
     """A bounded wait (for an operator's answer); by default the backend poll, which also advances a test clock."""
+    stop_reads: Callable[[str | None], str | None] | None = None
+    """Sees every read of the Stop flag (``StopFlag``'s ``reads``): a decision tape's recorder or player."""
 
     def __post_init__(self) -> None:
         self.gate = CommitGate(ids=self.ids, clock=self.clock)
         self._tool_specs = tuple(self.skills.tool_specs())
         self._physical_skills = frozenset(sk.name for sk in self.skills if sk.physical)
-        self._stop = StopFlag()
+        self._stop = StopFlag(self.stop_reads)
         self._blocked = Blocked()
         self._usage = ModelUsage(new_usage())
         """Across missions: the components' call lists are read on from where the last mission left them."""

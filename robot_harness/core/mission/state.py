@@ -9,6 +9,8 @@ writes.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,16 +26,25 @@ __all__ = ["MissionEnd", "MissionState", "StopFlag", "new_usage"]
 
 
 class StopFlag:
-    """Why the running mission was asked to stop, or None. Set from any thread; read at each check."""
+    """Why the running mission was asked to stop, or None. Set from any thread; read at each check.
 
-    def __init__(self) -> None:
-        self.reason: str | None = None
+    ``reads`` sees every read and answers it: a decision tape records what each read found (a Stop
+    is an input from outside, whose timing decides where the mission ends) and a replay answers
+    from the tape."""
+
+    def __init__(self, reads: Callable[[str | None], str | None] | None = None) -> None:
+        self._reason: str | None = None
+        self._reads = reads
+
+    @property
+    def reason(self) -> str | None:
+        return self._reads(self._reason) if self._reads is not None else self._reason
 
     def request(self, reason: str) -> None:
-        self.reason = reason
+        self._reason = reason
 
     def clear(self) -> None:
-        self.reason = None
+        self._reason = None
 
     def __bool__(self) -> bool:
         return bool(self.reason)
