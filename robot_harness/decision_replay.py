@@ -9,9 +9,8 @@ and compares every event it writes with the recorded one
 """
 from __future__ import annotations
 
-import time
-
 import dataclasses
+import time
 from pathlib import Path
 from typing import Any
 

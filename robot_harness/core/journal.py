@@ -98,7 +98,7 @@ from .payloads import (
     validate_draft_payload,
 )
 from .records import EventDraft, EventType, JournalEvent, WorldSnapshot
-from .tape import FORMAT_VERSION as TAPE_FORMAT_VERSION, Tape, TapeEntry
+from .tape import FORMAT_VERSION as TAPE_FORMAT_VERSION, Tape, tape_from_jsonl, tape_to_jsonl
 
 __all__ = [
     "summarize_missions",
@@ -235,8 +235,8 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 format_version INTEGER NOT NULL,
                 recorded_at REAL NOT NULL,
                 readings INTEGER NOT NULL,
-                ports TEXT NOT NULL /* JSON: {"ports": each taped port's methods and attributes, "meta": {...}} */,
-                entries BLOB NOT NULL /* zlib: one TapeEntry JSON per line */
+                ports TEXT NOT NULL /* JSON: {"ports": each taped port's methods and attributes, "meta": {...}}, as in the blob's header */,
+                entries BLOB NOT NULL /* zlib: the tape file (tape.tape_to_jsonl) */
             )""",
         ),
     ),
@@ -309,18 +309,6 @@ def _dumps(value: Any) -> str:
 def _dumps_nan(value: Any) -> str:
     """For decision tapes: a reading is kept exactly, a non-finite float included."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
-
-
-def tape_to_blob(tape: Tape) -> bytes:
-    return zlib.compress("\n".join(_dumps_nan(e.model_dump()) for e in tape.entries).encode(), 6)
-
-
-def tape_from_blob(blob: bytes, ports: dict[str, Any]) -> Tape:
-    text = zlib.decompress(blob).decode()
-    tape = Tape()
-    tape.entries = [TapeEntry.model_validate(json.loads(line)) for line in text.splitlines() if line]
-    tape.ports = ports
-    return tape
 
 
 def _stale(expected: int, actual: int) -> StaleRevision:
@@ -678,17 +666,15 @@ class Journal(abc.ABC):
         mission; a second tape for one mission is a ``JournalWriteError``."""
         if not mission_id:
             raise UsageError("a decision tape belongs to a mission: mission_id is empty")
-        self._put_tape(mission_id, tape_to_blob(tape), len(tape), _dumps_nan({"ports": tape.ports, "meta": tape.meta}))
+        # the blob is the tape file itself (tape_to_jsonl: header, then readings), zlib'd; the header is
+        # also in ``ports`` as plain JSON, for a reader with sqlite-utils
+        self._put_tape(mission_id, zlib.compress(tape_to_jsonl(tape).encode(), 6), len(tape),
+                       _dumps_nan({"ports": tape.ports, "meta": tape.meta}))
 
     def get_tape(self, mission_id: str) -> Tape | None:
         """The mission's decision tape, or None when it was not taped."""
         row = self._get_tape(mission_id)
-        if row is None:
-            return None
-        head = json.loads(row[1])
-        tape = tape_from_blob(row[0], head.get("ports", {}))
-        tape.meta = head.get("meta", {})
-        return tape
+        return None if row is None else tape_from_jsonl(zlib.decompress(row[0]).decode())
 
     @abc.abstractmethod
     def _put_tape(self, mission_id: str, blob: bytes, readings: int, ports_json: str) -> None: ...

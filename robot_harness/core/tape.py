@@ -61,23 +61,20 @@ class TapeEntry(BaseModel):
 
 
 class Tape:
-    """A mission's readings, appended in order; ``on_append`` sees each (to persist it)."""
+    """A mission's readings, appended in order."""
 
-    def __init__(self, *, on_append: Callable[[TapeEntry], None] | None = None) -> None:
+    def __init__(self) -> None:
         self.entries: list[TapeEntry] = []
         self.ports: dict[str, dict[str, Any]] = {}
         """Each taped port by role: ``{"methods": [...], "attrs": {...}}`` (plain attributes such as
         ``navigation.name``, encoded, read once when it was wrapped)."""
         self.meta: dict[str, Any] = {}
         """What a replay needs besides the readings (the harness configuration the mission ran under)."""
-        self._on_append = on_append
 
     def append(self, source: str, call: str, *, args: str = "", answer: Any = None,
                error: dict[str, Any] | None = None) -> TapeEntry:
         entry = TapeEntry(index=len(self.entries), source=source, call=call, args=args, answer=answer, error=error)
         self.entries.append(entry)
-        if self._on_append is not None:
-            self._on_append(entry)
         return entry
 
     def __len__(self) -> int:
@@ -194,8 +191,7 @@ def _decode_error(err: dict[str, Any]) -> BaseException:
     if name.startswith(_OWN):
         cls = _import(name)
         if isinstance(cls, type) and issubclass(cls, HarnessError):
-            exc = cls(message, **dict(err.get("details") or {}))
-            return exc
+            return cls(message, **dict(err.get("details") or {}))
     builtin = getattr(__import__("builtins"), name.rpartition(".")[2], None) if name.startswith("builtins.") else None
     if isinstance(builtin, type) and issubclass(builtin, Exception):
         return builtin(message)

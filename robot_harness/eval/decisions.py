@@ -10,9 +10,8 @@ alters a decision is then reported as the first event that differs.
 """
 from __future__ import annotations
 
-import time
-
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,11 +47,10 @@ class Recording:
 
 def _runner(config: HarnessConfig, *, journal: Any, clock: Any, ids: Any, ports: dict[str, Any], sleep: Any,
             stop_reads: Any) -> Any:
+    """The gated mode's runner on these parts (``ports`` by role: the real ones taped, or a tape's players)."""
     return mission_runner(config=config, journal=journal, clock=clock, ids=ids, stop_reads=stop_reads,
                           skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
-                          snapshots=ports["snapshots"], planner=ports["planner"], navigation=ports["navigation"],
-                          robot_io=ports["robot_io"], feasibility=ports["feasibility"], artifacts=ports["artifacts"],
-                          sleep=sleep)
+                          sleep=sleep, **ports)
 
 
 def _config(scenario: Scenario, overrides: dict[str, Any] | None = None) -> HarnessConfig:
@@ -98,10 +96,8 @@ def replay_recorded(scenario: Scenario, events: Sequence[JournalEvent], tape: Ta
     player = TapePlayer(tape.entries, tape.ports)
     ports = {role: player.port(role) for role in tape.ports}
     journal = ReplayJournal(before, events)
-    config = _config(scenario, overrides)
-    runner = mission_runner(config=config, journal=journal, clock=player.clock(), ids=player.ids(),
-                            skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
-                            sleep=lambda _dt: None, stop_reads=player.stop_reads(), **ports)
+    runner = _runner(_config(scenario, overrides), journal=journal, clock=player.clock(), ids=player.ids(),
+                     ports=ports, sleep=lambda _dt: None, stop_reads=player.stop_reads())
     mission_id = events[0].mission_id if events else None
     return replay_decisions(events, player, lambda: runner.run(scenario.goal),
                             lambda: journal.events(mission_id=mission_id), perf_counter=time.perf_counter)
