@@ -1268,6 +1268,7 @@ class _ActionHost(HarnessLifecycleNode):
         robot = self._robot
         request = goal_handle.request
         last_feedback_ns: int | None = None
+        last_waypoint: int | None = None
         cancel_sent = False
         while True:
             if robot.stopping:
@@ -1286,10 +1287,14 @@ class _ActionHost(HarnessLifecycleNode):
                     cancel_sent = True
                     robot.cancel_goal(index)
                     continue
+                # Nav2's waypoint follower publishes on every loop turn, so each waypoint it drives to gets
+                # feedback however short the leg: a change of waypoint is published without waiting the period.
                 if probe.view.feedback_enabled and (
-                    last_feedback_ns is None or probe.stamp_ns - last_feedback_ns >= FEEDBACK_PERIOD_S * 1e9
+                    last_feedback_ns is None
+                    or probe.stamp_ns - last_feedback_ns >= FEEDBACK_PERIOD_S * 1e9
+                    or probe.view.current_waypoint != last_waypoint
                 ):
-                    last_feedback_ns = probe.stamp_ns
+                    last_feedback_ns, last_waypoint = probe.stamp_ns, probe.view.current_waypoint
                     with robot.shutdown_tolerant():
                         goal_handle.publish_feedback(surface.feedback(request, probe))
             robot.wait(_EXECUTE_POLL_S)
