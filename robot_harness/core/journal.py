@@ -104,6 +104,7 @@ __all__ = [
     "summarize_missions",
     "connect_read_only",
     "event_from_row",
+    "CONFIG_TABLES",
     "EVENT_COLUMNS",
     "MIGRATIONS",
     "REDACTED",
@@ -127,6 +128,16 @@ Listener = Callable[[list[JournalEvent]], None]
 Redactor = Callable[[dict[str, Any]], dict[str, Any]]
 
 REDACTED = "***"
+
+CONFIG_TABLES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    "config_versions": ("version", ("content_hash", "parent", "created_at", "proposed_by", "proposer_hmac",
+                                    "overrides", "manifest"), ("overrides", "manifest")),
+    "config_evaluations": ("evaluation_id", ("version", "baseline", "passed", "evaluated_at", "report"), ("report",)),
+    "config_releases": ("release_id", ("version", "action", "previous", "evaluation_id", "approved_as", "operator",
+                                       "reason", "released_at"), ()),
+}
+"""The harness configuration's versions, their evaluations and releases (migration 0004): per table, its key,
+its other columns and which of them hold JSON. The only writer is ``robot_harness/config_loop.py``."""
 
 
 class UnknownSnapshot(UsageError, KeyError):
@@ -237,6 +248,40 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 readings INTEGER NOT NULL,
                 ports TEXT NOT NULL /* JSON: {"ports": each taped port's methods and attributes, "meta": {...}}, as in the blob's header */,
                 entries BLOB NOT NULL /* zlib: the tape file (tape.tape_to_jsonl) */
+            )""",
+        ),
+    ),
+    (
+        "0004_config_versions",
+        (
+            """CREATE TABLE config_versions (
+                version INTEGER PRIMARY KEY,
+                content_hash TEXT NOT NULL /* sha256 of the overrides' canonical JSON */,
+                parent INTEGER,
+                created_at REAL NOT NULL,
+                proposed_by TEXT NOT NULL DEFAULT '',
+                proposer_hmac TEXT NOT NULL DEFAULT '' /* keyed digest of the proposer's credential, or '' */,
+                overrides TEXT NOT NULL /* JSON: the changes over the site's harness configuration file */,
+                manifest TEXT NOT NULL /* JSON: config_versions.Manifest */
+            )""",
+            """CREATE TABLE config_evaluations (
+                evaluation_id INTEGER PRIMARY KEY AUTOINCREMENT,
+                version INTEGER NOT NULL REFERENCES config_versions (version),
+                baseline INTEGER NOT NULL REFERENCES config_versions (version),
+                passed INTEGER NOT NULL,
+                evaluated_at REAL NOT NULL,
+                report TEXT NOT NULL /* JSON */
+            )""",
+            """CREATE TABLE config_releases (
+                release_id INTEGER PRIMARY KEY AUTOINCREMENT,
+                version INTEGER NOT NULL REFERENCES config_versions (version),
+                action TEXT NOT NULL /* initial | release | rollback */,
+                previous INTEGER,
+                evaluation_id INTEGER,
+                approved_as TEXT NOT NULL DEFAULT '' /* the credential kind: operator, approver:<name> */,
+                operator TEXT NOT NULL DEFAULT '',
+                reason TEXT NOT NULL DEFAULT '',
+                released_at REAL NOT NULL
             )""",
         ),
     ),
@@ -682,6 +727,36 @@ class Journal(abc.ABC):
     @abc.abstractmethod
     def _get_tape(self, mission_id: str) -> tuple[bytes, str] | None: ...
 
+    def add_config_row(self, table: str, row: dict[str, Any], *, expected_last_key: int | None = None) -> int:
+        """Append one row to a configuration table (``CONFIG_TABLES``) and return its key (a version is
+        the next number). ``expected_last_key``: the table's highest key the writer read, or a
+        ``StaleRevision`` (another writer released or rolled back in between); -1 for an empty table."""
+        key, columns, json_columns = self._config_table(table)
+        unknown = set(row) - set(columns)
+        if unknown:
+            raise UsageError(f"{table} has no column(s) {sorted(unknown)}")
+        values = {c: (json.dumps(row[c], sort_keys=True, allow_nan=False) if c in json_columns else row[c])
+                  for c in columns if c in row}
+        return self._add_config_row(table, key, values, expected_last_key)
+
+    def config_rows(self, table: str) -> list[dict[str, Any]]:
+        """A configuration table's rows in key order, JSON columns decoded."""
+        key, columns, json_columns = self._config_table(table)
+        rows = self._config_rows(table, key, (key, *columns))
+        return [{c: (json.loads(v) if c in json_columns and v is not None else v) for c, v in r.items()} for r in rows]
+
+    @staticmethod
+    def _config_table(table: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+        if table not in CONFIG_TABLES:
+            raise UsageError(f"no configuration table {table!r}; known: {sorted(CONFIG_TABLES)}")
+        return CONFIG_TABLES[table]
+
+    @abc.abstractmethod
+    def _add_config_row(self, table: str, key: str, values: dict[str, Any], expected_last_key: int | None) -> int: ...
+
+    @abc.abstractmethod
+    def _config_rows(self, table: str, key: str, columns: tuple[str, ...]) -> list[dict[str, Any]]: ...
+
     @abc.abstractmethod
     def missions(self) -> list[dict[str, Any]]:
         """One dict per mission id, ordered by first seq: ``mission_id``,
@@ -717,6 +792,7 @@ class MemoryJournal(Journal):
         self._event_ids: set[str] = set()
         self._snapshots: dict[str, _SnapshotRow] = {}
         self._tapes: dict[str, tuple[bytes, str]] = {}
+        self._config: dict[str, list[dict[str, Any]]] = {t: [] for t in CONFIG_TABLES}
         self._migrations: list[str] = []
         self._closed = False
 
@@ -795,6 +871,21 @@ class MemoryJournal(Journal):
         with self._open():
             return self._tapes.get(mission_id)
 
+    def _add_config_row(self, table: str, key: str, values: dict[str, Any], expected_last_key: int | None) -> int:
+        with self._open():
+            rows = self._config[table]
+            last = rows[-1][key] if rows else -1
+            if expected_last_key is not None and last != expected_last_key:
+                raise StaleRevision(f"{table} moved: its last row is {last}, not {expected_last_key}",
+                                    table=table, last=last)
+            new = max(last, 0) + 1
+            rows.append({key: new, **values})
+            return new
+
+    def _config_rows(self, table: str, key: str, columns: tuple[str, ...]) -> list[dict[str, Any]]:
+        with self._open():
+            return [{c: r.get(c) for c in columns} for r in self._config[table]]
+
     def get_snapshot(self, snapshot_id: str) -> WorldSnapshot:
         with self._open():
             row = self._snapshots.get(snapshot_id)
@@ -869,7 +960,8 @@ class SqliteJournal(Journal):
       ``max_pages`` (``PRAGMA max_page_count``; ``set_max_pages`` changes it
       live) bounds the file's size. Either limit being hit raises
       ``JournalWriteError``.
-    * Plain tables (``events``, ``snapshots``, ``decision_tapes``, ``migrations``) that
+    * Plain tables (``events``, ``snapshots``, ``decision_tapes``, ``config_versions``,
+      ``config_evaluations``, ``config_releases``, ``migrations``) that
       ``sqlite-utils`` and the ``sqlite3`` shell can query and export.
     """
 
@@ -1262,6 +1354,27 @@ class SqliteJournal(Journal):
             row = tx.conn.execute("SELECT entries, ports FROM decision_tapes WHERE mission_id = ?",
                                   (mission_id,)).fetchone()
         return None if row is None else (bytes(row[0]), str(row[1]))
+
+    def _add_config_row(self, table: str, key: str, values: dict[str, Any], expected_last_key: int | None) -> int:
+        self._ensure_ready()
+        # table and column names come from CONFIG_TABLES, never from a caller's text
+        with self._transaction(write=True) as tx:
+            last = tx.conn.execute(f"SELECT MAX({key}) FROM {table}").fetchone()[0]  # noqa: S608
+            last = -1 if last is None else int(last)
+            if expected_last_key is not None and last != expected_last_key:
+                raise StaleRevision(f"{table} moved: its last row is {last}, not {expected_last_key}",
+                                    table=table, last=last)
+            new = max(last, 0) + 1
+            cols = (key, *values)
+            tx.conn.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",  # noqa: S608
+                            (new, *values.values()))
+            return new
+
+    def _config_rows(self, table: str, key: str, columns: tuple[str, ...]) -> list[dict[str, Any]]:
+        self._ensure_ready()
+        with self._transaction(write=False) as tx:
+            rows = tx.conn.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY {key}").fetchall()  # noqa: S608
+        return [dict(zip(columns, r)) for r in rows]
 
     def get_snapshot(self, snapshot_id: str) -> WorldSnapshot:
         self._ensure_ready()

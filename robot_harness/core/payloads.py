@@ -292,6 +292,11 @@ class MissionStarted(EventPayload):
     """The user's goal text, verbatim (after redaction)."""
     config: dict[str, Any] = Field(default_factory=dict)
     """``HarnessConfig.model_dump(mode="json")`` as the mission ran with it (a replay re-loads it)."""
+    config_version: int = 0
+    """The configuration version the mission is pinned to (core/config_versions.py; 0: none, e.g. a run
+    outside a supervisor or before versions)."""
+    config_hash: str = ""
+    """That version's content hash."""
     tools: list[str] = Field(default_factory=list)
     """The skill names offered to the planner."""
     owner: str = ""

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..clock import Clock, IdGenerator
 from ..config import HarnessConfig, place_poses
+from ..config_versions import ConfigPin
 from ..context import compile_planner_context, context_size
 from ..contracts import START_PLACE, ContractCompiler, CoverageReviewer
 from ..errors import HarnessError, JournalWriteError, StaleRevision, UsageError
@@ -141,6 +142,8 @@ class MissionRunner:
     """A bounded wait (for an operator's answer); by default the backend poll, which also advances a test clock."""
     stop_reads: Callable[[str | None], str | None] | None = None
     """Sees every read of the Stop flag (``StopFlag``'s ``reads``): a decision tape's recorder or player."""
+    config_pin: ConfigPin | None = None
+    """The configuration version ``config`` is (core/config_versions.py), journaled in MISSION_STARTED."""
 
     def __post_init__(self) -> None:
         self.gate = CommitGate(ids=self.ids, clock=self.clock)
@@ -279,6 +282,8 @@ class MissionRunner:
             m.ledger.append_many([m.ledger.draft(EventType.MISSION_STARTED, payload={
                 "goal": s.goal,
                 "config": self.config.model_dump(mode="json"),
+                **({"config_version": self.config_pin.version, "config_hash": self.config_pin.content_hash}
+                   if self.config_pin is not None else {}),
                 "tools": [sk.name for sk in self.skills],
                 "owner": s.owner,
                 **({"owner_sha256": s.owner_sha} if s.owner_sha else {}),
