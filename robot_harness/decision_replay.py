@@ -17,10 +17,13 @@ from typing import Any
 from .compose import mission_runner
 from .core.clock import IdGenerator, SystemClock
 from .core.config import deep_merge, load_harness_config
+from .core.config_versions import ConfigPin
 from .core.decisions import DecisionReplay, ReplayJournal, WhatIf, replay_decisions, what_if
 from .core.errors import UsageError
 from .core.interactions import MissionCredentials
 from .core.journal import SqliteJournal
+from .core.payloads import MissionStarted, payload_of
+from .core.records import EventType
 from .core.skills import default_skills
 from .core.tape import TapePlayer
 
@@ -79,6 +82,9 @@ def _rebuild(journal_path: str | Path, mission_id: str, *, overrides: dict[str, 
 
         extra = {"contract_compiler": structured_compiler(MissionSpec.model_validate(run["spec"]), config=config),
                  "coverage_reviewer": StructuredCoverageReviewer()}
+    started = payload_of(mission[0], MissionStarted) if mission[0].type is EventType.MISSION_STARTED else None
+    pin = (ConfigPin(version=started.config_version, content_hash=started.config_hash)
+           if started is not None and started.config_version else None)  # the version it was pinned to, as it was
     replay_journal = ReplayJournal(before, mission)
     runner = mission_runner(
         config=config, journal=replay_journal, clock=player.clock(), ids=player.ids(),
@@ -86,7 +92,7 @@ def _rebuild(journal_path: str | Path, mission_id: str, *, overrides: dict[str, 
         snapshots=ports.get("snapshots"), planner=ports.get("planner"), navigation=ports.get("navigation"),
         robot_io=ports.get("robot_io"), feasibility=ports.get("feasibility"), verifier=ports.get("verifier"),
         recorder=ports.get("recorder"), recovery=ports.get("recovery"), artifacts=ports.get("artifacts"),
-        stop_reads=player.stop_reads(), **extra)
+        stop_reads=player.stop_reads(), config_pin=pin, **extra)
     credentials = MissionCredentials.model_validate(run.get("credentials") or {})
     return (mission, player,
             lambda: runner.run(run["goal"], mission_id=mission_id, owner=run.get("owner", ""), credentials=credentials),

@@ -23,6 +23,7 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.qos import QoSProfile, QoSReliabilityPolicy
 
 from ..core.clock import IdGenerator, SystemClock
+from ..core.config_versions import ConfigPin, ConfigStore
 from ..core.config import (HarnessConfig, check_mission_overrides, deep_merge, dotted_overrides, load_harness_config,
                            NavigationConfig, navigation_workspace)
 from ..compose import ArtifactChecker, default_contract_compiler, mission_runner
@@ -711,15 +712,27 @@ class SupervisorNode(HarnessLifecycleNode):
             self._runner.request_stop(reason)
         return error
 
-    def _mission_config(self, goal_request: Any) -> HarnessConfig:
+    def _site_config(self) -> tuple[HarnessConfig, ConfigPin]:
+        """The site's configuration under the released version, read as each mission starts (a release
+        applies from the next mission; a running one keeps its version). Version 1, the site's file
+        unchanged, is written on first use. A journal that cannot say which version is released raises
+        (a ``HarnessError``): the mission is refused rather than run under a version nobody chose."""
+        assert self._config is not None and self._journal is not None
+        pin, overrides = ConfigStore(self._journal, now=self._wall.now).pin()
+        if not overrides:
+            return self._config, pin
+        return load_harness_config(overrides=deep_merge(self._config.model_dump(mode="json"), overrides)), pin
+
+    def _mission_config(self, goal_request: Any, site: HarnessConfig | None = None) -> HarnessConfig:
         assert self._config is not None
+        base = site if site is not None else self._config
         pairs = [(kv.key, kv.value) for kv in goal_request.overrides]
         if not pairs:
-            return self._config
+            return base
         check_mission_overrides(pairs)  # the sender may not loosen the site's checks on its own mission
         return load_harness_config(
             file_text=None,
-            overrides=deep_merge(self._config.model_dump(mode="json"), dotted_overrides(pairs)),
+            overrides=deep_merge(base.model_dump(mode="json"), dotted_overrides(pairs)),
         )
 
     def _execute(self, goal_handle: Any) -> Any:
@@ -754,7 +767,12 @@ class SupervisorNode(HarnessLifecycleNode):
             if problem is not None:
                 return self._refuse(goal_handle, mission_id, *problem)
             req = goal_handle.request
-            config = self._mission_config(req)
+            try:
+                site, pin = self._site_config()
+            except HarnessError as exc:
+                return self._refuse(goal_handle, mission_id, "journal_unavailable",
+                                    f"which configuration version is released cannot be read: {exc}")
+            config = self._mission_config(req, site)
             state = {"stage": "admitted", "action": None}
 
             def on_update(stage: str, action: ActionView | None, event: JournalEvent | None) -> None:
@@ -775,7 +793,8 @@ class SupervisorNode(HarnessLifecycleNode):
             try:
                 spec = cv.msg_to_mission_spec(req)
                 goal, structured = self._mission_inputs(config, spec)
-                runner = self._new_runner(config, self._planner, on_update, mission_id=mission_id, **structured)
+                runner = self._new_runner(config, self._planner, on_update, mission_id=mission_id, config_pin=pin,
+                                          **structured)
                 credentials = self._credentials.for_mission(req.owner_token)
                 self._tape_inputs(mission_id, goal=goal, owner=req.owner, credentials=credentials, spec=spec)
                 outcome = runner.run(goal, mission_id=mission_id, owner=req.owner, credentials=credentials)
@@ -985,14 +1004,20 @@ class SupervisorNode(HarnessLifecycleNode):
             self._admitted_id = mission_id
         try:
             cfg = self._config.mcp
-            config = load_harness_config(file_text=None, overrides=deep_merge(self._config.model_dump(mode="json"), {
+            try:
+                site, pin = self._site_config()
+            except HarnessError as exc:
+                raise self._refusal(mission_id, "journal_unavailable",
+                                    f"which configuration version is released cannot be read: {exc}", spec,
+                                    caller) from None
+            config = load_harness_config(file_text=None, overrides=deep_merge(site.model_dump(mode="json"), {
                 "limits": {"max_turns": cfg.max_calls, "mission_timeout_s": cfg.session_timeout_s}}))
 
             def run() -> None:
                 why = "ended"
                 try:
                     runner = self._new_runner(config, planner, self._publish_action_state, mission_id=mission_id,
-                                              contract_compiler=SessionContractCompiler(),
+                                              config_pin=pin, contract_compiler=SessionContractCompiler(),
                                               coverage_reviewer=SessionContractCompiler())
                     goal = (f"MCP operator session ({caller or 'mcp'}): operator-directed tool calls; "
                             "an MCP session never declares completion")
@@ -1059,9 +1084,14 @@ class SupervisorNode(HarnessLifecycleNode):
             problem = self._readiness_problem(mission_id)
             if problem is not None:
                 raise self._refusal(mission_id, *problem, spec, caller)
+            try:
+                config, pin = self._site_config()
+            except HarnessError as exc:
+                raise self._refusal(mission_id, "journal_unavailable",
+                                    f"which configuration version is released cannot be read: {exc}", spec,
+                                    caller) from None
             if on_admitted is not None:
                 on_admitted(mission_id)
-            config = self._config
             last = {"stage": ""}
 
             def on_update(stage: str, action: ActionView | None, event: JournalEvent | None) -> None:
@@ -1072,7 +1102,8 @@ class SupervisorNode(HarnessLifecycleNode):
                     on_stage(stage)
 
             goal, structured = self._mission_inputs(config, spec)
-            runner = self._new_runner(config, self._planner, on_update, mission_id=mission_id, **structured)
+            runner = self._new_runner(config, self._planner, on_update, mission_id=mission_id, config_pin=pin,
+                                      **structured)
             credentials = self._credentials.for_program(os.environ.get(self._config.mcp.token_env, ""))
             self._tape_inputs(mission_id, goal=goal, owner=caller[:200], credentials=credentials, spec=spec)
             outcome = runner.run(goal, mission_id=mission_id, owner=caller[:200], credentials=credentials)

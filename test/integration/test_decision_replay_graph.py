@@ -15,9 +15,41 @@ def test_a_mission_on_the_real_graph_replays_by_decision(tmp_path):
 
     report, events = run(tmp_path, scenario([GO_SPOT, DONE]))
     assert report["status"] == "SUCCEEDED", report["summary"]
+    assert events[0].payload["config_version"] == 1, "a fresh journal's first mission runs under version 1"
     result = replay_journal_mission(tmp_path / "journal.sqlite3", report["mission_id"])
     assert result.events == len(events) and result.readings > 50
     assert result.speed_ratio > 10.0, result.as_dict()
+
+
+def test_the_supervisor_runs_each_mission_under_the_released_version_and_it_replays(tmp_path):
+    """A version released in the journal database (issue 17) applies from the supervisor's next mission:
+    its changes are in the configuration the mission journals, and the mission is pinned to it."""
+    import time
+
+    from robot_harness.core.clock import IdGenerator, SystemClock
+    from robot_harness.core.config import load_harness_config
+    from robot_harness.core.config_versions import Candidate, ConfigStore, Manifest, content_hash
+    from robot_harness.core.journal import SqliteJournal
+    from robot_harness.decision_replay import replay_journal_mission
+
+    path = tmp_path / "journal.sqlite3"
+    j = SqliteJournal(path, clock=SystemClock(), ids=IdGenerator(None))
+    j.setup()
+    store = ConfigStore(j, now=time.time)
+    changes = {"limits": {"max_turns": 7}, "navigation": {"timeout_per_m_s": 2.5}}
+    v = store.add_candidate(Candidate(changes, Manifest(component="limits.max_turns", rollback_version=1)),
+                            base=load_harness_config().model_dump(mode="json"), proposed_by="test")
+    eid = store.add_evaluation(v, 1, True, {"reasons": []})
+    store.record_release(v, action="release", approved_as="operator", operator="test", reason="", evaluation_id=eid,
+                         expected_release=store.releases()[-1]["release_id"])
+    j.close()
+    report, events = run(tmp_path, scenario([GO_SPOT, DONE]))
+    assert report["status"] == "SUCCEEDED", report["summary"]
+    started = events[0].payload
+    assert (started["config_version"], started["config_hash"]) == (v, content_hash(changes))
+    assert started["config"]["limits"]["max_turns"] == 7 and started["config"]["navigation"]["timeout_per_m_s"] == 2.5
+    result = replay_journal_mission(path, report["mission_id"])
+    assert result.events == len(events)
 
 
 @pytest.mark.parametrize("faults", [
