@@ -20,7 +20,7 @@ from typing import Any
 from ..compose import ArtifactChecker, mission_runner
 from ..core.clock import IdGenerator
 from ..core.config import HarnessConfig, deep_merge, load_harness_config
-from ..core.decisions import PORTS, DecisionReplay, ReplayJournal, replay_decisions
+from ..core.decisions import PORTS, DecisionReplay, ReplayJournal, WhatIf, replay_decisions, what_if
 from ..core.journal import Journal, MemoryJournal
 from ..core.records import JournalEvent
 from ..core.scenario import Scenario
@@ -28,7 +28,7 @@ from ..core.skills import default_skills
 from ..core.tape import Tape, TapePlayer, TapeRecorder
 from .modes import _ClaimTrackingPlanner, sim_ports
 
-__all__ = ["Recording", "record", "replay"]
+__all__ = ["Recording", "record", "replay", "replay_recorded", "what_if_recorded"]
 
 _ROLES = ("snapshots", "planner", "navigation", "robot_io", "feasibility", "artifacts")
 
@@ -101,3 +101,16 @@ def replay_recorded(scenario: Scenario, events: Sequence[JournalEvent], tape: Ta
     mission_id = events[0].mission_id if events else None
     return replay_decisions(events, player, lambda: runner.run(scenario.goal),
                             lambda: journal.events(mission_id=mission_id), perf_counter=time.perf_counter)
+
+
+def what_if_recorded(scenario: Scenario, events: Sequence[JournalEvent], tape: Tape, *,
+                     before: Sequence[JournalEvent] = (), overrides: dict[str, Any]) -> WhatIf:
+    """A recorded mission of ``scenario`` under ``overrides``: its first changed decision, and where it would
+    end when the recording's answers carry the replay to its end (``core.decisions.what_if``)."""
+    player = TapePlayer(tape.entries, tape.ports, lenient=True)
+    ports = {role: player.port(role) for role in tape.ports}
+    journal = ReplayJournal(before, events)
+    runner = _runner(_config(scenario, overrides), journal=journal, clock=player.clock(), ids=player.ids(),
+                     ports=ports, sleep=lambda _dt: None, stop_reads=player.stop_reads())
+    mission_id = events[0].mission_id if events else None
+    return what_if(events, player, lambda: runner.run(scenario.goal), lambda: journal.events(mission_id=mission_id))

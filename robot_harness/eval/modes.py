@@ -86,6 +86,9 @@ class RunResult:
     infeasible_dispatches: int = 0
     """Goals sent that could not be reached: the navigator inactive, or no path from the true pose (a goal in
     an obstacle, off the map, behind a closed door), from the simulator's truth."""
+    recoveries: int = 0
+    """Recovery decisions the mission took (the harness's own; 0 for the baselines)."""
+    mission_id: str = ""
 
     @property
     def missed_waypoints_accepted(self) -> int:
@@ -104,7 +107,7 @@ class RunResult:
                 "dispatches": self.dispatches, "stale_dispatches": self.stale_dispatches,
                 "infeasible_dispatches": self.infeasible_dispatches,
                 "missed_waypoints_accepted": self.missed_waypoints_accepted, "recovery": self.recovery,
-                "summary": self.summary[:300]}
+                "recoveries": self.recoveries, "mission_id": self.mission_id, "summary": self.summary[:300]}
 
 
 def sim_config(scenario: Scenario) -> SimConfig:
@@ -155,19 +158,29 @@ class _ClaimReadingChecker:
         return StepVerdict.AMBIGUOUS, "nothing claimed"
 
 
-def run_one(scenario: Scenario, mode: str, *, workdir: Path | None = None, journal: str = "memory") -> RunResult:
-    """One mission of ``scenario`` under ``mode`` (a MODES entry or an ABLATIONS key)."""
+def run_one(scenario: Scenario, mode: str, *, workdir: Path | None = None, journal: str = "memory",
+            overrides: dict[str, Any] | None = None, journal_path: Path | None = None,
+            config_pin: Any = None) -> RunResult:
+    """One mission of ``scenario`` under ``mode`` (a MODES entry or an ABLATIONS key).
+
+    ``overrides``: changes over the scenario's harness configuration (a configuration version's, for
+    ``robot-harness config evaluate``); ``journal_path``: a journal file shared with other runs (random
+    mission ids then), ``config_pin`` the version journaled with the mission."""
     workdir = workdir or Path(tempfile.mkdtemp(prefix="robot_harness-eval-"))
     workdir.mkdir(parents=True, exist_ok=True)
     ports = sim_ports(scenario, workdir / "artifacts")
+    if journal_path is not None:
+        ports.ids = IdGenerator(None)  # snapshot ids unique in a journal other runs write to
     planner = _ClaimTrackingPlanner(scenario, ports)
-    harness = scenario.harness_config()  # the same the ROS runner hands the supervisor
+    harness = deep_merge(scenario.harness_config(), overrides or {})  # the same the ROS runner hands the supervisor
     started = time.perf_counter()
     tokens = 0
     if mode == "gated" or mode in ABLATIONS:
-        status, summary, steps, recovery, tokens = _gated(scenario, mode, harness, ports, planner, workdir, journal)
+        status, summary, steps, recovery, tokens, recoveries, mission_id = _gated(
+            scenario, mode, harness, ports, planner, workdir, journal, journal_path=journal_path, pin=config_pin)
     elif mode in ("direct", "monitored"):
         status, summary, steps, recovery = _baseline(scenario, mode, harness, ports, planner)
+        recoveries, mission_id = 0, ""
     else:
         raise ValueError(f"unknown mode {mode!r}; known: {[*MODES, *ABLATIONS]}")
     wall_ms = (time.perf_counter() - started) * 1000.0 - ports.sim_cpu_s * 1000.0  # the harness's (or agent's) own
@@ -178,15 +191,17 @@ def run_one(scenario: Scenario, mode: str, *, workdir: Path | None = None, journ
                      tokens=tokens, dispatches=len(ports.sent_goals),
                      stale_dispatches=ports.blind_dispatches + foreign_preemptions(ports.world.events,
                                                                                    ports.foreign_goals),
-                     infeasible_dispatches=ports.infeasible_dispatches)
+                     infeasible_dispatches=ports.infeasible_dispatches, recoveries=recoveries,
+                     mission_id=mission_id)
 
 
 def _gated(scenario: Scenario, mode: str, harness: dict[str, Any], ports: SimPorts, planner: Any, workdir: Path,
-           journal_kind: str) -> tuple[str, str, int, str, int]:
+           journal_kind: str, *, journal_path: Path | None = None,
+           pin: Any = None) -> tuple[str, str, int, str, int, int, str]:
     config = load_harness_config(overrides=deep_merge(harness, ABLATIONS.get(mode, {})))
-    ids = IdGenerator(7)
-    journal = (SqliteJournal(workdir / "journal.sqlite3", clock=ports.clock, ids=ids) if journal_kind == "sqlite"
-               else MemoryJournal(clock=ports.clock, ids=ids))
+    ids = IdGenerator(7 if journal_path is None else None)
+    journal = (SqliteJournal(journal_path or workdir / "journal.sqlite3", clock=ports.clock, ids=ids)
+               if journal_kind == "sqlite" or journal_path is not None else MemoryJournal(clock=ports.clock, ids=ids))
     journal.setup()
     verifier = None
     if mode == "gated-no-role-isolation":
@@ -195,7 +210,7 @@ def _gated(scenario: Scenario, mode: str, harness: dict[str, Any], ports: SimPor
     runner = mission_runner(config=config, journal=journal, clock=ports.clock, ids=ids,
                            skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
                            snapshots=ports, planner=planner, navigation=ports, robot_io=ports, sleep=ports.sleep,
-                           verifier=verifier, feasibility=ports)
+                           verifier=verifier, feasibility=ports, config_pin=pin)
     out = runner.run(scenario.goal)
     from ..core.payloads import RecoveryDecided, payload_of
     from ..core.records import EventType
@@ -205,7 +220,8 @@ def _gated(scenario: Scenario, mode: str, harness: dict[str, Any], ports: SimPor
     rungs = [payload_of(e, RecoveryDecided).decision.rung.value for e in events if e.type is EventType.RECOVERY_DECIDED]
     recovery = _recovery_outcome(out.status.value, rungs)
     journal.close()
-    return out.status.value, out.summary, steps, recovery, int(out.model_usage.get("total_tokens") or 0)
+    return (out.status.value, out.summary, steps, recovery, int(out.model_usage.get("total_tokens") or 0),
+            len(rungs), out.mission_id)
 
 
 def _recovery_outcome(status: str, rungs: list[str]) -> str:

@@ -97,6 +97,7 @@ def summarize(results: Sequence[RunResult]) -> dict[str, dict[str, Any]]:
             "infeasible_dispatches": sum(r.infeasible_dispatches for r in rs),
             "missed_waypoints_accepted": sum(r.missed_waypoints_accepted for r in rs),
             "dispatches_per_mission": round(statistics.fmean(r.dispatches for r in rs), 2),
+            "recoveries_per_mission": round(statistics.fmean(r.recoveries for r in rs), 2),
             "overhead_ms_p50": round(_pct(per_step, 0.5), 3),
             "overhead_ms_p95": round(_pct(per_step, 0.95), 3),
             "mission_ms_p50": round(_pct([r.wall_ms for r in rs], 0.5), 2),
