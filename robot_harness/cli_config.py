@@ -51,8 +51,9 @@ def register(sub: Any) -> None:
         description="Read the failed missions (all, or --from-missions) and propose revisions of the released "
                     "version, deterministically: a longer timeout per metre for navigations that timed out "
                     "still closing in after most of their way; an alias for a place phrase the goal compiler "
-                    "refused that is near exactly one known place. Each is checked (protected keys, bounds) "
-                    "and kept as a new, unreleased version with its manifest.",
+                    "refused that is near exactly one known place; more turns or mission time for missions "
+                    "whose budget ran out while they were still getting things done. Each is checked "
+                    "(protected keys, bounds) and kept as a new, unreleased version with its manifest.",
         examples=[f"robot-harness config propose {_J}",
                   f"robot-harness config propose {_J} --from-missions mission-1a2b3c4d5e6f mission-2b3c4d5e6f7a",
                   f"robot-harness config propose {_J} --set limits.max_turns=30 --intended-effect 'longer patrols' "

@@ -38,7 +38,7 @@ from .config import deep_merge, load_harness_config
 from .errors import RefusalError, UsageError
 from .journal import Journal
 from .payloads import ContractFrozen, MissionFinished, MissionStarted, RobotActionOutcome, RobotActionProgress, \
-    RobotActionStarted, payload_of
+    ReceiptRecorded, RobotActionStarted, ToolResultRecorded, payload_of
 from .records import EventType, JournalEvent
 
 __all__ = ["PROTECTED", "EVOLVABLE", "Bound", "ProtectedKeyError", "ReleaseRefused", "Manifest", "ConfigPin",
@@ -387,6 +387,79 @@ def _refused_places(mid: str, events: Sequence[JournalEvent]) -> list[dict[str, 
     return found
 
 
+_TURNS = re.compile(r"^turn budget of (\d+) exhausted")
+_MISSION_TIMEOUT = re.compile(r"^mission timeout \(([0-9.]+) s\)")
+
+
+def _obligations(events: Sequence[JournalEvent]) -> int:
+    frozen = [payload_of(e, ContractFrozen) for e in events if e.type is EventType.CONTRACT_FROZEN]
+    contracts = [f.contract for f in frozen if f.contract is not None]
+    return len(contracts[-1].obligations) if contracts else 0
+
+
+def _succeeded_actions(events: Sequence[JournalEvent]) -> list[JournalEvent]:
+    """The receipts of calls that succeeded (motions and capabilities: a picture, a message), in order."""
+    return [e for e in events if e.type is EventType.RECEIPT_RECORDED
+            and payload_of(e, ReceiptRecorded).receipt.status.value == "SUCCEEDED"]
+
+
+def _budgets(mid: str, events: Sequence[JournalEvent], config: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A mission that ran out of turns, or of mission time, while its robot was still getting things done."""
+    end = next((payload_of(e, MissionFinished) for e in reversed(events) if e.type is EventType.MISSION_FINISHED), None)
+    if end is None:
+        return []
+    done = _succeeded_actions(events)
+    wanted = _obligations(events)
+    share = min(1.0, len(done) / wanted) if wanted else 0.0
+    turns = _TURNS.search(end.summary)
+    if turns is not None and done:
+        budget = int(turns.group(1))
+        starts = [e for e in events if e.type is EventType.MODEL_TURN_STARTED]
+        # still progressing: a call not made before succeeded in the second half of its turns (a planner going
+        # round in circles repeats what it did)
+        half = starts[len(starts) // 2].seq if starts else 0
+
+        def call(e: JournalEvent) -> str:
+            r = payload_of(e, ReceiptRecorded).receipt
+            return r.skill + json.dumps(r.request, sort_keys=True, default=str)
+
+        early = {call(e) for e in done if e.seq < half}
+        if any(call(e) not in early for e in done if e.seq >= half):
+            return [{"mission_id": mid, "kind": "turns", "event_id": done[-1].event_id, "budget": budget,
+                     "turns": len(starts), "succeeded_calls": len(done), "obligations": wanted}]
+    timeout = _MISSION_TIMEOUT.search(end.summary)
+    if timeout is not None and share >= _JUST_SHORT:
+        elapsed = float(timeout.group(1))
+        return [{"mission_id": mid, "kind": "mission_time", "event_id": done[-1].event_id, "budget_s": elapsed,
+                 "succeeded_calls": len(done), "obligations": wanted, "share": round(share, 3),
+                 "needed_s": round(elapsed / share, 3)}]
+    return [b for b in (_path_budget(mid, e, config) for e in events if e.type is EventType.TOOL_RESULT_RECORDED)
+            if b is not None][-1:]
+
+
+_PATH_BUDGET = re.compile(r"path ([0-9.]+) m \(max ([0-9.]+) m: what the mission's time left allows\)")
+
+
+def _path_budget(mid: str, event: JournalEvent, config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A navigation refused before dispatch because the mission's time left could not cover its path: the
+    mission time that would have (the refused path at the per-metre pace, on top of the time it had)."""
+    result = payload_of(event, ToolResultRecorded)
+    if result.status is None or result.status.value != "precondition_changed":
+        return None
+    for check in result.content.get("failed") or []:
+        m = _PATH_BUDGET.search(str(check.get("detail", ""))) if isinstance(check, Mapping) else None
+        if m is None:
+            continue
+        path, allowed = float(m.group(1)), float(m.group(2))
+        per_m = float(_nested(config, "navigation.timeout_per_m_s") or 0.0)
+        budget = float(_nested(config, "limits.mission_timeout_s") or 0.0)
+        if per_m <= 0.0 or path <= allowed:
+            return None
+        return {"mission_id": mid, "kind": "mission_time", "event_id": event.event_id, "budget_s": budget,
+                "path_m": path, "allowed_m": allowed, "needed_s": round(budget + per_m * (path - allowed), 3)}
+    return None
+
+
 def propose(events: Sequence[JournalEvent], *, missions: Sequence[str] | None, version: int,
             overrides: Mapping[str, Any]) -> list[Candidate]:
     """Candidate revisions of ``version`` (whose changes are ``overrides``) from the failed missions among
@@ -394,7 +467,14 @@ def propose(events: Sequence[JournalEvent], *, missions: Sequence[str] | None, v
 
     * navigations that timed out while still closing in, after covering at least half their way: a longer
       ``navigation.timeout_per_m_s``, enough for the slowest of them at the pace it kept, plus a quarter;
-    * place phrases the goal compiler refused that are near exactly one known place: that place's alias.
+    * place phrases the goal compiler refused that are near exactly one known place: that place's alias;
+    * missions that ran out of turns while a call not made before still succeeded in their second half
+      (progress, not a planner going round in circles): half as many
+      turns again (``limits.max_turns``);
+    * missions that ran out of mission time with calls succeeded for at least half their obligations, or had a
+      navigation refused because the time left could not cover its path: the time the whole mission takes
+      at that pace (or that path would have needed), plus a quarter, to the next 10 s
+      (``limits.mission_timeout_s``).
 
     Each candidate's overrides are the version's own plus its change (a version is whole)."""
     by_mission = _missions(events)
@@ -405,6 +485,7 @@ def propose(events: Sequence[JournalEvent], *, missions: Sequence[str] | None, v
     failed = [m for m in chosen if _status(by_mission[m]) not in ("SUCCEEDED", "")]
     timeouts: list[dict[str, Any]] = []
     refusals: list[dict[str, Any]] = []
+    budgets: list[dict[str, Any]] = []
     configs: dict[str, dict[str, Any]] = {}
     for mid in failed:
         evs = by_mission[mid]
@@ -414,6 +495,7 @@ def propose(events: Sequence[JournalEvent], *, missions: Sequence[str] | None, v
         configs[mid] = started.config
         timeouts += _timeouts(mid, evs, started.config)
         refusals += _refused_places(mid, evs)
+        budgets += _budgets(mid, evs, started.config)
     out: list[Candidate] = []
     if timeouts:
         key = "navigation.timeout_per_m_s"
@@ -430,6 +512,25 @@ def propose(events: Sequence[JournalEvent], *, missions: Sequence[str] | None, v
                                  f" or more of their way, still closing in, finish within their timeout "
                                  f"({current:g} -> {want:g} s per metre)"),
                 target_measure="success_rate", rollback_version=version)))
+    for kind, key, want_of, effect in (
+            ("turns", "limits.max_turns", lambda b: math.ceil(b["budget"] * 1.5),
+             "missions still getting things done when their turns ran out finish within their turn budget"),
+            ("mission_time", "limits.mission_timeout_s", lambda b: math.ceil(b["needed_s"] * _MARGIN / 10.0) * 10.0,
+             "missions that ran out of time after doing at least half their work finish within the mission time")):
+        found = [b for b in budgets if b["kind"] == kind]
+        if not found:
+            continue
+        current = max(float(_nested(configs[b["mission_id"]], key) or 0.0) for b in found)
+        bound = EVOLVABLE[key]
+        want = min(max(want_of(b) for b in found), bound.hi)
+        want = int(want) if bound.integer else float(want)
+        if want <= current:
+            continue
+        out.append(Candidate(deep_merge(dict(overrides), _set(key, want)), Manifest(
+            component=key, change={key: {"from": int(current) if bound.integer else current, "to": want}},
+            generator=f"{kind}_budget_short", motivating_missions=sorted({b["mission_id"] for b in found}),
+            evidence=found, intended_effect=f"{effect} ({current:g} -> {want:g})", target_measure="success_rate",
+            rollback_version=version)))
     by_place: dict[str, list[dict[str, Any]]] = {}
     for r in refusals:
         by_place.setdefault(r["place"], []).append(r)

@@ -270,3 +270,51 @@ def test_the_harness_config_model_still_loads_every_evolvable_key():
         for part in key.split("."):
             assert part in node, key
             node = node[part]
+
+
+@pytest.mark.parametrize("limits, key, generator", [
+    ({"mission_timeout_s": 120, "max_turns": 3}, "max_turns", "turns_budget_short"),
+    ({"mission_timeout_s": 6, "max_turns": 8}, "mission_timeout_s", "mission_time_budget_short"),
+    ({"mission_timeout_s": 4, "max_turns": 8}, "mission_timeout_s", "mission_time_budget_short"),
+], ids=["out_of_turns", "out_of_time", "path_longer_than_the_time_left"])
+def test_a_budget_that_ran_out_on_a_mission_still_getting_things_done_is_raised_and_then_suffices(
+        tmp_path, limits, key, generator):
+    import yaml
+
+    from robot_harness.core.scenario import Scenario
+
+    doc = yaml.safe_load((RSI / "heldout" / "vocab-inspect.yaml").read_text())
+    doc.update(name="budget", goal="Go to office_storage, capture an image there and return to dock.", limits=limits)
+    scenario = Scenario.model_validate(doc)
+    path = tmp_path / "j.sqlite3"
+    first = run_one(scenario, "gated", workdir=tmp_path / "a", journal_path=path)
+    assert first.status != "SUCCEEDED"
+    j = SqliteJournal(path, clock=ManualClock(0.0), ids=IdGenerator(None))
+    j.setup()
+    [cand] = propose(j.events(), missions=None, version=1, overrides={})
+    j.close()
+    assert cand.manifest.generator == generator and cand.manifest.component == f"limits.{key}"
+    assert cand.overrides["limits"][key] > limits[key]
+    assert cand.manifest.evidence and cand.manifest.motivating_missions == [first.mission_id]
+    assert run_one(scenario, "gated", workdir=tmp_path / "b", overrides=cand.overrides).status == "SUCCEEDED"
+
+
+def test_a_planner_going_round_in_circles_gets_no_more_turns(tmp_path):
+    import yaml
+
+    from robot_harness.core.scenario import Scenario
+
+    doc = yaml.safe_load((RSI / "heldout" / "vocab-inspect.yaml").read_text())
+    def go(place: str) -> dict:
+        return {"tool_calls": [{"name": "navigate_to", "arguments": {"place": place}}]}
+
+    doc.update(name="circles", goal="Go to office_storage, capture an image there and return to dock.",
+               limits={"mission_timeout_s": 120, "max_turns": 6},
+               planner={"turns": [go("office_storage")] + [go("lab"), go("lobby")] * 5})
+    path = tmp_path / "j.sqlite3"
+    first = run_one(Scenario.model_validate(doc), "gated", workdir=tmp_path / "a", journal_path=path)
+    assert first.summary.startswith("turn budget of 6 exhausted"), first.summary
+    j = SqliteJournal(path, clock=ManualClock(0.0), ids=IdGenerator(None))
+    j.setup()
+    assert [c.manifest.generator for c in propose(j.events(), missions=None, version=1, overrides={})] == []
+    j.close()
