@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,8 @@ def register(sub: Any) -> None:
                   f"robot-harness config release 2 {_J} --operator alice"])
     p = add_command(
         g, "propose", help="candidate revisions from failed missions",
-        description="Read the failed missions (all, or --from-missions) and propose revisions of the released "
+        description="Read the failed missions (those that ran under the released version, or --from-missions) "
+                    "and propose revisions of the released "
                     "version, deterministically: a longer timeout per metre for navigations that timed out "
                     "still closing in after most of their way; an alias for a place phrase the goal compiler "
                     "refused that is near exactly one known place; more turns or mission time for missions "
@@ -58,10 +60,11 @@ def register(sub: Any) -> None:
                   f"robot-harness config propose {_J} --from-missions mission-1a2b3c4d5e6f mission-2b3c4d5e6f7a",
                   f"robot-harness config propose {_J} --set limits.max_turns=30 --intended-effect 'longer patrols' "
                   "--target success_rate"],
-        run=_propose, exit_codes=(ExitCode.REFUSED,))
+        run=_propose, exit_codes=(ExitCode.REFUSED, ExitCode.UNAVAILABLE))
     _journal_arg(p)
     p.add_argument("--from-missions", nargs="+", default=None, metavar="MISSION",
-                   help="learn from these missions only (default: every failed mission in the journal)")
+                   help="learn from these missions (default: the failed missions that ran under the released "
+                        "version)")
     p.add_argument("--proposer", default="robot-harness config propose", help="who proposes, for the record")
     p.add_argument("--token", default="",
                    help="the proposer's credential (only given here, never read from the environment): "
@@ -74,6 +77,10 @@ def register(sub: Any) -> None:
                    help="with --set: the measure its evaluation must find strictly better (default success_rate)")
     p.add_argument("--harness-config", type=Path,
                    help="with --set and no mission in the journal: the site's configuration it revises")
+    p.add_argument("--llm", action="store_true",
+                   help="ask a model (OpenAI-compatible: $OPENAI_BASE_URL, --model or $ROBOT_HARNESS_MODEL) for one "
+                        "candidate instead; it passes the same checks, and the call is kept in its manifest")
+    p.add_argument("--model", default="", help="with --llm: the model's name")
 
     e = add_command(
         g, "evaluate", help="a candidate version against the released one",
@@ -156,14 +163,23 @@ def _propose(args: argparse.Namespace, console: Console) -> int:
     from .config_loop import site_config
 
     manual = _overrides(args.set) if args.set else None
+    if manual is not None and args.llm:
+        raise UsageError("--set and --llm are two proposers: give one")
+    llm = None
+    if args.llm:
+        from .llm.client import LLMConfig
+
+        llm = LLMConfig(model=args.model)
     found = propose(_path(args.journal), missions=args.from_missions, proposed_by=args.proposer,
                     proposer_token=args.token, manual=manual, intended_effect=args.intended_effect,
-                    target=args.target, site=site_config(args.harness_config) if manual is not None else None)
+                    target=args.target, site=site_config(args.harness_config) if manual is not None else None,
+                    llm=llm)
 
     def text() -> str:
         if not found:
             return "no candidate: the failed missions show nothing a revision could fix"
-        return "\n".join(f"version {c['version']} proposed ({c['manifest']['generator']}): "
+        return "\n".join(f"version {c['version']} {'proposed before' if c.get('existing') else 'proposed'} "
+                         f"({c['manifest']['generator']}): "
                          + "; ".join(f"{k} {v['from']} -> {v['to']}" for k, v in c["manifest"]["change"].items())
                          + f"\n  intended effect: {c['manifest']['intended_effect']}"
                          + f"\n  motivated by: {', '.join(c['manifest']['motivating_missions'])}" for c in found)
@@ -271,7 +287,9 @@ def _history(args: argparse.Namespace, console: Console) -> int:
         for r in doc["releases"]:
             who = f", approved as {r['approved_as']}" + (f" ({r['operator']})" if r["operator"] else "") \
                 if r["approved_as"] else ""
-            lines.append(f"{r['action']} of version {r['version']}{who}" + (f": {r['reason']}" if r["reason"] else ""))
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["released_at"]))
+            lines.append(f"{when} {r['action']} of version {r['version']}{who}"
+                         + (f": {r['reason']}" if r["reason"] else ""))
         return "\n".join(lines)
 
     console.result(doc, text)

@@ -31,7 +31,7 @@ from typing import Any
 
 from .core.clock import IdGenerator, SystemClock
 from .core.config import HarnessConfig, deep_merge, load_harness_config
-from .core.config_versions import (Candidate, ConfigStore, Judgement, Manifest, Tolerance, judge,
+from .core.config_versions import (Candidate, ConfigStore, Judgement, Manifest, Tolerance, content_hash, judge,
                                    propose as propose_candidates)
 from .core.errors import UsageError
 from .core.interactions import (ApprovalPolicy, CredentialSet, Interaction, InteractionKind, NotAuthorized, TokenHasher,
@@ -78,10 +78,12 @@ def _base(journal: SqliteJournal, missions: Sequence[str] | None) -> dict[str, A
 
 def propose(journal_path: Path, *, missions: Sequence[str] | None = None, proposed_by: str = "robot-harness config propose",
             proposer_token: str = "", manual: dict[str, Any] | None = None, intended_effect: str = "",
-            target: str = "success_rate", site: HarnessConfig | None = None) -> list[dict[str, Any]]:
-    """Candidate revisions of the released version from the failed missions (all, or ``missions``); each
-    is checked and kept as a new version. Returns ``[{version, manifest, overrides}]`` (empty: nothing to
-    propose). ``manual``: one candidate with these changes instead (a person's, or a model's), through the
+            target: str = "success_rate", site: HarnessConfig | None = None,
+            llm: Any = None) -> list[dict[str, Any]]:
+    """Candidate revisions of the released version from the failed missions (those that ran under it, or
+    ``missions``); each is checked and kept as a new version. Returns ``[{version, existing, manifest,
+    overrides}]`` (empty: nothing to propose; ``existing``: a version with these changes was proposed
+    before). ``manual``: one candidate with these changes instead (a person's, or a model's), through the
     same checks."""
     journal = _journal(journal_path)
     try:
@@ -94,22 +96,60 @@ def propose(journal_path: Path, *, missions: Sequence[str] | None = None, propos
             found = [_manual(manual, base=base, active=active, missions=missions, intended_effect=intended_effect,
                              target=target)]
         else:
+            if missions is None:  # the failures under the version released now (before versions: version 1's)
+                live = {active["version"], 0} if active["version"] == 1 else {active["version"]}
+                missions = [e.mission_id for e in events if e.type is EventType.MISSION_STARTED
+                            and payload_of(e, MissionStarted).config_version in live]
             base = _base(journal, missions)
-            found = propose_candidates(events, missions=missions, version=active["version"],
-                                       overrides=active["overrides"])
+            if llm is not None:
+                found = _llm_candidate(llm, events, missions, base=base, active=active)
+                proposed_by = f"llm:{llm.model}"
+            else:
+                found = propose_candidates(events, missions=missions, version=active["version"],
+                                           overrides=active["overrides"])
         proposer_hmac = _hasher(journal_path).digest(proposer_token) if proposer_token else ""
         out = []
+        known = {v["content_hash"]: v["version"] for v in store.versions()}
         for cand in found:
+            same = known.get(content_hash(cand.overrides))
+            if same is not None and manual is None and llm is None:  # proposed before: say so, go on
+                out.append({"version": same, "existing": True, "overrides": cand.overrides,
+                            "manifest": cand.manifest.model_dump(mode="json")})
+                continue
             number = store.add_candidate(cand, base=base, proposed_by=proposed_by, proposer_hmac=proposer_hmac)
-            out.append({"version": number, "overrides": cand.overrides,
+            out.append({"version": number, "existing": False, "overrides": cand.overrides,
                         "manifest": cand.manifest.model_dump(mode="json")})
         return out
     finally:
         journal.close()
 
 
+def _llm_candidate(llm: Any, events: Sequence[Any], missions: Sequence[str], *, base: dict[str, Any],
+                   active: dict[str, Any]) -> list[Candidate]:
+    """The model's proposal from the failed missions, as a candidate (none when it proposes no change)."""
+    from .llm.client import ChatClient
+    from .llm.proposer import LLMConfigProposer, failure_digest
+
+    failures = failure_digest(events, missions)
+    if not failures:
+        return []
+    client = ChatClient(llm)
+    try:
+        proposer = LLMConfigProposer(client)
+        answer = proposer(failures, deep_merge(base, active["overrides"]))
+    finally:
+        client.close()
+    if not answer["changes"]:
+        return []
+    return [_manual(answer["changes"], base=base, active=active, missions=[f["mission_id"] for f in failures],
+                    intended_effect=answer["intended_effect"], target=answer["target_measure"],
+                    generator=f"llm:{llm.model}",
+                    evidence=[{"llm_call": c.model_dump(mode="json")} for c in proposer.calls])]
+
+
 def _manual(changes: dict[str, Any], *, base: dict[str, Any], active: dict[str, Any], missions: Sequence[str] | None,
-            intended_effect: str, target: str) -> Candidate:
+            intended_effect: str, target: str, generator: str = "manual",
+            evidence: list[dict[str, Any]] | None = None) -> Candidate:
     from .core.config_versions import MEASURES, flatten
 
     if target not in MEASURES:
@@ -118,7 +158,8 @@ def _manual(changes: dict[str, Any], *, base: dict[str, Any], active: dict[str, 
     merged = deep_merge(base, active["overrides"])
     change = {k: {"from": _get(merged, k), "to": v} for k, v in sorted(flat.items())}
     return Candidate(deep_merge(active["overrides"], changes), Manifest(
-        component=", ".join(sorted(flat)), change=change, generator="manual", motivating_missions=list(missions or []),
+        component=", ".join(sorted(flat)), change=change, generator=generator, motivating_missions=list(missions or []),
+        evidence=list(evidence or []),
         intended_effect=intended_effect, target_measure=target, rollback_version=active["version"]))
 
 

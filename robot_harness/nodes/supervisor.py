@@ -723,6 +723,15 @@ class SupervisorNode(HarnessLifecycleNode):
             return self._config, pin
         return load_harness_config(overrides=deep_merge(self._config.model_dump(mode="json"), overrides)), pin
 
+    @staticmethod
+    def _site_config_problem(exc: HarnessError) -> tuple[str, str]:
+        """The refusal of a mission whose configuration version cannot be read, or not applied to this
+        site's file (a version naming a place the file no longer has)."""
+        if isinstance(exc, UsageError):
+            return "config_invalid", (f"the released configuration version does not apply to this site's harness "
+                                      f"configuration: {exc.message} (robot-harness config rollback)")
+        return "journal_unavailable", f"which configuration version is released cannot be read: {exc}"
+
     def _mission_config(self, goal_request: Any, site: HarnessConfig | None = None) -> HarnessConfig:
         assert self._config is not None
         base = site if site is not None else self._config
@@ -770,8 +779,7 @@ class SupervisorNode(HarnessLifecycleNode):
             try:
                 site, pin = self._site_config()
             except HarnessError as exc:
-                return self._refuse(goal_handle, mission_id, "journal_unavailable",
-                                    f"which configuration version is released cannot be read: {exc}")
+                return self._refuse(goal_handle, mission_id, *self._site_config_problem(exc))
             config = self._mission_config(req, site)
             state = {"stage": "admitted", "action": None}
 
@@ -1007,9 +1015,7 @@ class SupervisorNode(HarnessLifecycleNode):
             try:
                 site, pin = self._site_config()
             except HarnessError as exc:
-                raise self._refusal(mission_id, "journal_unavailable",
-                                    f"which configuration version is released cannot be read: {exc}", spec,
-                                    caller) from None
+                raise self._refusal(mission_id, *self._site_config_problem(exc), spec, caller) from None
             config = load_harness_config(file_text=None, overrides=deep_merge(site.model_dump(mode="json"), {
                 "limits": {"max_turns": cfg.max_calls, "mission_timeout_s": cfg.session_timeout_s}}))
 
@@ -1087,9 +1093,7 @@ class SupervisorNode(HarnessLifecycleNode):
             try:
                 config, pin = self._site_config()
             except HarnessError as exc:
-                raise self._refusal(mission_id, "journal_unavailable",
-                                    f"which configuration version is released cannot be read: {exc}", spec,
-                                    caller) from None
+                raise self._refusal(mission_id, *self._site_config_problem(exc), spec, caller) from None
             if on_admitted is not None:
                 on_admitted(mission_id)
             last = {"stage": ""}
