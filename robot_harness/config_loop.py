@@ -63,9 +63,9 @@ def _hasher(path: Path) -> TokenHasher:
 
 
 def _base(journal: SqliteJournal, missions: Sequence[str] | None) -> dict[str, Any]:
-    """The configuration the candidates revise: the newest of the motivating missions' own (journaled in
-    its MISSION_STARTED), minus the changes of the version it ran under (those come back with the
-    version's overrides)."""
+    """The configuration a candidate is checked against: the newest motivating mission's own, as its
+    MISSION_STARTED journaled it (the places a new alias must name; what the candidate must still load
+    over)."""
     started = [e for e in journal.events(types=[EventType.MISSION_STARTED])
                if missions is None or e.mission_id in missions]
     if not started:
@@ -83,8 +83,9 @@ def propose(journal_path: Path, *, missions: Sequence[str] | None = None, propos
     """Candidate revisions of the released version from the failed missions (those that ran under it, or
     ``missions``); each is checked and kept as a new version. Returns ``[{version, existing, manifest,
     overrides}]`` (empty: nothing to propose; ``existing``: a version with these changes was proposed
-    before). ``manual``: one candidate with these changes instead (a person's, or a model's), through the
-    same checks."""
+    before). ``manual``: one candidate with these changes instead (a person's), through the same checks;
+    ``llm`` (an ``llm.client.LLMConfig``): one candidate a model proposes from the failures, through the
+    same checks, the call's record kept in its manifest."""
     journal = _journal(journal_path)
     try:
         store = ConfigStore(journal, now=time.time)
@@ -100,6 +101,8 @@ def propose(journal_path: Path, *, missions: Sequence[str] | None = None, propos
                 live = {active["version"], 0} if active["version"] == 1 else {active["version"]}
                 missions = [e.mission_id for e in events if e.type is EventType.MISSION_STARTED
                             and payload_of(e, MissionStarted).config_version in live]
+                if not missions:
+                    return []  # nothing ran under the released version yet: nothing to learn from
             base = _base(journal, missions)
             if llm is not None:
                 found = _llm_candidate(llm, events, missions, base=base, active=active)
@@ -206,10 +209,22 @@ def measures(results: Sequence[Any], *, costs_over: Sequence[Any] | None = None)
     }
 
 
+def fit(overrides: dict[str, Any], scenario: Scenario) -> dict[str, Any]:
+    """A version's changes as they apply to ``scenario``'s world: aliases of places it does not have are
+    left out (a site's place is not the benchmark's)."""
+    places = overrides.get("places")
+    if not isinstance(places, dict):
+        return overrides
+    known = set(scenario.harness_config().get("places") or {})
+    kept = {name: spec for name, spec in places.items() if name in known}
+    out = {k: v for k, v in overrides.items() if k != "places"}
+    return {**out, "places": kept} if kept else out
+
+
 def _suite_runs(scenarios: Sequence[Scenario], overrides: dict[str, Any], workdir: Path) -> list[Any]:
     from .eval.modes import run_one
 
-    return [run_one(sc, "gated", workdir=workdir / sc.name, overrides=overrides) for sc in scenarios]
+    return [run_one(sc, "gated", workdir=workdir / sc.name, overrides=fit(overrides, sc)) for sc in scenarios]
 
 
 def _regression_what_ifs(directory: Path, overrides: dict[str, Any]) -> list[dict[str, Any]]:
@@ -233,7 +248,7 @@ def _regression_what_ifs(directory: Path, overrides: dict[str, Any]) -> list[dic
             events = j.events()
             j.close()
             scenario = load_scenario(SUITE_DIR / f"{tape.meta['scenario']}.yaml")
-            doc = what_if_recorded(scenario, events, tape, overrides=overrides).as_dict()
+            doc = what_if_recorded(scenario, events, tape, overrides=fit(overrides, scenario)).as_dict()
             out.append({"case": name, **{k: doc[k] for k in ("recorded_status", "same_decisions", "first_change",
                                                              "final_status", "left_tape")}})
     return out
@@ -414,8 +429,8 @@ def run_missions(journal_path: Path, scenarios: Sequence[Scenario], *, workdir: 
             pin, overrides = ConfigStore(journal, now=time.time).pin()
         finally:
             journal.close()
-        out.append(run_one(sc, "gated", workdir=workdir / sc.name, overrides=overrides, journal_path=journal_path,
-                           config_pin=pin))
+        out.append(run_one(sc, "gated", workdir=workdir / sc.name, overrides=fit(overrides, sc),
+                           journal_path=journal_path, config_pin=pin))
     return out
 
 

@@ -318,3 +318,14 @@ def test_a_planner_going_round_in_circles_gets_no_more_turns(tmp_path):
     j.setup()
     assert [c.manifest.generator for c in propose(j.events(), missions=None, version=1, overrides={})] == []
     j.close()
+
+
+def test_a_versions_aliases_for_places_a_scenario_lacks_are_left_out_of_its_runs():
+    from robot_harness.config_loop import fit
+
+    sc = load_scenario(RSI / "train" / "vocab-go.yaml")
+    changes = {"limits": {"max_turns": 9}, "places": {"kitchen": {"aliases": ["galley"]},
+                                                      "office_storage": {"aliases": ["storage room"]}}}
+    assert fit(changes, sc) == {"limits": {"max_turns": 9}, "places": {"office_storage": {"aliases": ["storage room"]}}}
+    assert fit({"places": {"kitchen": {"aliases": ["galley"]}}}, sc) == {}
+    assert run_one(sc, "gated", overrides=fit(changes, sc)).status == "SUCCEEDED"
