@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .cli import TOKEN_ENV, Console, ExitCode, add_command, add_group
+from .cli import TOKEN_ENV, Console, ExitCode, _journal_arg, add_command, add_group
 from .core.errors import UsageError
 
 __all__ = ["register", "COMMANDS"]
@@ -22,10 +22,6 @@ __all__ = ["register", "COMMANDS"]
 COMMANDS = ("config",)
 
 _J = "--journal /tmp/rh/journal.sqlite3"
-
-
-def _journal_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--journal", type=Path, help="journal file (default $ROS_HOME/robot_harness/journal.sqlite3)")
 
 
 def _credential_args(p: argparse.ArgumentParser) -> None:

@@ -153,25 +153,17 @@ def _llm_candidate(llm: Any, events: Sequence[Any], missions: Sequence[str], *, 
 def _manual(changes: dict[str, Any], *, base: dict[str, Any], active: dict[str, Any], missions: Sequence[str] | None,
             intended_effect: str, target: str, generator: str = "manual",
             evidence: list[dict[str, Any]] | None = None) -> Candidate:
-    from .core.config_versions import MEASURES, flatten
+    from .core.config_versions import MEASURES, flatten, get_key
 
     if target not in MEASURES:
         raise UsageError(f"unknown target measure {target!r}; known: {', '.join(MEASURES)}")
     flat = flatten(changes)
     merged = deep_merge(base, active["overrides"])
-    change = {k: {"from": _get(merged, k), "to": v} for k, v in sorted(flat.items())}
+    change = {k: {"from": get_key(merged, k), "to": v} for k, v in sorted(flat.items())}
     return Candidate(deep_merge(active["overrides"], changes), Manifest(
         component=", ".join(sorted(flat)), change=change, generator=generator, motivating_missions=list(missions or []),
         evidence=list(evidence or []),
         intended_effect=intended_effect, target_measure=target, rollback_version=active["version"]))
-
-
-def _get(d: dict[str, Any], key: str) -> Any:
-    for part in key.split("."):
-        if not isinstance(d, dict) or part not in d:
-            return None
-        d = d[part]
-    return d
 
 
 # --------------------------------------------------------------------------- evaluate

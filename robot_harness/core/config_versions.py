@@ -42,7 +42,7 @@ from .payloads import ContractFrozen, MissionFinished, MissionStarted, RobotActi
 from .records import EventType, JournalEvent
 
 __all__ = ["PROTECTED", "EVOLVABLE", "Bound", "ProtectedKeyError", "ReleaseRefused", "Manifest", "ConfigPin",
-           "content_hash", "flatten", "check_overrides", "MEASURES", "SAFETY_MEASURES", "Tolerance", "Judgement",
+           "content_hash", "flatten", "get_key", "set_key", "check_overrides", "MEASURES", "SAFETY_MEASURES", "Tolerance", "Judgement",
            "judge", "Candidate", "propose", "ConfigStore"]
 
 PROTECTED: dict[str, str] = {
@@ -319,7 +319,8 @@ def _status(events: Sequence[JournalEvent]) -> str:
     return ends[-1] if ends else ""
 
 
-def _nested(d: Mapping[str, Any], key: str) -> Any:
+def get_key(d: Mapping[str, Any], key: str) -> Any:
+    """The value at a dotted key of a nested mapping, or None."""
     for part in key.split("."):
         if not isinstance(d, Mapping) or part not in d:
             return None
@@ -327,7 +328,8 @@ def _nested(d: Mapping[str, Any], key: str) -> Any:
     return d
 
 
-def _set(key: str, value: Any) -> dict[str, Any]:
+def set_key(key: str, value: Any) -> dict[str, Any]:
+    """``set_key("a.b", 1)`` -> ``{"a": {"b": 1}}``."""
     out: dict[str, Any] = {}
     node = out
     parts = key.split(".")
@@ -451,8 +453,8 @@ def _path_budget(mid: str, event: JournalEvent, config: Mapping[str, Any]) -> di
         if m is None:
             continue
         path, allowed = float(m.group(1)), float(m.group(2))
-        per_m = float(_nested(config, "navigation.timeout_per_m_s") or 0.0)
-        budget = float(_nested(config, "limits.mission_timeout_s") or 0.0)
+        per_m = float(get_key(config, "navigation.timeout_per_m_s") or 0.0)
+        budget = float(get_key(config, "limits.mission_timeout_s") or 0.0)
         if per_m <= 0.0 or path <= allowed:
             return None
         return {"mission_id": mid, "kind": "mission_time", "event_id": event.event_id, "budget_s": budget,
@@ -500,11 +502,11 @@ def propose(events: Sequence[JournalEvent], *, missions: Sequence[str] | None, v
     if timeouts:
         key = "navigation.timeout_per_m_s"
         # what the motivating missions ran with (the largest, if they differ: the candidate must exceed it)
-        current = max(float(_nested(configs[t["mission_id"]], key) or 0.0) for t in timeouts)
+        current = max(float(get_key(configs[t["mission_id"]], key) or 0.0) for t in timeouts)
         want = math.ceil(max(t["per_m_needed"] for t in timeouts) * 2.0) / 2.0  # to the next half second
         want = min(want, EVOLVABLE[key].hi)
         if want > current:
-            out.append(Candidate(deep_merge(dict(overrides), _set(key, want)), Manifest(
+            out.append(Candidate(deep_merge(dict(overrides), set_key(key, want)), Manifest(
                 component=key, change={key: {"from": current, "to": want}}, generator="timeout_just_short",
                 motivating_missions=sorted({t["mission_id"] for t in timeouts}),
                 evidence=[{k: v for k, v in t.items() if k != "per_m_needed"} for t in timeouts],
@@ -520,13 +522,13 @@ def propose(events: Sequence[JournalEvent], *, missions: Sequence[str] | None, v
         found = [b for b in budgets if b["kind"] == kind]
         if not found:
             continue
-        current = max(float(_nested(configs[b["mission_id"]], key) or 0.0) for b in found)
+        current = max(float(get_key(configs[b["mission_id"]], key) or 0.0) for b in found)
         bound = EVOLVABLE[key]
         want = min(max(want_of(b) for b in found), bound.hi)
         want = int(want) if bound.integer else float(want)
         if want <= current:
             continue
-        out.append(Candidate(deep_merge(dict(overrides), _set(key, want)), Manifest(
+        out.append(Candidate(deep_merge(dict(overrides), set_key(key, want)), Manifest(
             component=key, change={key: {"from": int(current) if bound.integer else current, "to": want}},
             generator=f"{kind}_budget_short", motivating_missions=sorted({b["mission_id"] for b in found}),
             evidence=found, intended_effect=f"{effect} ({current:g} -> {want:g})", target_measure="success_rate",
@@ -536,11 +538,11 @@ def propose(events: Sequence[JournalEvent], *, missions: Sequence[str] | None, v
         by_place.setdefault(r["place"], []).append(r)
     for place, rs in sorted(by_place.items()):
         key = f"places.{place}.aliases"
-        current = list(_nested(configs[rs[-1]["mission_id"]], key) or [])
+        current = list(get_key(configs[rs[-1]["mission_id"]], key) or [])
         new = sorted({r["phrase"] for r in rs} - set(current))
         if not new:
             continue
-        out.append(Candidate(deep_merge(dict(overrides), _set(key, current + new)), Manifest(
+        out.append(Candidate(deep_merge(dict(overrides), set_key(key, current + new)), Manifest(
             component=key, change={key: {"from": current, "to": current + new}}, generator="alias_for_refused_place",
             motivating_missions=sorted({r["mission_id"] for r in rs}), evidence=rs,
             intended_effect=f"goals that say {', '.join(repr(p) for p in new)} mean {place}, the one place the "

@@ -13,7 +13,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..core.config_versions import EVOLVABLE, MEASURES, PROTECTED, flatten
+from ..core.config import deep_merge
+from ..core.config_versions import EVOLVABLE, MEASURES, PROTECTED, flatten, set_key
 from ..core.errors import RefusalError
 from ..core.payloads import MissionFinished, MissionStarted, ToolResultRecorded, payload_of
 from ..core.records import EventType, JournalEvent
@@ -110,13 +111,9 @@ class LLMConfigProposer:
 def _nest(changes: Mapping[str, Any]) -> dict[str, Any]:
     """``{"a.b": 1}`` or ``{"a": {"b": 1}}`` -> ``{"a": {"b": 1}}``."""
     out: dict[str, Any] = {}
-    for key, value in flatten(changes).items():
-        node = out
-        parts = str(key).split(".")
-        for p in parts[:-1]:
-            nxt = node.setdefault(p, {})
-            if not isinstance(nxt, dict):
-                raise ProposalUnusable(f"the model's changes give {key} and one of its parents both a value")
-            node = nxt
-        node[parts[-1]] = value
+    flat = flatten(changes)
+    for key, value in flat.items():
+        if any(other.startswith(str(key) + ".") for other in flat):
+            raise ProposalUnusable(f"the model's changes give {key} and keys under it both a value")
+        out = deep_merge(out, set_key(str(key), value))
     return out

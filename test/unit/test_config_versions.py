@@ -11,7 +11,7 @@ from robot_harness.core.clock import IdGenerator, ManualClock
 from robot_harness.core.config import HarnessConfig, load_harness_config
 from robot_harness.core.config_versions import (EVOLVABLE, PROTECTED, Candidate, ConfigStore, Manifest,
                                                 ProtectedKeyError, ReleaseRefused, Tolerance, check_overrides,
-                                                content_hash, judge, propose)
+                                                content_hash, judge, propose, set_key)
 from robot_harness.core.errors import StaleRevision, UsageError
 from robot_harness.core.journal import MemoryJournal, SqliteJournal
 from robot_harness.core.scenario import load_scenario
@@ -23,14 +23,7 @@ BASE = load_harness_config(overrides={"places": {"dock": {"x": 0.0, "y": 0.0}, "
                            ).model_dump(mode="json")
 
 
-def _nest(key: str, value):
-    out: dict = {}
-    node = out
-    parts = key.split(".")
-    for p in parts[:-1]:
-        node = node.setdefault(p, {})
-    node[parts[-1]] = value
-    return out
+_nest = set_key
 
 
 # --------------------------------------------------------------------------- what may change
