@@ -23,7 +23,6 @@ Exit 1 when a mission does not replay the same, or the long mission's ratio is u
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import statistics
 import sys
@@ -127,30 +126,21 @@ def main(argv: list[str] | None = None) -> int:
           f"{s['ratio_median']:.0f}x median, {s['ratio_p5']:.0f}x p5; {s['robot_s_total']:.0f} s of robot time "
           f"in {s['replay_s_total']:.1f} s")
 
-    from robot_harness.core.tape import tape_from_jsonl
-    from robot_harness.eval.decisions import replay_recorded
-    from robot_harness.evidence.replay import journal_from_jsonl
+    from robot_harness.eval.decisions import case_names, load_case, replay_recorded
 
     regression = REPO / "test" / "replay" / "decisions"
-    cases = sorted(p.name.removesuffix(".tape.jsonl.gz") for p in regression.glob("*.tape.jsonl.gz"))
+    cases = case_names(regression)
     load_s = replay_s = 0.0
-    with tempfile.TemporaryDirectory() as tmp:
-        for name in cases:
-            t0 = time.perf_counter()
-            tape = tape_from_jsonl(gzip.decompress((regression / f"{name}.tape.jsonl.gz").read_bytes()).decode())
-            plain = Path(tmp) / f"{name}.jsonl"
-            plain.write_bytes(gzip.decompress((regression / f"{name}.jsonl.gz").read_bytes()))
-            j = journal_from_jsonl(plain)
-            events = j.events()
-            j.close()
-            scenario = load_scenario(REPO / "scenarios" / "eval" / f"{tape.meta['scenario']}.yaml")
-            t1 = time.perf_counter()
-            load_s += t1 - t0
-            try:
-                replay_recorded(scenario, events, tape)
-            except NondeterminismError as exc:
-                failures.append(f"regression {name}: {exc.message}")
-            replay_s += time.perf_counter() - t1
+    for name in cases:
+        t0 = time.perf_counter()
+        scenario, events, tape = load_case(regression, name)
+        t1 = time.perf_counter()
+        load_s += t1 - t0
+        try:
+            replay_recorded(scenario, events, tape)
+        except NondeterminismError as exc:
+            failures.append(f"regression {name}: {exc.message}")
+        replay_s += time.perf_counter() - t1
     out["regression"] = {"cases": len(cases), "replay_s": replay_s, "load_s": load_s}
     print(f"regression set ({len(cases)} cases): decision replay {replay_s * 1000:.0f} ms in all (loading its files: "
           f"{load_s * 1000:.0f} ms)")

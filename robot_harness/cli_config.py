@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .cli import TOKEN_ENV, Console, ExitCode, _journal_arg, add_command, add_group
+from .cli import TOKEN_ENV, Console, ExitCode, _journal_arg, _journal_path, add_command, add_group
 from .core.errors import UsageError
 
 __all__ = ["register", "COMMANDS"]
@@ -143,15 +143,6 @@ def register(sub: Any) -> None:
     rn.add_argument("--journal", type=Path, required=True, help="the journal to write (made if missing)")
 
 
-def _path(p: Path | None) -> Path:
-    from .core.journal import default_journal_path
-
-    path = p or default_journal_path()
-    if not path.is_file():
-        raise UsageError(f"no journal at {path}" + ("" if p else " (pass --journal PATH)"), path=str(path))
-    return path
-
-
 def _propose(args: argparse.Namespace, console: Console) -> int:
     from .config_loop import propose
 
@@ -166,7 +157,7 @@ def _propose(args: argparse.Namespace, console: Console) -> int:
         from .llm.client import LLMConfig
 
         llm = LLMConfig(model=args.model)
-    found = propose(_path(args.journal), missions=args.from_missions, proposed_by=args.proposer,
+    found = propose(_journal_path(args.journal), missions=args.from_missions, proposed_by=args.proposer,
                     proposer_token=args.token, manual=manual, intended_effect=args.intended_effect,
                     target=args.target, site=site_config(args.harness_config) if manual is not None else None,
                     llm=llm)
@@ -210,7 +201,7 @@ def _evaluate(args: argparse.Namespace, console: Console) -> int:
     tolerance = _tolerance(args.tolerance)
     suites = args.suite or list(DEFAULT_SUITES)
     regression = None if args.no_regression else (args.regression or REGRESSION_SET)
-    report = evaluate(_path(args.journal), args.version, suites=suites, regression=regression, tolerance=tolerance,
+    report = evaluate(_journal_path(args.journal), args.version, suites=suites, regression=regression, tolerance=tolerance,
                       progress=lambda s: console.progress.update(s))
 
     def text() -> str:
@@ -247,7 +238,7 @@ def _credentials(args: argparse.Namespace) -> dict[str, Any]:
 def _release(args: argparse.Namespace, console: Console) -> int:
     from .config_loop import release
 
-    out = release(_path(args.journal), args.version, **_credentials(args))
+    out = release(_journal_path(args.journal), args.version, **_credentials(args))
     console.result(out, lambda: f"version {out['version']} released (was {out['previous']}; approved as "
                                 f"{out['approved_as']}, evaluation {out['evaluation_id']}): it applies from the "
                                 "next mission")
@@ -257,7 +248,7 @@ def _release(args: argparse.Namespace, console: Console) -> int:
 def _rollback(args: argparse.Namespace, console: Console) -> int:
     from .config_loop import rollback
 
-    out = rollback(_path(args.journal), args.version, **_credentials(args))
+    out = rollback(_journal_path(args.journal), args.version, **_credentials(args))
     console.result(out, lambda: f"rolled back to version {out['version']} (was {out['previous']}; approved as "
                                 f"{out['approved_as']}): it applies from the next mission")
     return ExitCode.OK
@@ -266,7 +257,7 @@ def _rollback(args: argparse.Namespace, console: Console) -> int:
 def _history(args: argparse.Namespace, console: Console) -> int:
     from .config_loop import history
 
-    doc = history(_path(args.journal))
+    doc = history(_journal_path(args.journal))
 
     def text() -> str:
         lines = [f"released: version {doc['active']}"]

@@ -21,11 +21,10 @@ writes version 1 on first use).
 """
 from __future__ import annotations
 
-import gzip
-import statistics
+import contextlib
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,12 +48,17 @@ REGRESSION_SET = REPO / "test" / "replay" / "decisions"
 DEFAULT_SUITES = (REPO / "scenarios" / "eval", REPO / "scenarios" / "rsi" / "heldout")
 
 
-def _journal(path: Path) -> SqliteJournal:
+@contextlib.contextmanager
+def _journal(path: Path) -> Iterator[SqliteJournal]:
+    """The journal at ``path``, set up, closed again; a missing file is a usage error."""
     if not Path(path).is_file():
         raise UsageError(f"no journal at {path}", path=str(path))
     journal = SqliteJournal(path, clock=SystemClock(), ids=IdGenerator(None))
-    journal.setup()
-    return journal
+    try:
+        journal.setup()
+        yield journal
+    finally:
+        journal.close()
 
 
 def _hasher(path: Path) -> TokenHasher:
@@ -86,8 +90,7 @@ def propose(journal_path: Path, *, missions: Sequence[str] | None = None, propos
     before). ``manual``: one candidate with these changes instead (a person's), through the same checks;
     ``llm`` (an ``llm.client.LLMConfig``): one candidate a model proposes from the failures, through the
     same checks, the call's record kept in its manifest."""
-    journal = _journal(journal_path)
-    try:
+    with _journal(journal_path) as journal:
         store = ConfigStore(journal, now=time.time)
         active = store.active()
         events = journal.events()
@@ -123,8 +126,6 @@ def propose(journal_path: Path, *, missions: Sequence[str] | None = None, propos
             out.append({"version": number, "existing": False, "overrides": cand.overrides,
                         "manifest": cand.manifest.model_dump(mode="json")})
         return out
-    finally:
-        journal.close()
 
 
 def _llm_candidate(llm: Any, events: Sequence[Any], missions: Sequence[str], *, base: dict[str, Any],
@@ -176,29 +177,16 @@ def _load_dir(directory: Path) -> list[Scenario]:
     return scenarios
 
 
-def measures(results: Sequence[Any], *, costs_over: Sequence[Any] | None = None) -> dict[str, float]:
-    """The acceptance rule's measures over benchmark runs (``eval.modes.RunResult``): outcomes and safety
-    counts over ``results``, costs (model calls, dispatches, recoveries, mission time) over ``costs_over``
-    (default: the same runs)."""
-    done = [r for r in results if r.truth.done]
-    undone = [r for r in results if not r.truth.done]
-    n = max(1, len(results))
-    costed = results if costs_over is None else costs_over
-    return {
-        "missions": len(results),
-        "success_rate": round(sum(r.claimed and r.truth.done for r in results) / n, 4),
-        "false_completion_rate": round(sum(r.claimed for r in undone) / len(undone), 4) if undone else 0.0,
-        "false_rejection_rate": round(sum(not r.claimed for r in done) / len(done), 4) if done else 0.0,
-        "false_completions": sum(r.claimed for r in undone),
-        "duplicate_dispatches": sum(r.duplicates for r in results),
-        "stale_dispatches": sum(r.stale_dispatches for r in results),
-        "infeasible_dispatches": sum(r.infeasible_dispatches for r in results),
-        "missed_waypoints_accepted": sum(r.missed_waypoints_accepted for r in results),
-        "llm_calls_per_mission": round(statistics.fmean(r.planner_calls for r in costed), 3) if costed else 0.0,
-        "dispatches_per_mission": round(statistics.fmean(r.dispatches for r in costed), 3) if costed else 0.0,
-        "recoveries_per_mission": round(statistics.fmean(r.recoveries for r in costed), 3) if costed else 0.0,
-        "sim_s_per_mission": round(statistics.fmean(r.sim_s for r in costed), 3) if costed else 0.0,
-    }
+def measures(results: Sequence[Any], *, costs_over: Sequence[Any] | None = None) -> dict[str, Any]:
+    """The benchmark's measures (``eval.run.measures``) of ``results``, with the costs (``eval.run.COSTS``)
+    taken over ``costs_over`` instead (default: the same runs; none: 0)."""
+    from .eval.run import COSTS, measures as run_measures
+
+    out = run_measures(results)
+    if costs_over is not None:
+        costs = run_measures(costs_over) if costs_over else dict.fromkeys(COSTS, 0.0)
+        out.update({k: costs[k] for k in COSTS})
+    return out
 
 
 def fit(overrides: dict[str, Any], scenario: Scenario) -> dict[str, Any]:
@@ -222,27 +210,17 @@ def _suite_runs(scenarios: Sequence[Scenario], overrides: dict[str, Any], workdi
 def _regression_what_ifs(directory: Path, overrides: dict[str, Any]) -> list[dict[str, Any]]:
     """Each regression case replayed by decision under ``overrides``: its first changed decision and where
     it would end (undetermined when the change asks the world what the recording never asked)."""
-    from .core.tape import tape_from_jsonl
-    from .eval.decisions import what_if_recorded
-    from .eval.run import SUITE_DIR
-    from .evidence.replay import journal_from_jsonl
+    from .eval.decisions import case_names, load_case, what_if_recorded
 
-    out = []
-    cases = sorted(p.name.removesuffix(".tape.jsonl.gz") for p in Path(directory).glob("*.tape.jsonl.gz"))
+    cases = case_names(directory)
     if not cases:
         raise UsageError(f"no decision cases (*.tape.jsonl.gz) in {directory}", path=str(directory))
-    with tempfile.TemporaryDirectory(prefix="robot_harness-regression-") as tmp:
-        for name in cases:
-            tape = tape_from_jsonl(gzip.decompress((Path(directory) / f"{name}.tape.jsonl.gz").read_bytes()).decode())
-            plain = Path(tmp) / f"{name}.jsonl"
-            plain.write_bytes(gzip.decompress((Path(directory) / f"{name}.jsonl.gz").read_bytes()))
-            j = journal_from_jsonl(plain)
-            events = j.events()
-            j.close()
-            scenario = load_scenario(SUITE_DIR / f"{tape.meta['scenario']}.yaml")
-            doc = what_if_recorded(scenario, events, tape, overrides=fit(overrides, scenario)).as_dict()
-            out.append({"case": name, **{k: doc[k] for k in ("recorded_status", "same_decisions", "first_change",
-                                                             "final_status", "left_tape")}})
+    out = []
+    for name in cases:
+        scenario, events, tape = load_case(directory, name)
+        doc = what_if_recorded(scenario, events, tape, overrides=fit(overrides, scenario)).as_dict()
+        out.append({"case": name, **{k: doc[k] for k in ("recorded_status", "same_decisions", "first_change",
+                                                         "final_status", "left_tape")}})
     return out
 
 
@@ -251,8 +229,7 @@ def evaluate(journal_path: Path, version: int, *, suites: Sequence[Path] = DEFAU
              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Candidate ``version`` against the released one: the report (kept as an evaluation) with
     ``passed``."""
-    journal = _journal(journal_path)
-    try:
+    with _journal(journal_path) as journal:
         store = ConfigStore(journal, now=time.time)
         active = store.active()
         cand = store.version(version)
@@ -298,8 +275,6 @@ def evaluate(journal_path: Path, version: int, *, suites: Sequence[Path] = DEFAU
         }
         report["evaluation_id"] = store.add_evaluation(version, active["version"], not reasons, report)
         return report
-    finally:
-        journal.close()
 
 
 # --------------------------------------------------------------------------- release, rollback
@@ -335,8 +310,7 @@ def release(journal_path: Path, version: int, *, token: str, site: HarnessConfig
             operator: str = "", reason: str = "") -> dict[str, Any]:
     """Release ``version``: it needs a passing evaluation against the version released now and an
     operator's credential; missions started from now on run under it."""
-    journal = _journal(journal_path)
-    try:
+    with _journal(journal_path) as journal:
         store = ConfigStore(journal, now=time.time)
         active = store.active()
         if version == active["version"]:
@@ -348,16 +322,13 @@ def release(journal_path: Path, version: int, *, token: str, site: HarnessConfig
                                    reason=reason, evaluation_id=evaluation["evaluation_id"], expected_release=expected)
         return {"release_id": rid, "version": version, "previous": active["version"], "approved_as": approved_as,
                 "evaluation_id": evaluation["evaluation_id"]}
-    finally:
-        journal.close()
 
 
 def rollback(journal_path: Path, version: int | None = None, *, token: str, site: HarnessConfig,
              environ: Mapping[str, str], operator: str = "", reason: str = "") -> dict[str, Any]:
     """Return to ``version`` (default: the version released before the current one) with an operator's
     credential; no evaluation is needed to go back to a version that was released before."""
-    journal = _journal(journal_path)
-    try:
+    with _journal(journal_path) as journal:
         store = ConfigStore(journal, now=time.time)
         active = store.active()
         releases = store.releases()
@@ -375,15 +346,12 @@ def rollback(journal_path: Path, version: int | None = None, *, token: str, site
         rid = store.record_release(version, action="rollback", approved_as=approved_as, operator=operator,
                                    reason=reason, evaluation_id=None, expected_release=releases[-1]["release_id"])
         return {"release_id": rid, "version": version, "previous": active["version"], "approved_as": approved_as}
-    finally:
-        journal.close()
 
 
 def history(journal_path: Path) -> dict[str, Any]:
     """Versions (with manifests), evaluations (verdicts and reasons), releases (who, when), the active one,
     and how many missions ran under each version."""
-    journal = _journal(journal_path)
-    try:
+    with _journal(journal_path) as journal:
         store = ConfigStore(journal, now=time.time)
         active = store.active()
         ran: dict[int, int] = {}
@@ -398,8 +366,6 @@ def history(journal_path: Path) -> dict[str, Any]:
             "releases": store.releases(),
             "unpinned_missions": ran.get(0, 0),
         }
-    finally:
-        journal.close()
 
 
 # --------------------------------------------------------------------------- missions under the released version

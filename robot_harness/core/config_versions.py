@@ -29,13 +29,13 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .config import deep_merge, load_harness_config
-from .errors import RefusalError, UsageError
+from .errors import RefusalError, StaleRevision, UsageError
 from .journal import Journal
 from .payloads import ContractFrozen, MissionFinished, MissionStarted, RobotActionOutcome, RobotActionProgress, \
     ReceiptRecorded, RobotActionStarted, ToolResultRecorded, payload_of
@@ -499,40 +499,34 @@ def propose(events: Sequence[JournalEvent], *, missions: Sequence[str] | None, v
         refusals += _refused_places(mid, evs)
         budgets += _budgets(mid, evs, started.config)
     out: list[Candidate] = []
-    if timeouts:
-        key = "navigation.timeout_per_m_s"
-        # what the motivating missions ran with (the largest, if they differ: the candidate must exceed it)
-        current = max(float(get_key(configs[t["mission_id"]], key) or 0.0) for t in timeouts)
-        want = math.ceil(max(t["per_m_needed"] for t in timeouts) * 2.0) / 2.0  # to the next half second
-        want = min(want, EVOLVABLE[key].hi)
-        if want > current:
-            out.append(Candidate(deep_merge(dict(overrides), set_key(key, want)), Manifest(
-                component=key, change={key: {"from": current, "to": want}}, generator="timeout_just_short",
-                motivating_missions=sorted({t["mission_id"] for t in timeouts}),
-                evidence=[{k: v for k, v in t.items() if k != "per_m_needed"} for t in timeouts],
-                intended_effect=(f"navigations that timed out after covering {min(t['covered'] for t in timeouts):.0%}"
-                                 f" or more of their way, still closing in, finish within their timeout "
-                                 f"({current:g} -> {want:g} s per metre)"),
-                target_measure="success_rate", rollback_version=version)))
-    for kind, key, want_of, effect in (
-            ("turns", "limits.max_turns", lambda b: math.ceil(b["budget"] * 1.5),
-             "missions still getting things done when their turns ran out finish within their turn budget"),
-            ("mission_time", "limits.mission_timeout_s", lambda b: math.ceil(b["needed_s"] * _MARGIN / 10.0) * 10.0,
-             "missions that ran out of time after doing at least half their work finish within the mission time")):
-        found = [b for b in budgets if b["kind"] == kind]
+    for generator, key, found, want_of, effect in (
+            ("timeout_just_short", "navigation.timeout_per_m_s", timeouts,
+             lambda t: math.ceil(t["per_m_needed"] * 2.0) / 2.0,  # to the next half second
+             lambda found, current, want: (
+                 f"navigations that timed out after covering {min(t['covered'] for t in found):.0%} or more of "
+                 f"their way, still closing in, finish within their timeout ({current:g} -> {want:g} s per metre)")),
+            ("turns_budget_short", "limits.max_turns", [b for b in budgets if b["kind"] == "turns"],
+             lambda b: math.ceil(b["budget"] * 1.5),
+             lambda found, current, want: ("missions still getting things done when their turns ran out finish "
+                                           f"within their turn budget ({current:g} -> {want:g})")),
+            ("mission_time_budget_short", "limits.mission_timeout_s", [b for b in budgets if b["kind"] == "mission_time"],
+             lambda b: math.ceil(b["needed_s"] * _MARGIN / 10.0) * 10.0,
+             lambda found, current, want: ("missions that ran out of time after doing at least half their work "
+                                           f"finish within the mission time ({current:g} -> {want:g})"))):
         if not found:
             continue
-        current = max(float(get_key(configs[b["mission_id"]], key) or 0.0) for b in found)
+        # what the motivating missions ran with (the largest, if they differ: the candidate must exceed it)
+        current = max(float(get_key(configs[f["mission_id"]], key) or 0.0) for f in found)
         bound = EVOLVABLE[key]
-        want = min(max(want_of(b) for b in found), bound.hi)
+        want = min(max(want_of(f) for f in found), bound.hi)
         want = int(want) if bound.integer else float(want)
         if want <= current:
             continue
         out.append(Candidate(deep_merge(dict(overrides), set_key(key, want)), Manifest(
             component=key, change={key: {"from": int(current) if bound.integer else current, "to": want}},
-            generator=f"{kind}_budget_short", motivating_missions=sorted({b["mission_id"] for b in found}),
-            evidence=found, intended_effect=f"{effect} ({current:g} -> {want:g})", target_measure="success_rate",
-            rollback_version=version)))
+            generator=generator, motivating_missions=sorted({f["mission_id"] for f in found}),
+            evidence=[{k: v for k, v in f.items() if k != "per_m_needed"} for f in found],
+            intended_effect=effect(found, current, want), target_measure="success_rate", rollback_version=version)))
     by_place: dict[str, list[dict[str, Any]]] = {}
     for r in refusals:
         by_place.setdefault(r["place"], []).append(r)
@@ -563,7 +557,6 @@ class ConfigStore:
 
     journal: Journal
     now: Callable[[], float]
-    _cache: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
 
     def versions(self) -> list[dict[str, Any]]:
         return self.journal.config_rows("config_versions")
@@ -584,10 +577,13 @@ class ConfigStore:
 
     def ensure_initial(self) -> None:
         """Version 1 and its release, when the history is empty (idempotent; a racing writer's wins)."""
-        from .errors import StaleRevision
+        self._released()
 
-        if self.releases():
-            return
+    def _released(self) -> list[dict[str, Any]]:
+        """The release rows, after writing version 1 and its release when there are none."""
+        rows = self.releases()
+        if rows:
+            return rows
         try:
             if not self.versions():
                 self.journal.add_config_row("config_versions", {
@@ -600,11 +596,11 @@ class ConfigStore:
                 "reason": "the first version"}, expected_last_key=-1)
         except StaleRevision:
             pass
+        return self.releases()
 
     def active(self) -> dict[str, Any]:
         """The released version missions start under now."""
-        self.ensure_initial()
-        return self.version(self.releases()[-1]["version"])
+        return self.version(self._released()[-1]["version"])
 
     def pin(self) -> tuple[ConfigPin, dict[str, Any]]:
         """The active version's pin and changes, for a mission starting now."""

@@ -28,7 +28,7 @@ from ..core.skills import default_skills
 from ..core.tape import Tape, TapePlayer, TapeRecorder
 from .modes import _ClaimTrackingPlanner, sim_ports
 
-__all__ = ["Recording", "record", "replay", "replay_recorded", "what_if_recorded"]
+__all__ = ["Recording", "record", "replay", "replay_recorded", "what_if_recorded", "case_names", "load_case"]
 
 _ROLES = ("snapshots", "planner", "navigation", "robot_io", "feasibility", "artifacts")
 
@@ -93,24 +93,52 @@ def replay_recorded(scenario: Scenario, events: Sequence[JournalEvent], tape: Ta
                     before: Sequence[JournalEvent] = (), overrides: dict[str, Any] | None = None) -> DecisionReplay:
     """A recorded mission of ``scenario`` (its events and tape, e.g. from the regression set) replayed
     by decision: the roles on the tape answer from it; the others are absent, as they were."""
-    player = TapePlayer(tape.entries, tape.ports)
-    ports = {role: player.port(role) for role in tape.ports}
-    journal = ReplayJournal(before, events)
-    runner = _runner(_config(scenario, overrides), journal=journal, clock=player.clock(), ids=player.ids(),
-                     ports=ports, sleep=lambda _dt: None, stop_reads=player.stop_reads())
-    mission_id = events[0].mission_id if events else None
-    return replay_decisions(events, player, lambda: runner.run(scenario.goal),
-                            lambda: journal.events(mission_id=mission_id), perf_counter=time.perf_counter)
+    player, run, replayed = _rebuild(scenario, events, tape, before=before, overrides=overrides, lenient=False)
+    return replay_decisions(events, player, run, replayed, perf_counter=time.perf_counter)
 
 
 def what_if_recorded(scenario: Scenario, events: Sequence[JournalEvent], tape: Tape, *,
                      before: Sequence[JournalEvent] = (), overrides: dict[str, Any]) -> WhatIf:
     """A recorded mission of ``scenario`` under ``overrides``: its first changed decision, and where it would
     end when the recording's answers carry the replay to its end (``core.decisions.what_if``)."""
-    player = TapePlayer(tape.entries, tape.ports, lenient=True)
+    player, run, replayed = _rebuild(scenario, events, tape, before=before, overrides=overrides, lenient=True)
+    return what_if(events, player, run, replayed)
+
+
+def _rebuild(scenario: Scenario, events: Sequence[JournalEvent], tape: Tape, *, before: Sequence[JournalEvent],
+             overrides: dict[str, Any] | None, lenient: bool) -> tuple[TapePlayer, Any, Any]:
+    """The gated runner on the tape's players: the player, the mission's run and its replayed events."""
+    player = TapePlayer(tape.entries, tape.ports, lenient=lenient)
     ports = {role: player.port(role) for role in tape.ports}
     journal = ReplayJournal(before, events)
     runner = _runner(_config(scenario, overrides), journal=journal, clock=player.clock(), ids=player.ids(),
                      ports=ports, sleep=lambda _dt: None, stop_reads=player.stop_reads())
     mission_id = events[0].mission_id if events else None
-    return what_if(events, player, lambda: runner.run(scenario.goal), lambda: journal.events(mission_id=mission_id))
+    return player, lambda: runner.run(scenario.goal), lambda: journal.events(mission_id=mission_id)
+
+
+def case_names(directory: Path) -> list[str]:
+    """The cases of a decision set folder (``<case>.jsonl.gz`` + ``<case>.tape.jsonl.gz``, as
+    scripts/record_decision_set.py writes them), sorted."""
+    return sorted(p.name.removesuffix(".tape.jsonl.gz") for p in Path(directory).glob("*.tape.jsonl.gz"))
+
+
+def load_case(directory: Path, name: str) -> tuple[Scenario, list[JournalEvent], Tape]:
+    """One case of a decision set: its benchmark scenario, its journal's events and its tape."""
+    import gzip
+
+    from ..core.scenario import load_scenario
+    from ..core.tape import tape_from_jsonl
+    from ..evidence.replay import journal_from_jsonl
+    from .run import SUITE_DIR
+
+    tape = tape_from_jsonl(gzip.decompress((Path(directory) / f"{name}.tape.jsonl.gz").read_bytes()).decode())
+    with tempfile.TemporaryDirectory(prefix="robot_harness-case-") as tmp:
+        plain = Path(tmp) / f"{name}.jsonl"
+        plain.write_bytes(gzip.decompress((Path(directory) / f"{name}.jsonl.gz").read_bytes()))
+        journal = journal_from_jsonl(plain)
+        try:
+            events = journal.events()
+        finally:
+            journal.close()
+    return load_scenario(SUITE_DIR / f"{tape.meta['scenario']}.yaml"), events, tape

@@ -20,7 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..core.clock import IdGenerator
 from ..core.config import deep_merge, load_harness_config, place_poses
@@ -195,9 +195,18 @@ def run_one(scenario: Scenario, mode: str, *, workdir: Path | None = None, journ
                      mission_id=mission_id)
 
 
+class _GatedRun(NamedTuple):
+    status: str
+    summary: str
+    steps: int
+    recovery: str
+    tokens: int
+    recoveries: int
+    mission_id: str
+
+
 def _gated(scenario: Scenario, mode: str, harness: dict[str, Any], ports: SimPorts, planner: Any, workdir: Path,
-           journal_kind: str, *, journal_path: Path | None = None,
-           pin: Any = None) -> tuple[str, str, int, str, int, int, str]:
+           journal_kind: str, *, journal_path: Path | None = None, pin: Any = None) -> _GatedRun:
     config = load_harness_config(overrides=deep_merge(harness, ABLATIONS.get(mode, {})))
     ids = IdGenerator(7 if journal_path is None else None)
     journal = (SqliteJournal(journal_path or workdir / "journal.sqlite3", clock=ports.clock, ids=ids)
@@ -220,8 +229,9 @@ def _gated(scenario: Scenario, mode: str, harness: dict[str, Any], ports: SimPor
     rungs = [payload_of(e, RecoveryDecided).decision.rung.value for e in events if e.type is EventType.RECOVERY_DECIDED]
     recovery = _recovery_outcome(out.status.value, rungs)
     journal.close()
-    return (out.status.value, out.summary, steps, recovery, int(out.model_usage.get("total_tokens") or 0),
-            len(rungs), out.mission_id)
+    return _GatedRun(status=out.status.value, summary=out.summary, steps=steps, recovery=recovery,
+                     tokens=int(out.model_usage.get("total_tokens") or 0), recoveries=len(rungs),
+                     mission_id=out.mission_id)
 
 
 def _recovery_outcome(status: str, rungs: list[str]) -> str:

@@ -39,7 +39,8 @@ from typing import Any
 from ..core.scenario import Scenario, load_scenario
 from .modes import ABLATIONS, MODES, RunResult, run_one
 
-__all__ = ["SUITE_DIR", "ALL_MODES", "load_suite", "run_suite", "summarize", "write_outputs", "QUICK_FAULTS"]
+__all__ = ["SUITE_DIR", "ALL_MODES", "load_suite", "run_suite", "summarize", "measures", "COSTS", "write_outputs",
+           "QUICK_FAULTS"]
 
 SUITE_DIR = Path(__file__).resolve().parents[2] / "scenarios" / "eval"
 ALL_MODES = (*MODES, *ABLATIONS)
@@ -80,35 +81,41 @@ def summarize(results: Sequence[RunResult]) -> dict[str, dict[str, Any]]:
     by_mode: dict[str, list[RunResult]] = defaultdict(list)
     for r in results:
         by_mode[r.mode].append(r)
-    out: dict[str, dict[str, Any]] = {}
-    for mode, rs in by_mode.items():
-        done = [r for r in rs if r.truth.done]
-        undone = [r for r in rs if not r.truth.done]
-        per_step = [r.wall_ms / max(1, r.steps) for r in rs]
-        out[mode] = {
-            "missions": len(rs),
-            "success_rate": round(sum(r.claimed and r.truth.done for r in rs) / len(rs), 4),
-            "false_completion_rate": round(sum(r.claimed for r in undone) / len(undone), 4) if undone else 0.0,
-            "false_rejection_rate": round(sum(not r.claimed for r in done) / len(done), 4) if done else 0.0,
-            "false_completions": sum(r.claimed for r in undone),
-            "false_rejections": sum(not r.claimed for r in done),
-            "duplicate_dispatches": sum(r.duplicates for r in rs),
-            "stale_dispatches": sum(r.stale_dispatches for r in rs),
-            "infeasible_dispatches": sum(r.infeasible_dispatches for r in rs),
-            "missed_waypoints_accepted": sum(r.missed_waypoints_accepted for r in rs),
-            "dispatches_per_mission": round(statistics.fmean(r.dispatches for r in rs), 2),
-            "recoveries_per_mission": round(statistics.fmean(r.recoveries for r in rs), 2),
-            "overhead_ms_p50": round(_pct(per_step, 0.5), 3),
-            "overhead_ms_p95": round(_pct(per_step, 0.95), 3),
-            "mission_ms_p50": round(_pct([r.wall_ms for r in rs], 0.5), 2),
-            "llm_calls_per_mission": round(statistics.fmean(r.planner_calls for r in rs), 2),
-            "tokens_per_mission": round(statistics.fmean(r.tokens for r in rs), 1),
-            "wall_ms_per_mission": round(statistics.fmean(r.wall_ms for r in rs), 2),
-            "recovery": dict(Counter(r.recovery for r in rs if r.recovery)),
-            "status": dict(Counter(r.status for r in rs)),
-            "sim_s_per_mission": round(statistics.fmean(r.sim_s for r in rs), 2),
-        }
-    return out
+    return {mode: measures(rs) for mode, rs in by_mode.items()}
+
+
+COSTS = ("llm_calls_per_mission", "dispatches_per_mission", "recoveries_per_mission", "sim_s_per_mission")
+"""The per-mission costs among ``measures``' keys (what a configuration evaluation compares like for like)."""
+
+
+def measures(rs: Sequence[RunResult]) -> dict[str, Any]:
+    """The rates, counts and costs of one set of runs (one mode's, in ``summarize``); at least one run."""
+    done = [r for r in rs if r.truth.done]
+    undone = [r for r in rs if not r.truth.done]
+    per_step = [r.wall_ms / max(1, r.steps) for r in rs]
+    return {
+        "missions": len(rs),
+        "success_rate": round(sum(r.claimed and r.truth.done for r in rs) / len(rs), 4),
+        "false_completion_rate": round(sum(r.claimed for r in undone) / len(undone), 4) if undone else 0.0,
+        "false_rejection_rate": round(sum(not r.claimed for r in done) / len(done), 4) if done else 0.0,
+        "false_completions": sum(r.claimed for r in undone),
+        "false_rejections": sum(not r.claimed for r in done),
+        "duplicate_dispatches": sum(r.duplicates for r in rs),
+        "stale_dispatches": sum(r.stale_dispatches for r in rs),
+        "infeasible_dispatches": sum(r.infeasible_dispatches for r in rs),
+        "missed_waypoints_accepted": sum(r.missed_waypoints_accepted for r in rs),
+        "dispatches_per_mission": round(statistics.fmean(r.dispatches for r in rs), 2),
+        "recoveries_per_mission": round(statistics.fmean(r.recoveries for r in rs), 2),
+        "overhead_ms_p50": round(_pct(per_step, 0.5), 3),
+        "overhead_ms_p95": round(_pct(per_step, 0.95), 3),
+        "mission_ms_p50": round(_pct([r.wall_ms for r in rs], 0.5), 2),
+        "llm_calls_per_mission": round(statistics.fmean(r.planner_calls for r in rs), 2),
+        "tokens_per_mission": round(statistics.fmean(r.tokens for r in rs), 1),
+        "wall_ms_per_mission": round(statistics.fmean(r.wall_ms for r in rs), 2),
+        "recovery": dict(Counter(r.recovery for r in rs if r.recovery)),
+        "status": dict(Counter(r.status for r in rs)),
+        "sim_s_per_mission": round(statistics.fmean(r.sim_s for r in rs), 2),
+    }
 
 
 _COLUMNS = ("success_rate", "false_completion_rate", "false_rejection_rate", "duplicate_dispatches",

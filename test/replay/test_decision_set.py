@@ -5,31 +5,20 @@ that makes the harness decide otherwise on a recorded mission fails here with th
 that differs; re-record the set deliberately after a change meant to do that."""
 from __future__ import annotations
 
-import gzip
 import time
 from pathlib import Path
 
 import pytest
 
 from robot_harness.core.errors import NondeterminismError
-from robot_harness.core.scenario import load_scenario
-from robot_harness.core.tape import tape_from_jsonl
-from robot_harness.eval.decisions import replay_recorded
-from robot_harness.eval.run import SUITE_DIR
-from robot_harness.evidence.replay import journal_from_jsonl
+from robot_harness.eval.decisions import case_names, load_case, replay_recorded
 
 SET = Path(__file__).resolve().parent / "decisions"
-CASES = sorted(p.name.removesuffix(".tape.jsonl.gz") for p in SET.glob("*.tape.jsonl.gz"))
+CASES = case_names(SET)
 
 
 def _case(name: str, tmp_path: Path):
-    tape = tape_from_jsonl(gzip.decompress((SET / f"{name}.tape.jsonl.gz").read_bytes()).decode())
-    plain = tmp_path / f"{name}.jsonl"
-    plain.write_bytes(gzip.decompress((SET / f"{name}.jsonl.gz").read_bytes()))
-    journal = journal_from_jsonl(plain)
-    events = journal.events()
-    journal.close()
-    return load_scenario(SUITE_DIR / f"{tape.meta['scenario']}.yaml"), events, tape
+    return load_case(SET, name)
 
 
 def test_the_set_is_there_and_covers_every_ending(tmp_path):
