@@ -27,8 +27,6 @@ from nav2_msgs.msg import WaypointStatus
 from nav2_msgs.srv import ClearEntireCostmap
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException
-from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 
 from robot_harness.core.clock import SystemClock
@@ -41,6 +39,7 @@ from robot_harness.nodes import ros_ports
 from robot_harness.nodes.executors import BackgroundSpinner, MultiThreadedExecutor
 from robot_harness.nodes.ros_ports import Nav2NavigationPort
 
+from ._spin import spin_in_thread
 from .test_sim_robot import wait_until
 
 TYPES = {"navigate_to_pose": NavigateToPose, "navigate_through_poses": NavigateThroughPoses,
@@ -192,15 +191,7 @@ def graph() -> Iterator[Graph]:
     nav2 = StandIns(server)
     spinner = BackgroundSpinner(context=ctx, name="port_dispatch").start()
 
-    def spin() -> None:
-        try:
-            executor.spin()
-        except (ExternalShutdownException, _rclpy.RCLError):
-            if ctx.ok():
-                raise
-
-    thread = threading.Thread(target=spin, daemon=True)
-    thread.start()
+    thread = spin_in_thread(executor, ctx)
     g = Graph(ctx=ctx, nav2=nav2, client=spinner.node, other=other)
     try:
         yield g

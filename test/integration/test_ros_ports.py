@@ -13,8 +13,6 @@ from typing import Any
 
 import pytest
 import rclpy
-from rclpy.executors import ExternalShutdownException
-from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 
 from robot_harness.core.errors import UsageError
@@ -22,6 +20,7 @@ from robot_harness.core.recovery import Failure, FailureKind, RecoveryDecision, 
 from robot_harness.nodes.executors import MultiThreadedExecutor
 from robot_harness.nodes.ros_ports import RosRecoveryPort, recovery_call_budget
 
+from ._spin import spin_in_thread
 from .test_sim_robot import wait_until
 
 SERVICE = "/test_recovery/decide"
@@ -71,15 +70,7 @@ def graph() -> Iterator[tuple[Node, SlowRecovery]]:
     executor.add_node(client)
     slow = SlowRecovery(server)
 
-    def spin() -> None:
-        try:
-            executor.spin()
-        except (ExternalShutdownException, _rclpy.RCLError):
-            if ctx.ok():
-                raise
-
-    thread = threading.Thread(target=spin, daemon=True)
-    thread.start()
+    thread = spin_in_thread(executor, ctx)
     try:
         yield client, slow
     finally:

@@ -32,8 +32,6 @@ from nav2_msgs.srv import GetCosts
 from nav_msgs.msg import Odometry
 from rclpy.action import ActionClient
 from rclpy.action.client import ClientGoalHandle
-from rclpy.executors import ExternalShutdownException
-from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_action_status_default
@@ -65,9 +63,10 @@ from robot_harness.sim.world import (
     PLAN_FAILURE_ABORT_S,
 )
 
+from ._spin import spin_in_thread
+
 REPO = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
-RCLError = _rclpy.RCLError
 FAST = 3.0
 """m/s: short goals finish well under a second."""
 
@@ -140,17 +139,7 @@ def make_rig() -> Iterator[Callable[..., Rig]]:
         executor.add_node(client)
         nav = ActionClient(client, NavigateToPose, "navigate_to_pose")
 
-        def spin() -> None:
-            try:
-                executor.spin()
-            except (ExternalShutdownException, RCLError):
-                # The teardown shuts the context down to stop spinning; rclpy
-                # reports that as either error depending on where it lands.
-                if ctx.ok():
-                    raise
-
-        thread = threading.Thread(target=spin, daemon=True)
-        thread.start()
+        thread = spin_in_thread(executor, ctx)  # until the teardown shuts the context down
         rig = Rig(ctx, robot, client, executor, nav, thread)
         rigs.append(rig)
         return rig
