@@ -254,6 +254,24 @@ mark read-only. Anything that moves, sends, speaks or captures is not."""
 PROPOSE_DONE = "propose_done"
 
 
+PROPOSE_PLAN = "propose_plan"
+
+
+class PlanStepArgs(_Args):
+    skill: str = Field(min_length=1, max_length=64, description="The tool the step calls (not propose_plan or propose_done).")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="Its arguments, as for the tool itself.")
+    effect: str = Field(default="", max_length=500, description="What the step achieves, in words.")
+    serves: str = Field(default="", max_length=32, description="The id of the contract obligation it serves (o1, ...).")
+
+
+class ProposePlanArgs(_Args):
+    steps: list[PlanStepArgs] = Field(min_length=1, max_length=32, description="The steps, in order.")
+
+
+def _propose_plan(env: ToolEnv, args: ProposePlanArgs) -> dict[str, Any]:
+    raise UsageError("propose_plan is checked by the plan gate, not run as a capability")
+
+
 class ProposeDoneArgs(_Args):
     summary: str = Field(min_length=1, max_length=2000, description="What you believe was achieved, for the operator.")
 
@@ -443,6 +461,13 @@ def default_skills(navigation: NavigationConfig | None = None, *, ask_operator: 
               args_model=SpeakArgs, handler=_speak, resources=("speaker",)),
         Skill(name="send_message", description="Send a text message (with optional artifact references) to a recipient; returns a delivery receipt.",
               args_model=SendMessageArgs, handler=_send_message, resources=("messenger",)),
+        Skill(name=PROPOSE_PLAN, description=(
+            "Propose the whole plan at once: every step (tool, arguments, intended effect, the obligation it "
+            "serves). A zero-token gate checks it against the goal's contract before anything moves (every "
+            "obligation covered, in an order its dependencies allow, each step where it must happen) and answers "
+            "with typed diagnostics if not. An accepted plan is run by the harness one step per turn through the "
+            "same checks; if a step fails you are told, and asked for the rest only."),
+              args_model=ProposePlanArgs, handler=_propose_plan),
         Skill(name=PROPOSE_DONE, description=(
             "Propose that the user's goal is achieved. This asks the harness's independent verifier to check "
             "the goal's completion contract against execution receipts and fresh observations; it does not "

@@ -48,6 +48,7 @@ from .behaviors import BehaviorRunner
 from .ledger import MissionLedger, Observer
 from .observations import NoWorldSnapshot, Observations
 from .operator import OperatorDesk
+from .plans import PlanDesk
 from .progress import ProgressViews
 from .recovery import Recovery, worst_failure
 from .state import MissionEnd, MissionState, StopFlag, new_usage
@@ -105,6 +106,7 @@ class _Mission:
     supervisor: ActionSupervisor
     turns: TurnExecutor
     recovery: Recovery
+    plans: PlanDesk
 
 
 @dataclass(eq=False, kw_only=True)
@@ -230,14 +232,15 @@ class MissionRunner:
                                 clock=self.clock, blocked=self._blocked, feasibility=self.feasibility)
         operator = OperatorDesk(config=self.config, state=state, ledger=ledger, skills=self.skills, clock=self.clock,
                                 stop=self._stop, sleep=self._wait)
+        plans = PlanDesk(state=state, ledger=ledger, skills=self.skills, evidenced=done.evidenced)
         turns = TurnExecutor(config=self.config, state=state, ledger=ledger, skills=self.skills, dispatcher=dispatcher,
-                             operator=operator, receipts=receipts, clock=self.clock, stop=self._stop)
+                             operator=operator, receipts=receipts, clock=self.clock, stop=self._stop, plans=plans)
         behaviors = BehaviorRunner(state=state, ledger=ledger, observations=observations, turns=turns,
                                    supervisor=supervisor, ids=self.ids)
         recovery = Recovery(config=self.config, state=state, ledger=ledger, views=views, usage=self._usage,
                             policy=self.recovery, abandon=supervisor.abandon, run_behavior=behaviors.run)
         return _Mission(state=state, ledger=ledger, observations=observations, views=views, done=done,
-                        supervisor=supervisor, turns=turns, recovery=recovery)
+                        supervisor=supervisor, turns=turns, recovery=recovery, plans=plans)
 
     def _run(self, goal: str, *, mission_id: str, owner: str, owner_token_sha256: str,
              credentials: MissionCredentials) -> MissionOutcome:
@@ -384,6 +387,9 @@ class MissionRunner:
             loop.pending.append(outcome)
         failure = worst_failure(loop.last_results, outcome, physical=self._physical_skills, ids=self.ids)
         if failure is not None:
+            interrupted = m.plans.interrupt(f"{failure.failure_kind}: {failure.reason}")
+            if interrupted is not None:
+                loop.pending.append(interrupted)
             end = self._recover(m, loop, turn_id, failure)
             if end is not None:
                 return end
@@ -423,8 +429,13 @@ class MissionRunner:
                            robot_action_id=ev.action_id, payload=RuntimeEventDelivered.of(ev)) for ev in loop.pending),
         ])
         loop.pending = []
-        response, planner_error = self._ask_planner(s, turn_id, turn_index, ctx)
-        self._usage.count_turn(response)
+        step = m.plans.next_call(self.ids)
+        if step is not None:  # the accepted plan's next step: the harness's turn, no model call
+            call, meta = step
+            response, planner_error = ModelResponse(tool_calls=(call,), meta=meta), None
+        else:
+            response, planner_error = self._ask_planner(s, turn_id, turn_index, ctx)
+            self._usage.count_turn(response)
         # The response and every tool call in it are recorded in one commit, before any call runs.
         ledger.append_many([
             ledger.draft(EventType.MODEL_RESPONSE_RECORDED, model_turn_id=turn_id, snapshot_id=snap.snapshot_id,

@@ -19,10 +19,11 @@ from ..execution.dispatch import Dispatcher
 from ..lifecycle import ManagedAction
 from ..payloads import ToolResultRecorded
 from ..records import EventType, ToolCall, ToolResult, ToolResultStatus, WorldSnapshot
-from ..skills import ASK_OPERATOR, PROPOSE_DONE, RECOVERY_ONLY, SkillRegistry
+from ..skills import ASK_OPERATOR, PROPOSE_DONE, PROPOSE_PLAN, RECOVERY_ONLY, SkillRegistry
 from ..authority.receipts import Receipts
 from .ledger import MissionLedger
 from .operator import OperatorDesk
+from .plans import PlanDesk
 from .progress import MALFORMED_ARGUMENTS
 from .state import MissionState, StopFlag
 
@@ -50,6 +51,7 @@ class TurnExecutor:
     receipts: Receipts
     clock: Clock
     stop: StopFlag
+    plans: PlanDesk | None = None
 
     def run(self, turn_id: str, decision: WorldSnapshot, calls: Sequence[ToolCall], *,
             proposed_by: str = "planner") -> TurnResult:
@@ -76,6 +78,10 @@ class TurnExecutor:
                 result = self._accept_done_call(call, first=done_call is None)
                 if result.status is ToolResultStatus.OK:
                     done_call = call
+            elif call.name == PROPOSE_PLAN and self.plans is not None:
+                # A plan is checked whole before anything moves; an accepted one runs from the next turn.
+                result = (self.plans.propose(call, decision) if len(calls) == 1 else
+                          results.rejected(call, "a plan is proposed alone, in a turn of its own", code="plan_refused"))
             else:
                 self.state.call_started[call.id] = self.clock.now()
                 result, action = self._run_one(turn_id, decision, call, physical_done=dispatched is not None,
@@ -88,7 +94,7 @@ class TurnExecutor:
                 dispatched = action
             drafts = [self.ledger.draft(EventType.TOOL_RESULT_RECORDED, model_turn_id=turn_id, tool_call_id=call.id,
                                          robot_action_id=result.action_id or "", payload=ToolResultRecorded.of(result))]
-            if action is None and call.name != PROPOSE_DONE:
+            if action is None and call.name not in (PROPOSE_DONE, PROPOSE_PLAN):
                 # Everything but an accepted physical action ends here: its receipt
                 # is written with its result, in the same commit. An accepted
                 # action's receipt is written with its verified outcome.
