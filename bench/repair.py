@@ -6,14 +6,21 @@ Runs scenarios on the real graph (sim_robot, aggregator, planner node with the
 supervisor) against a local OpenAI-compatible server whose "model" is a fixed
 policy: it reads the context it is sent and calls the tool for the first
 obligation on ``progress.frontier`` (navigate_to / capture_image /
-send_message), or ``propose_done`` when the frontier is empty. The same
-policy, the same robot faults, the same scenarios, two harness settings:
+send_message / speak), or ``propose_done`` when the frontier is empty; or, with
+plans (issue 18), proposes the whole plan for the frontier at once
+(``propose_plan``, ending with ``propose_done``), which the zero-token plan gate
+checks before anything moves and the harness then runs one step per turn
+without asking the model. The same robot faults, the same scenarios, four
+settings:
 
-* ``suffix`` (default): after a failure the planner keeps the verified prefix
+* ``suffix``: stepwise; after a failure the planner keeps the verified prefix
   (obligations already evidenced by receipts are off its frontier) and
   re-plans only what is left;
-* ``whole``: after a failure the planner's frontier is reset to the whole
-  contract and it re-plans the mission from the start.
+* ``whole`` (the baseline): stepwise; after a failure the planner's frontier is
+  reset to the whole contract and it re-plans the mission from the start;
+* ``plan``: whole plans through the plan gate; after a failed step the plan
+  stops, the verified prefix stands and the planner proposes the suffix only;
+* ``plan-whole``: whole plans, and after a failure the whole plan again.
 
 Every scenario in ``scenarios/*.yaml`` that can show a repair runs (``SKIP``
 says which cannot, and why; the scripted turns of a scenario are ignored, the
@@ -21,10 +28,10 @@ policy plays the model). A failure is injected so both settings must repair:
 the controller rejects navigation goal 1 once, and goal 2 too (a second case)
 when the mission needs two navigations or more. A scenario whose own robot
 faults already make a navigation fail runs with those instead. Tokens are the
-server's estimate (prompt and completion characters / 4), the same for both
-settings; the comparison is the ratio.
+server's estimate (prompt and completion characters / 4), the same for every
+setting; the comparison is the ratio against ``whole``, measured in the same run.
 
-    python bench/repair.py [--json out.json] [--scenario scenarios/demo.yaml ...]
+    python bench/repair.py [--json out.json] [--settings plan whole] [--scenario scenarios/demo.yaml ...]
 """
 from __future__ import annotations
 
@@ -70,32 +77,78 @@ def _route_next(desc: str, places: list[str], pose: dict[str, Any] | None,
     return order[-1] if order else "dock"
 
 
+def _quoted(desc: str) -> str | None:
+    """The words a description quotes ('hello'), which a spoken or message obligation binds."""
+    for q in ("'", '"'):
+        a = desc.find(q)
+        b = desc.find(q, a + 1) if a >= 0 else -1
+        if a >= 0 and b > a + 1:
+            return desc[a + 1:b]
+    return None
+
+
+def _step(o: dict[str, Any], places: list[str], pose: dict[str, Any] | None,
+          where: dict[str, dict[str, float]]) -> list[dict[str, Any]]:
+    """The calls for one open obligation (a closed route's: only its next stop; see _route_next)."""
+    kind, desc = o["kind"], o["description"]
+    place = next((p for p in sorted(places, key=len, reverse=True) if p in desc), None)
+    if kind == "at_place" and place:
+        return [{"name": "navigate_to", "arguments": {"place": place}}]
+    if kind == "route_closed":
+        return [{"name": "navigate_to", "arguments": {"place": _route_next(desc, places, pose, where)}}]
+    if kind == "image_captured":
+        return [{"name": "capture_image", "arguments": {"label": place or "image"}}]
+    if kind == "message_delivered":
+        return [{"name": "send_message", "arguments": {"to": "operator", "text": _quoted(desc) or "Report: done."}}]
+    if kind == "spoken":
+        return [{"name": "speak", "arguments": {"text": _quoted(desc) or "Done."}}]
+    return []
+
+
 def policy(context: dict[str, Any], places: list[str],
            where: dict[str, dict[str, float]] | None = None) -> dict[str, Any]:
     """The "model": the next tool call for the first open obligation, else propose_done.
 
     ``where``: the places' coordinates (the map the model is given); only a closed route needs them."""
     frontier = (context.get("progress") or {}).get("frontier") or []
+    pose = (context.get("world") or {}).get("pose")
     for o in frontier:
-        kind, desc = o["kind"], o["description"]
-        place = next((p for p in sorted(places, key=len, reverse=True) if p in desc), None)
-        if kind == "at_place" and place:
-            return {"name": "navigate_to", "arguments": {"place": place}}
-        if kind == "route_closed":
-            pose = (context.get("world") or {}).get("pose")
-            return {"name": "navigate_to", "arguments": {"place": _route_next(desc, places, pose, where or {})}}
-        if kind == "image_captured":
-            return {"name": "capture_image", "arguments": {"label": place or "image"}}
-        if kind == "message_delivered":
-            return {"name": "send_message", "arguments": {"to": "operator", "text": "Report: done."}}
-        if kind == "spoken":
-            return {"name": "speak", "arguments": {"text": "Done."}}
+        calls = _step(o, places, pose, where or {})
+        if calls:
+            return calls[0]
     return {"name": "propose_done", "arguments": {"summary": "All obligations met."}}
 
 
+def _plan_refused(context: dict[str, Any]) -> bool:
+    return any((r.get("content") or {}).get("code") == "plan_refused" for r in context.get("last_tool_results") or [])
+
+
+def plan_policy(context: dict[str, Any], places: list[str],
+                where: dict[str, dict[str, float]] | None = None) -> dict[str, Any]:
+    """The "model" with plans (issue 18): the whole plan for what is still open, in the frontier's order,
+    ending with propose_done; a closed route is planned stop by stop (its places in the order its
+    description names them). After the gate refused its plan it steps as ``policy`` does."""
+    if _plan_refused(context):
+        return policy(context, places, where)
+    frontier = (context.get("progress") or {}).get("frontier") or []
+    steps: list[dict[str, Any]] = []
+    for o in frontier:
+        if o["kind"] == "route_closed":
+            named = sorted((o["description"].find(p), p) for p in places if p in o["description"])
+            steps += [{"skill": "navigate_to", "arguments": {"place": p}, "serves": o["id"]} for _, p in named]
+            continue
+        steps += [{"skill": c["name"], "arguments": c["arguments"], "serves": o["id"]}
+                  for c in _step(o, places, None, where or {})]
+    if not steps:
+        return {"name": "propose_done", "arguments": {"summary": "All obligations met."}}
+    steps.append({"skill": "propose_done", "arguments": {"summary": "All obligations met."}})
+    return {"name": "propose_plan", "arguments": {"steps": steps}}
+
+
 class PolicyServer:
-    def __init__(self, where: dict[str, dict[str, float]] | None = None) -> None:
+    def __init__(self, where: dict[str, dict[str, float]] | None = None, *, plans: bool = False) -> None:
         self.where = where or {}
+        self.decide = plan_policy if plans else policy
         self.calls = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
@@ -111,7 +164,7 @@ class PolicyServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 user = body["messages"][-1]["content"]
                 context = json.loads(user)
-                call = policy(context, context.get("places") or [], server.where)
+                call = server.decide(context, context.get("places") or [], server.where)
                 args = json.dumps(call["arguments"])
                 prompt = sum(len(m["content"]) for m in body["messages"]) + len(json.dumps(body.get("tools", [])))
                 usage = {"prompt_tokens": prompt // 4, "completion_tokens": (len(args) + 40) // 4}
@@ -193,7 +246,13 @@ def cases(paths: list[Path]) -> tuple[list[tuple[Path, int | None]], dict[str, s
     return out, skipped
 
 
-def run_one(path: Path, reject_goal: int | None, repair: str, workdir: Path) -> dict[str, Any]:
+SETTINGS: dict[str, tuple[bool, str]] = {"suffix": (False, "suffix"), "whole": (False, "whole"),
+                                         "plan": (True, "suffix"), "plan-whole": (True, "whole")}
+"""setting -> (the policy proposes whole plans, the harness's repair). ``whole`` is the baseline: the
+planner steps, and after a failure re-plans the whole mission."""
+
+
+def run_one(path: Path, reject_goal: int | None, setting: str, workdir: Path) -> dict[str, Any]:
     import os
 
     from robot_harness.core.scenario import FaultSpec, load_scenario
@@ -204,16 +263,17 @@ def run_one(path: Path, reject_goal: int | None, repair: str, workdir: Path) -> 
     if reject_goal is not None:
         faults.append(FaultSpec(kind="reject", on_goal=reject_goal))
     robot = scenario.robot.model_copy(update={"faults": faults})
+    plans, repair = SETTINGS[setting]
     harness = {**scenario.harness, "recovery": {"repair": repair}}
     scenario = scenario.model_copy(update={"robot": robot, "harness": harness})
     label = f"goal {reject_goal}" if reject_goal is not None else "own"
     where = {k: v.model_dump() for k, v in scenario.world.places.items()}
-    with PolicyServer(where) as server:
+    with PolicyServer(where, plans=plans) as server:
         os.environ["OPENAI_BASE_URL"] = server.base_url
-        report = run_scenario(scenario, journal_path=workdir / f"{path.stem}-{label}-{repair}" / "journal.sqlite3",
+        report = run_scenario(scenario, journal_path=workdir / f"{path.stem}-{label}-{setting}" / "journal.sqlite3",
                               extra_overrides={"planner": {"backend": "llm", "model": "policy", "timeout_s": 10.0}})
     usage = report.get("model_usage") or {}
-    return {"scenario": path.stem, "rejected_goal": reject_goal, "failure": label, "repair": repair,
+    return {"scenario": path.stem, "rejected_goal": reject_goal, "failure": label, "repair": setting,
             "status": report["status"], "llm_calls": usage.get("llm_calls", 0),
             "total_tokens": usage.get("total_tokens", 0), "server_calls": server.calls,
             "navigations": sum(1 for c in report["tool_calls"] if c["name"] == "navigate_to")}
@@ -222,6 +282,8 @@ def run_one(path: Path, reject_goal: int | None, repair: str, workdir: Path) -> 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS),
+                        help="which settings to run (default: all; the baseline is whole)")
     parser.add_argument("--scenario", type=Path, action="append",
                         help="a scenario file (repeatable; default: every scenarios/*.yaml)")
     args = parser.parse_args(argv)
@@ -235,26 +297,36 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="robot_harness-repair-") as tmp:
         for path, goal in todo:
-            for repair in ("suffix", "whole"):
+            for repair in args.settings:
                 rows.append(run_one(path, goal, repair, Path(tmp)))
                 r = rows[-1]
                 print(f"  {r['scenario']} ({r['failure']}, {repair}): {r['status']}, {r['llm_calls']} calls", flush=True)
     w = max(len("scenario"), *(len(r["scenario"]) for r in rows))
-    print(f"{'scenario':{w}s} {'failure':>8s} {'repair':7s} {'status':12s} {'LLM calls':>9s} {'tokens':>8s} "
+    print(f"{'scenario':{w}s} {'failure':>8s} {'setting':10s} {'status':12s} {'LLM calls':>9s} {'tokens':>8s} "
           f"{'navigations':>11s}")
     for r in rows:
-        print(f"{r['scenario']:{w}s} {r['failure']:>8s} {r['repair']:7s} {r['status']:12s} "
+        print(f"{r['scenario']:{w}s} {r['failure']:>8s} {r['repair']:10s} {r['status']:12s} "
               f"{r['llm_calls']:9d} {r['total_tokens']:8d} {r['navigations']:11d}")
-    totals = {m: (sum(r["llm_calls"] for r in rows if r["repair"] == m), sum(r["total_tokens"] for r in rows if r["repair"] == m))
-              for m in ("suffix", "whole")}
-    print(f"all cases: suffix {totals['suffix'][0]} calls / {totals['suffix'][1]} tokens; whole {totals['whole'][0]} calls / "
-          f"{totals['whole'][1]} tokens; ratio whole/suffix {totals['whole'][0] / max(1, totals['suffix'][0]):.2f} calls, "
-          f"{totals['whole'][1] / max(1, totals['suffix'][1]):.2f} tokens")
-    by = {m: [r for r in rows if r["repair"] == m] for m in ("suffix", "whole")}
-    med = {m: (statistics.median(r["llm_calls"] for r in v), statistics.median(r["total_tokens"] for r in v))
-           for m, v in by.items()}
-    print(f"median per mission: suffix {med['suffix'][0]:.0f} calls / {med['suffix'][1]:.0f} tokens; "
-          f"whole {med['whole'][0]:.0f} calls / {med['whole'][1]:.0f} tokens")
+    settings = [m for m in SETTINGS if any(r["repair"] == m for r in rows)]
+    totals = {m: (sum(r["llm_calls"] for r in rows if r["repair"] == m),
+                  sum(r["total_tokens"] for r in rows if r["repair"] == m),
+                  sum(1 for r in rows if r["repair"] == m and r["status"] == "SUCCEEDED")) for m in settings}
+    n = len(todo)
+    for m in settings:
+        calls, tokens, won = totals[m]
+        print(f"{m:10s}: {calls} calls / {tokens} tokens over {n} cases, {won} SUCCEEDED")
+    base = totals.get("whole")
+    if base:
+        for m in settings:
+            if m != "whole":
+                print(f"ratio whole/{m}: {base[0] / max(1, totals[m][0]):.2f}x calls, "
+                      f"{base[1] / max(1, totals[m][1]):.2f}x tokens")
+    if "plan" in totals and "plan-whole" in totals:
+        pw, p = totals["plan-whole"], totals["plan"]
+        print(f"ratio plan-whole/plan: {pw[0] / max(1, p[0]):.2f}x calls, {pw[1] / max(1, p[1]):.2f}x tokens")
+    med = {m: (statistics.median(r["llm_calls"] for r in rows if r["repair"] == m),
+               statistics.median(r["total_tokens"] for r in rows if r["repair"] == m)) for m in settings}
+    print("median per mission: " + "; ".join(f"{m} {c:.0f} calls / {t:.0f} tokens" for m, (c, t) in med.items()))
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "median": med, "totals": totals, "skipped": skipped}, indent=2))
     return 0

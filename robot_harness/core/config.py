@@ -13,7 +13,8 @@ from .records import Pose2D
 
 __all__ = ["Preconditions", "OutcomeTolerance", "NavigationConfig", "LimitsConfig", "ContractConfig", "VerificationConfig", "RecoveryConfig", "InteractionsConfig", "APPROVAL_POLICIES", "McpConfig", "HarnessConfig",
            "load_harness_config", "dotted_overrides", "deep_merge", "place_pose", "place_poses", "place_aliases",
-           "Workspace", "navigation_workspace"]
+           "Workspace", "navigation_workspace",
+           "CAPABILITIES", "ProviderCard", "RoutingWeights", "RoutingConfig", "MemoryConfig"]
 
 
 APPROVAL_POLICIES = ("owner", "operator")
@@ -307,6 +308,62 @@ class EvalAblations(_Cfg):
     correlation, no fresh-pose check of the outcome)."""
 
 
+CAPABILITIES = ("navigation", "camera", "speech", "messaging")
+"""The capability classes a provider may implement (issue 18; core/routing.py)."""
+
+
+class ProviderCard(_Cfg):
+    """One provider of a capability class (a navigation stack, a camera, a speaker, a message gateway) and
+    what routing knows of it before any outcome is remembered (core/routing.py scores these)."""
+
+    capability: Literal["navigation", "camera", "speech", "messaging"]
+    namespace: str = Field(default="", max_length=200)
+    """Where it is served: for navigation the prefix of its Nav2 action names ("" the robot's own Nav2, e.g.
+    ``alt``: ``alt/navigate_to_pose``); for a camera its image topic ("" the configured camera)."""
+    p_success: float = Field(default=0.9, ge=0.0, le=1.0)
+    """Expected success probability (the prior; remembered verified outcomes refine it)."""
+    risk: float = Field(default=0.0, ge=0.0, le=1.0)
+    latency_s: float = Field(default=0.0, ge=0.0)
+    """Expected time of one use (for navigation, per metre), normalized among the candidates."""
+    cost: float = Field(default=0.0, ge=0.0)
+    health: float = Field(default=1.0, ge=0.0, le=1.0)
+    """1: healthy; the score takes 1 - health."""
+    preconditions: list[str] = Field(default_factory=list)
+    effects: list[str] = Field(default_factory=list)
+    enabled: bool = True
+
+
+class RoutingWeights(_Cfg):
+    """``s = p*p̂ - r*r̂ - u*û - l*l̂ - c*ĉ - h*ĥ`` (core/routing.score)."""
+
+    p: float = Field(default=1.0, ge=0.0)
+    r: float = Field(default=0.5, ge=0.0)
+    u: float = Field(default=0.25, ge=0.0)
+    l: float = Field(default=0.2, ge=0.0)  # noqa: E741 - the issue's name for the latency weight
+    c: float = Field(default=0.1, ge=0.0)
+    h: float = Field(default=0.5, ge=0.0)
+
+
+class RoutingConfig(_Cfg):
+    weights: RoutingWeights = RoutingWeights()
+    prior_strength: float = Field(default=4.0, gt=0.0)
+    """How many remembered outcomes a card's ``p_success`` counts as (p̂ = (k*p + wins) / (k + tries))."""
+    fallback: bool = True
+    """After a provider's failure, the ``switch_provider_or_skill`` rung re-runs the same call on the next
+    provider (within the recovery budget); False: routing only."""
+
+
+class MemoryConfig(_Cfg):
+    """Memory of verified attempts (core/memory.py)."""
+
+    examples: int = Field(default=3, ge=0, le=20)
+    """How many verified plans of the most similar goals the planner is shown (0: none)."""
+    record: bool = True
+    """Derive memory from each finished mission's committed verdicts and receipts."""
+    routing_stats: bool = True
+    """Routing reads the providers' remembered verified outcomes (else only the cards and this mission)."""
+
+
 class HarnessConfig(_Cfg):
     frame_id: str = "map"
     context_byte_cap: int = Field(default=6000, ge=512)
@@ -324,6 +381,10 @@ class HarnessConfig(_Cfg):
     interactions: InteractionsConfig = InteractionsConfig()
     mcp: McpConfig = McpConfig()
     eval_ablations: EvalAblations = EvalAblations()
+    providers: dict[str, ProviderCard] = Field(default_factory=dict)
+    """Capability cards, one per provider (issue 18); none: every capability has its one built-in provider."""
+    routing: RoutingConfig = RoutingConfig()
+    memory: MemoryConfig = MemoryConfig()
     artifacts_dir: str = ""
     """Where capture_image writes artifacts; empty: beside the journal."""
 

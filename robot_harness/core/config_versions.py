@@ -62,6 +62,10 @@ PROTECTED: dict[str, str] = {
     "frame_id": "the frame every pose is in",
     "artifacts_dir": "where evidence is written",
     "snapshot_byte_cap": "how much of the world the model is shown",
+    "providers": "which providers may act for the robot, where they are served and what their cards claim",
+    "routing.fallback": "whether a failed provider's call is re-run on another provider",
+    "memory.record": "whether missions are remembered (what is remembered is fixed: verified outcomes only)",
+    "memory.routing_stats": "whether routing reads remembered outcomes",
 }
 """Keys no revision may change (a dotted key, or every key under it), each with why."""
 
@@ -103,6 +107,9 @@ EVOLVABLE: dict[str, Bound] = {
     "recovery.switch_provider_or_skill": Bound(0, 10, integer=True),
     "recovery.nav2_behavior": Bound(0, 10, integer=True),
     "context_byte_cap": Bound(512, 65536, integer=True),
+    **{f"routing.weights.{w}": Bound(0.0, 10.0) for w in ("p", "r", "u", "l", "c", "h")},
+    "routing.prior_strength": Bound(0.5, 100.0),
+    "memory.examples": Bound(0, 20, integer=True),
 }
 """Numbers a revision may change, within these floors and ceilings. Besides them: ``places.<name>.aliases``
 (a list of phrases), ``recovery.nav2_behaviors.<kind>`` (an order of Nav2 behaviours) and ``recovery.repair``."""

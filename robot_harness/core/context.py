@@ -51,9 +51,11 @@ def compile_planner_context(
     byte_cap: int,
     snapshot_byte_cap: int,
     progress: dict[str, Any] | None = None,
+    examples: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """C1. ``progress`` is the planner's view of the task state (core/views.py):
-    the contract frontier, committed obligations and recent failures."""
+    the contract frontier, committed obligations and recent failures. ``examples``: plans that were
+    verified for similar goals (core/memory.py, most similar first); the first thing trimmed to fit."""
     ctx: dict[str, Any] = {
         "goal": goal,
         "turn_index": turn_index,
@@ -67,8 +69,15 @@ def compile_planner_context(
             "Tool results report only what a call established. Physical outcomes arrive later as "
             "runtime_events. You propose 'done'; the harness verifies it."
         ),
+        **({"verified_examples": [dict(e) for e in examples]} if examples else {}),
     }
-    # Trim oldest-first until it fits; the goal, the world and the frontier stay.
+    # Remembered examples go first (least similar first), then oldest-first until it fits; the goal, the
+    # world and the frontier stay.
+    while context_size(ctx) > byte_cap and ctx.get("verified_examples"):
+        ctx["verified_examples"].pop()
+        ctx["truncated"] = True
+    if "verified_examples" in ctx and not ctx["verified_examples"]:
+        ctx.pop("verified_examples")
     failures = (ctx.get("progress") or {}).get("recent_failures")
     while context_size(ctx) > byte_cap and failures:
         failures.pop(0)

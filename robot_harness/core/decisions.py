@@ -30,13 +30,14 @@ __all__ = ["PORTS", "Divergence", "DecisionReplay", "WhatIf", "ReplayJournal", "
 PORTS: dict[str, tuple[str, ...]] = {
     "snapshots": ("capture",),
     "planner": ("next_turn", "wait_for_call", "drain_calls"),
-    "navigation": ("send_goal", "lookup", "adopt", "poll", "cancel"),
+    "navigation": ("send_goal", "lookup", "adopt", "poll", "cancel", "use"),
     "robot_io": ("capture_image", "speak", "send_message"),
     "feasibility": ("probe",),
     "verifier": ("verify",),
     "recorder": ("start", "record_record", "stop"),
     "recovery": ("decide", "drain_calls"),
     "artifacts": ("check",),
+    "memory": ("provider_stats", "examples", "record_mission"),
 }
 """The runner's ports by role, with the methods whose answers a tape keeps."""
 

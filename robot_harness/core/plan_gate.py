@@ -12,6 +12,10 @@ where the robot then is), and checks, for every obligation not yet evidenced:
 * **arguments**: the skill exists, the planner may call it, its arguments validate, its places are known;
 * **final place**: a ``final`` place is where the plan leaves the robot.
 
+A plan may end with ``propose_done``: when every step before it has run, the harness proposes done with
+its summary, and the verifier judges it on evidence as any done proposal (a plan's done is a proposal
+made early, never an approval). Anywhere else in a plan it is refused.
+
 It returns typed diagnostics (:class:`PlanDiagnostic`), never raises on a bad plan, and calls no model.
 Obligations that need a semantic judgement cannot be checked here: they are listed, not refused.
 """
@@ -29,7 +33,7 @@ from .completion import (CAPTURE_SKILL, MESSAGE_SKILL, NAVIGATE_SKILL, ROUTE_SKI
                          Obligation, ObligationKind)
 from .errors import UsageError
 from .records import Pose2D
-from .skills import PROPOSE_DONE, RECOVERY_ONLY, SkillRegistry
+from .skills import PROPOSE_DONE, PROPOSE_PLAN, RECOVERY_ONLY, SkillRegistry
 
 __all__ = ["PlanStep", "Plan", "DiagnosticCode", "PlanDiagnostic", "PlanCheck", "check_plan", "START"]
 
@@ -181,11 +185,13 @@ def _simulate(plan: Plan, skills: SkillRegistry, places: Mapping[str, Pose2D], s
                                                 f"{', '.join(s.name for s in skills if RECOVERY_ONLY not in s.tags)})"))
             out.append(_Effect(step=i, skill=st.skill, at=at))
             continue
-        if RECOVERY_ONLY in skill.tags or skill.name == PROPOSE_DONE:
+        if RECOVERY_ONLY in skill.tags or skill.name == PROPOSE_PLAN or (
+                skill.name == PROPOSE_DONE and i != len(plan.steps)):
+            why = ("the recovery policy's own" if RECOVERY_ONLY in skill.tags else
+                   "a plan does not propose plans" if skill.name == PROPOSE_PLAN else
+                   "done may only be the last step: it is proposed when every step before it has run, and verified")
             diags.append(PlanDiagnostic(code=DiagnosticCode.NOT_PLANNABLE, step=i,
-                                        message=f"step {i}: {st.skill} is not a step a plan may take ("
-                                                + ("the recovery policy's own" if RECOVERY_ONLY in skill.tags else
-                                                   "done is proposed after the plan, and verified") + ")"))
+                                        message=f"step {i}: {st.skill} is not a step a plan may take here ({why})"))
             out.append(_Effect(step=i, skill=st.skill, at=at))
             continue
         try:

@@ -12,11 +12,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import NondeterminismError
-from .payloads import ModelResponseRecorded, ModelTurnStarted, PayloadReadError, payload_of
+from .payloads import ModelResponseRecorded, PayloadReadError, payload_of
 from .ports import PlannerRequest
 from .records import EventType, JournalEvent, ModelResponse, ToolCall
 
-__all__ = ["ScriptCall", "ScriptTurn", "ScriptedPlanner"]
+__all__ = ["ScriptCall", "ScriptTurn", "ScriptedPlanner", "PLAN_SOURCE"]
+
+PLAN_SOURCE = "plan"
+"""``ModelResponse.meta["source"]`` of a turn the harness took from an accepted plan (no model call)."""
 
 
 class ScriptCall(BaseModel):
@@ -54,19 +57,17 @@ class ScriptedPlanner:
         """Replay the model responses a journal recorded, checking turn order; raises ``PayloadReadError``
         when a recorded turn cannot be read."""
         turns: list[ScriptTurn] = []
-        index = 0
         for ev in events:
-            if ev.type is EventType.MODEL_TURN_STARTED:
-                started = payload_of(ev, ModelTurnStarted).turn_index
-                index = started if started is not None else index
             if ev.type is EventType.MODEL_RESPONSE_RECORDED:
                 r = payload_of(ev, ModelResponseRecorded).response
                 if r is None:
                     raise PayloadReadError(f"{ev.event_id}: a recorded model turn without its response cannot be "
                                            "replayed", event_id=ev.event_id)
+                if r.meta.get("source") == PLAN_SOURCE:
+                    continue  # the harness's own turn, from an accepted plan: no model was asked
                 turns.append(ScriptTurn(
                     tool_calls=[ScriptCall(name=c.name, arguments=c.arguments, id=c.id) for c in r.tool_calls],
-                    done=r.done, text=r.text, expect_turn_index=index,
+                    done=r.done, text=r.text, expect_turn_index=len(turns),
                 ))
         return cls(turns)
 

@@ -33,6 +33,9 @@ class PlannerRequest(BaseModel):
     mission_id: str
     model_turn_id: str
     turn_index: int
+    """The index of this model call among the mission's model calls (0 first). A turn the harness takes
+    from an accepted plan (core/mission/plans.py) asks no model, so it is not counted: a recorded model
+    replays call for call whatever the plan's length."""
     context: dict[str, Any]
     tools: tuple[dict[str, Any], ...]
 

@@ -104,6 +104,11 @@ class Failure(BaseModel):
     behaviors: tuple[str, ...] = ()
     """The Nav2 behaviours (skill names, in order) the site's recovery config lists for ``nav2_kind``
     (``recovery.nav2_behaviors``); empty: the ``nav2_behavior`` rung is not open for this failure."""
+    provider: str = ""
+    """The provider the failed action was routed to (core/routing.py), "" when there was no choice."""
+    providers: tuple[str, ...] = ()
+    """Other providers of the same capability that may act for the same obligation (issue 18); non-empty:
+    the ``switch_provider_or_skill`` rung is open, and first: the fallback keeps the obligation, changes who acts."""
 
 
 class RecoveryBudgets(BaseModel):
@@ -163,9 +168,14 @@ class RecoveryPolicy:
         first = Rung.NAV2_BEHAVIOR if failure.behaviors else _FIRST_RUNG[failure.failure_kind]
         start = LADDER.index(first)
         open_: list[Rung] = []
-        for rung in LADDER[start:]:
+        ladder = LADDER[start:]
+        if failure.providers and failure.failure_kind not in _MAY_BE_MOVING:
+            # another provider can act for the same obligation: the fallback comes first
+            ladder = (Rung.SWITCH, *(r for r in ladder if r is not Rung.SWITCH))
+        for rung in ladder:
             budget = self.budgets.of(rung)
-            if rung is Rung.SWITCH and not self.alternatives.get(failure.skill):
+            if rung is Rung.SWITCH and not self.alternatives.get(failure.skill) and not (
+                    failure.providers and failure.failure_kind not in _MAY_BE_MOVING):
                 continue  # nothing to switch to
             if rung is Rung.NAV2_BEHAVIOR and not failure.behaviors:
                 continue  # not a failure a Nav2 behaviour answers

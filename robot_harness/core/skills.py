@@ -258,7 +258,7 @@ PROPOSE_PLAN = "propose_plan"
 
 
 class PlanStepArgs(_Args):
-    skill: str = Field(min_length=1, max_length=64, description="The tool the step calls (not propose_plan or propose_done).")
+    skill: str = Field(min_length=1, max_length=64, description="The tool the step calls (not propose_plan; propose_done only as the last step).")
     arguments: dict[str, Any] = Field(default_factory=dict, description="Its arguments, as for the tool itself.")
     effect: str = Field(default="", max_length=500, description="What the step achieves, in words.")
     serves: str = Field(default="", max_length=32, description="The id of the contract obligation it serves (o1, ...).")
@@ -466,7 +466,9 @@ def default_skills(navigation: NavigationConfig | None = None, *, ask_operator: 
             "serves). A zero-token gate checks it against the goal's contract before anything moves (every "
             "obligation covered, in an order its dependencies allow, each step where it must happen) and answers "
             "with typed diagnostics if not. An accepted plan is run by the harness one step per turn through the "
-            "same checks; if a step fails you are told, and asked for the rest only."),
+            "same checks; if a step fails you are told, and asked for the rest only. It may end with a "
+            "propose_done step (arguments: summary): done is then proposed when the steps before it have run, "
+            "and the verifier judges it on evidence as always."),
               args_model=ProposePlanArgs, handler=_propose_plan),
         Skill(name=PROPOSE_DONE, description=(
             "Propose that the user's goal is achieved. This asks the harness's independent verifier to check "

@@ -148,6 +148,8 @@ def _model_response(p: ModelResponseRecorded) -> str:
     if r is None:
         raise KeyError("not a model response")
     parts = []
+    if r.meta.get("source") == "plan":  # core/planner_script.PLAN_SOURCE: the harness's turn, no model call
+        parts.append(f"plan step {r.meta.get('step', '?')}/{r.meta.get('of', '?')} (no model call)")
     if r.tool_calls:
         parts.append(f"{len(r.tool_calls)} tool call(s): " + ", ".join(c.name for c in r.tool_calls))
     if r.done is not None:

@@ -68,7 +68,7 @@ def record(scenario: Scenario, *, workdir: Path | None = None, journal: Journal 
             "feasibility": sim, "artifacts": ArtifactChecker()}
     tape = Tape()
     rec = TapeRecorder(tape)
-    ports = {role: rec.port(real[role], role, PORTS[role], attrs=("name",)) for role in _ROLES}
+    ports = {role: rec.port(real[role], role, PORTS[role], attrs=("name", "providers")) for role in _ROLES}
     own = journal is None
     if journal is None:
         journal = MemoryJournal(clock=sim.clock, ids=IdGenerator(11))

@@ -125,3 +125,15 @@ def test_an_empty_or_huge_plan_is_not_a_plan(steps):
 
     with pytest.raises(ValidationError):
         Plan(steps=steps)
+
+
+def test_done_may_end_a_plan_and_nowhere_else() -> None:
+    done = PlanStep(skill="propose_done", arguments={"summary": "said it at reception"})
+    ok = check("Go to reception and say 'hi' there.", go("reception"), say("hi"), done)
+    assert ok.ok, ok.diagnostics
+    early = check("Go to reception and say 'hi' there.", go("reception"), done, say("hi"))
+    assert not early.ok and early.diagnostics[0].code is DiagnosticCode.NOT_PLANNABLE and early.diagnostics[0].step == 2
+    bad = check("Go to reception and say 'hi' there.", go("reception"), say("hi"), PlanStep(skill="propose_done"))
+    assert not bad.ok and bad.diagnostics[0].code is DiagnosticCode.INVALID_ARGUMENTS
+    nested = check("Go to reception.", go("reception"), PlanStep(skill="propose_plan", arguments={"steps": []}))
+    assert not nested.ok and nested.diagnostics[0].code is DiagnosticCode.NOT_PLANNABLE

@@ -8,6 +8,7 @@ that holds resources is keyed and leased the same way.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from typing import Any
@@ -20,6 +21,7 @@ from ..durable import DispatchKey, DuplicateDispatch, LeaseConflict, ReleaseReas
 from ..errors import HarnessError, HarnessTimeout, UsageError
 from ..lifecycle import ManagedAction
 from ..ports import FeasibilityPort, NavigationPort, RobotIO
+from ..routing import Outcomes, ProviderNavigation, RoutingDecision, route
 from ..nav_goals import NavGoal, NavGoalKind
 from ..preconditions import CostProbe, Feasibility, PathProbe, ProbeStatus, check_preconditions
 from ..reconcile import ACTIVE_STATUSES, TERMINAL_STATUSES
@@ -56,6 +58,8 @@ class Dispatcher:
     blocked: Blocked
     feasibility: FeasibilityPort | None = None
     """Who answers the readiness and feasibility checks (None: each is reported not applicable)."""
+    remembered: Callable[[str], Outcomes] | None = None
+    """Remembered verified outcomes per provider of a capability (core/memory's operational memory), for routing."""
 
     # -- managed physical actions ---------------------------------------------------
 
@@ -118,7 +122,12 @@ class Dispatcher:
         if path is not None and path.ok and path.length_m is not None:  # the way it will walk, not the crow's
             distance = max(distance, path.length_m)
         action.timeout_s = nav.timeout_s + nav.timeout_per_m_s * distance + goal.wait_s
-        refused = self._commit_intent(turn_id, call, skill, key, action, [snap_draft, check_draft])
+        routing = self._route(key.node)
+        if routing is not None and routing.chosen is None:
+            self.ledger.append_many([snap_draft, check_draft])
+            return results.rejected(call, f"no navigation provider may act: {routing.reason}", code="no_provider",
+                                    routing=routing.as_dict()), None
+        refused = self._commit_intent(turn_id, call, skill, key, action, [snap_draft, check_draft], routing)
         if refused is not None:
             return refused, None
         return self._send(call, skill, action, goal_uuid_for(key.text))
@@ -152,8 +161,27 @@ class Dispatcher:
             return None
         return max(left, 0.0) / nav.timeout_per_m_s
 
+    def _route(self, node: str) -> RoutingDecision | None:
+        """Which navigation provider acts for plan node ``node`` (None: the port has one provider only).
+
+        Scored over the navigation cards the port serves, with the remembered verified outcomes plus this
+        mission's; a provider that failed this node in this mission is excluded (the fallback)."""
+        if not isinstance(self.navigation, ProviderNavigation):
+            return None
+        cards = {n: c for n, c in self.config.providers.items() if c.capability == "navigation"}
+        if not cards:
+            return None
+        served = set(self.navigation.providers)
+        excluded = {n: "not served by this robot" for n in cards if n not in served}
+        excluded.update(self.state.provider_failed.get(node, {}))
+        outcomes = dict(self.remembered("navigation")) if self.remembered is not None else {}
+        for name, (wins, tries) in self.state.provider_tally.items():
+            w0, t0 = outcomes.get(name, (0, 0))
+            outcomes[name] = (w0 + wins, t0 + tries)
+        return route("navigation", cards, self.config.routing, outcomes=outcomes, excluded=excluded)
+
     def _commit_intent(self, turn_id: str, call: ToolCall, skill: Skill, key: DispatchKey, action: ManagedAction,
-                       checked: list[EventDraft]) -> ToolResult | None:
+                       checked: list[EventDraft], routing: RoutingDecision | None = None) -> ToolResult | None:
         """Make the fresh snapshot, the passing check, the dispatch intent (keyed, so a repeat is
         refused) and the resource leases durable, in one revision-checked commit, before anything
         is sent. None when committed; else the call's result (a duplicate, a lease conflict, a Stop)."""
@@ -164,7 +192,10 @@ class Dispatcher:
             robot_action_id=action.action_id, snapshot_id=checked[0].snapshot_id, payload={
                 "intent": {"backend": self.navigation.name, "target": action.target.model_dump(),
                            "frame_id": self.config.frame_id, "timeout_s": round(action.timeout_s, 2),
-                           "arguments": call.arguments},
+                           "arguments": call.arguments,
+                           # which provider acts, and every candidate's score (issue 18): same commit
+                           **({"provider": routing.chosen, "capability": "navigation", "routing": routing.as_dict()}
+                              if routing is not None else {})},
                 "dispatch": {"key": key.text, "goal_id": goal_uuid_for(key.text), "resources": list(skill.resources),
                              "node": key.node, "attempt": key.attempt, "state_version": key.state_version},
                 # under which policy decision: the passing pre-dispatch check (same commit),
@@ -184,6 +215,8 @@ class Dispatcher:
         except StoppedBeforeDispatch as stop:
             return results.cancelled(call, f"stopped before dispatch: {stop}; nothing was sent")
         s.evidence.append(next(e.seq for e in committed if e.type is EventType.ROBOT_ACTION_STARTED))
+        if routing is not None and routing.chosen:
+            s.provider_of[action.action_id] = routing.chosen
         s.actions.append(action)
         s.active = action
         return None
@@ -197,6 +230,8 @@ class Dispatcher:
         try:
             # A NavigateToPose goes as it always has (a port that knows only it keeps working).
             other = action.goal is not None and action.goal.kind is not NavGoalKind.NAVIGATE_TO_POSE
+            if self.state.provider_of.get(action.action_id):
+                self.navigation.use(self.state.provider_of[action.action_id])  # type: ignore[attr-defined]
             ack = self.navigation.send_goal(target=action.target, frame_id=self.config.frame_id,
                                             timeout_s=nav.accept_timeout_s, goal_id=goal_id,
                                             **({"goal": action.goal} if other else {}))

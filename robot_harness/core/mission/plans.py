@@ -20,14 +20,13 @@ from ..execution import results
 from ..gate import TaskState
 from ..plan_gate import Plan, PlanStep, check_plan
 from ..records import RuntimeEvent, ToolCall, ToolResult, ToolResultStatus, WorldSnapshot
+from ..planner_script import PLAN_SOURCE
 from ..skills import PROPOSE_PLAN, SkillRegistry
 from .ledger import MissionLedger
 from .state import MissionState
 
 __all__ = ["PlanDesk", "ActivePlan", "PLAN_SOURCE"]
 
-PLAN_SOURCE = "plan"
-"""``ModelResponse.meta["source"]`` of a turn the harness took from the active plan (no model call)."""
 
 
 @dataclass

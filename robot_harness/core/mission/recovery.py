@@ -30,7 +30,7 @@ _RUNG_ADVICE = {
     Rung.ADJUST_VIEW: "look at the failure's evidence (runtime_events, last_tool_results and the widened "
                       "progress.recent_failures) before acting",
     Rung.LOCAL_REPLAN: "re-plan only what is left (progress.frontier); verified steps stay done",
-    Rung.SWITCH: "use one of the authorized alternative skills listed in alternatives",
+    Rung.SWITCH: "use one of the authorized alternative skills listed in alternatives (or: another provider)",
     Rung.NAV2_BEHAVIOR: "retry what failed",
 }
 
@@ -130,13 +130,36 @@ class Recovery:
                                   "do": _RUNG_ADVICE[decision.rung], "budgets_left": decision.budgets_left}
         if decision.rung is Rung.ADJUST_VIEW:
             s.wide_view_turns = 1  # the next planner turn sees more failure history and evidence
-        if decision.rung is Rung.SWITCH:
+        if decision.rung is Rung.SWITCH and failure.providers:
+            detail.update(self._fallback(turn_id, failure))
+        elif decision.rung is Rung.SWITCH:
             # Only the alternatives authorized for the failed skill (config recovery.alternatives).
             detail["alternatives"] = list(self.config.recovery.alternatives.get(failure.skill or "", []))
         if decision.rung is Rung.NAV2_BEHAVIOR:
             detail.update(self._behave(turn_id, failure))
         return RecoveryStep(event=RuntimeEvent(type="recovery", tool_call_id=failure.tool_call_id,
                                                action_id=failure.action_id, state=decision.rung.value, detail=detail))
+
+    def _fallback(self, turn_id: str, failure: Failure) -> dict[str, Any]:
+        """Provider fallback (issue 18): the same call, the same obligation, another provider (routing
+        excludes the one that failed this node), through the same gate, dispatch and verification."""
+        call = next((c for c in self.state.calls if c["id"] == failure.tool_call_id), None)
+        if not self.config.routing.fallback or self.run_behavior is None or call is None:
+            return {"providers": list(failure.providers),
+                    "do": f"{failure.provider or 'the provider'} failed; retry the same call: routing sends it to "
+                          f"another provider ({', '.join(failure.providers)})"}
+        result, outcome = self.run_behavior(turn_id, str(call["name"]), dict(call["arguments"]))
+        provider = self.state.provider_of.get(result.action_id or "", "")
+        state = outcome.state if outcome is not None else result.status.value
+        content = result.content if isinstance(result.content, dict) else {}
+        why = (outcome.detail.get("reason", "") if outcome is not None else
+               content.get("reason") or (result.error or {}).get("message", ""))
+        return {"failed_provider": failure.provider, "fallback_provider": provider, "fallback_call_id": result.tool_call_id,
+                "fallback_outcome": state,
+                "do": (f"the harness re-ran {call['name']} on {provider or 'another provider'} after {failure.provider} "
+                       f"failed ({state}{': ' + why if why else ''}); "
+                       + ("its evidence counts for the obligation, go on with what is left" if state == "SUCCEEDED"
+                          else "re-plan what is left"))}
 
     def _behave(self, turn_id: str, failure: Failure) -> dict[str, Any]:
         """Run the next behaviour of the failure's list (one per ``nav2_behavior`` rung taken this mission,

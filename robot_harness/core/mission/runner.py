@@ -35,8 +35,9 @@ from ..ports import (EvidenceRecorder, FeasibilityPort, InteractivePlanner, Navi
 from ..reconcile import Reconciler
 from ..payloads import ModelResponseRecorded, ModelTurnStarted, RuntimeEventDelivered
 from ..records import (ActionView, Availability, EventType, MissionStatus, ModelResponse, RuntimeEvent, ToolResult,
+                       ToolResultStatus,
                        WorldSnapshot)
-from ..recovery import Failure
+from ..recovery import Failure, FailureKind
 from ..skills import SkillRegistry
 from ..verifier import Verifier, VerifierConfig
 from ..authority.done import DoneAuthority
@@ -92,6 +93,10 @@ class _Loop:
     last_results: list[ToolResult] = field(default_factory=list)
     silent: int = 0
     text_only: int = 0
+    examples: list[dict[str, Any]] | None = None
+    """The verified plans of similar goals shown to the planner (retrieved once, at the first turn)."""
+    asks: int = 0
+    """Model calls made so far (a turn taken from an accepted plan asks no model)."""
 
 
 @dataclass
@@ -146,6 +151,10 @@ class MissionRunner:
     """Sees every read of the Stop flag (``StopFlag``'s ``reads``): a decision tape's recorder or player."""
     config_pin: ConfigPin | None = None
     """The configuration version ``config`` is (core/config_versions.py), journaled in MISSION_STARTED."""
+    memory: Any = None
+    """Memory of verified attempts (core/memory.MemoryStore, or its decision tape): ``examples(contract, k)``
+    for the planner's context, ``provider_stats(capability)`` for routing, ``record_mission(mission_id, now=)``
+    after each mission. None: the mission neither reads nor writes memory."""
 
     def __post_init__(self) -> None:
         self.gate = CommitGate(ids=self.ids, clock=self.clock)
@@ -229,7 +238,8 @@ class MissionRunner:
                                       clock=self.clock, stop=self._stop)
         dispatcher = Dispatcher(config=self.config, state=state, ledger=ledger, observations=observations,
                                 leases=leases, navigation=self.navigation, robot_io=self.robot_io, ids=self.ids,
-                                clock=self.clock, blocked=self._blocked, feasibility=self.feasibility)
+                                clock=self.clock, blocked=self._blocked, feasibility=self.feasibility,
+                                remembered=self._remembered)
         operator = OperatorDesk(config=self.config, state=state, ledger=ledger, skills=self.skills, clock=self.clock,
                                 stop=self._stop, sleep=self._wait)
         plans = PlanDesk(state=state, ledger=ledger, skills=self.skills, evidenced=done.evidenced)
@@ -335,7 +345,18 @@ class MissionRunner:
         except JournalWriteError as exc:
             self._blocked.reason = str(exc)
             return self._outcome(m, MissionStatus.BLOCKED, f"{summary} (final record not persisted: {exc})")
+        self._remember(s.mission_id)
         return self._outcome(m, end.status, summary)
+
+    def _remember(self, mission_id: str) -> None:
+        """Derive memory from the finished mission's committed verdicts and receipts (core/memory.py); a
+        failure is logged, never the mission's: memory is advice, the journal is the truth."""
+        if self.memory is None or not self.config.memory.record:
+            return
+        try:
+            self.memory.record_mission(mission_id, now=self.clock.now())
+        except (HarnessError, JournalReadError, JournalWriteError) as exc:
+            _log.warning("mission %s not remembered: %s", mission_id, exc)
 
     def _bind_start(self, m: _Mission) -> None:
         """Give the reserved place ``start`` its pose: where the robot is now, at admission.
@@ -385,8 +406,10 @@ class MissionRunner:
         outcome = m.supervisor.supervise(turn.action) if turn.action is not None else None
         if outcome is not None:
             loop.pending.append(outcome)
+        self._tally(m, loop.last_results, outcome)
         failure = worst_failure(loop.last_results, outcome, physical=self._physical_skills, ids=self.ids)
         if failure is not None:
+            failure = self._provider_fallback(m, failure)
             interrupted = m.plans.interrupt(f"{failure.failure_kind}: {failure.reason}")
             if interrupted is not None:
                 loop.pending.append(interrupted)
@@ -419,6 +442,7 @@ class MissionRunner:
             last_results=loop.last_results,
             byte_cap=self.config.context_byte_cap,
             snapshot_byte_cap=self.config.snapshot_byte_cap,
+            examples=self._examples(m, loop),
         )
         # The snapshot, the turn and what it delivers to the model: one commit.
         ledger.append_many([
@@ -434,7 +458,8 @@ class MissionRunner:
             call, meta = step
             response, planner_error = ModelResponse(tool_calls=(call,), meta=meta), None
         else:
-            response, planner_error = self._ask_planner(s, turn_id, turn_index, ctx)
+            response, planner_error = self._ask_planner(s, turn_id, loop.asks, ctx)
+            loop.asks += 1
             self._usage.count_turn(response)
         # The response and every tool call in it are recorded in one commit, before any call runs.
         ledger.append_many([
@@ -469,6 +494,57 @@ class MissionRunner:
         loop.silent = 0
         return None
 
+    def _remembered(self, capability: str) -> Any:
+        """Routing's remembered verified outcomes of ``capability``'s providers (none without memory)."""
+        if self.memory is None or not self.config.memory.routing_stats:
+            return {}
+        try:
+            return self.memory.provider_stats(capability)
+        except (HarnessError, JournalReadError) as exc:
+            _log.warning("memory unreadable, routing on the cards alone: %s", exc)
+            return {}
+
+    def _examples(self, m: _Mission, loop: _Loop) -> list[dict[str, Any]]:
+        """The verified plans of the most similar goals, retrieved once per mission (memory.examples)."""
+        if loop.examples is None:
+            loop.examples = []
+            contract = m.ledger.task_state().contract
+            if self.memory is not None and self.config.memory.examples and contract is not None:
+                try:
+                    loop.examples = list(self.memory.examples(contract, self.config.memory.examples))
+                except (HarnessError, JournalReadError) as exc:
+                    _log.warning("memory unreadable, no examples: %s", exc)
+        return loop.examples
+
+    def _tally(self, m: _Mission, results: Any, outcome: RuntimeEvent | None) -> None:
+        """This mission's outcomes per routed provider: a verified success, or a failure (a rejection, a
+        FAILED outcome); UNKNOWN is neither (issue 18; remembered outcomes come from core/memory)."""
+        s = m.state
+        ended = [(outcome.action_id, outcome.state)] if outcome is not None else []
+        ended += [(r.action_id, "FAILED") for r in results if r.status is ToolResultStatus.REJECTED and r.action_id]
+        for action_id, state in ended:
+            provider = s.provider_of.get(action_id or "")
+            if provider and state in ("SUCCEEDED", "FAILED"):
+                tally = s.provider_tally.setdefault(provider, [0, 0])
+                tally[0] += state == "SUCCEEDED"
+                tally[1] += 1
+
+    def _provider_fallback(self, m: _Mission, failure: Failure) -> Failure:
+        """A routed action that failed (rejected, or FAILED: never UNKNOWN, which may still be moving): its
+        provider may not act for that plan node again this mission, and the others that may are named."""
+        s = m.state
+        provider = s.provider_of.get(failure.action_id, "")
+        node = s.node_of_call.get(failure.tool_call_id)
+        if not provider or node is None or failure.failure_kind not in (FailureKind.ACTION_FAILED,
+                                                                        FailureKind.DISPATCH_REJECTED):
+            return failure
+        s.provider_failed.setdefault(node, {})[provider] = f"failed this obligation: {failure.reason}"[:200]
+        capability = next((c.capability for n, c in self.config.providers.items() if n == provider), "navigation")
+        served = set(getattr(self.navigation, "providers", ()))
+        others = tuple(n for n, c in self.config.providers.items()
+                       if c.capability == capability and c.enabled and n in served and n not in s.provider_failed[node])
+        return failure.model_copy(update={"provider": provider, "providers": others})
+
     def _recover(self, m: _Mission, loop: _Loop, turn_id: str, failure: Failure) -> MissionEnd | None:
         step = m.recovery.recover(turn_id, failure)
         if step.event is not None:
@@ -487,9 +563,9 @@ class MissionRunner:
             return self._recover(m, loop, turn_id, done.failure)
         return None
 
-    def _ask_planner(self, s: MissionState, turn_id: str, turn_index: int,
+    def _ask_planner(self, s: MissionState, turn_id: str, ask_index: int,
                      ctx: dict[str, Any]) -> tuple[ModelResponse, str | None]:
-        request = PlannerRequest(mission_id=s.mission_id, model_turn_id=turn_id, turn_index=turn_index,
+        request = PlannerRequest(mission_id=s.mission_id, model_turn_id=turn_id, turn_index=ask_index,
                                  context=ctx, tools=self._tool_specs)
         try:
             return self.planner.next_turn(request), None

@@ -119,6 +119,13 @@ class MissionState:
     """Obligations committed or already evidenced, as of this turn's planner view (scopes C2)."""
     progress_since: int = 0
     """Receipts at or below this state version no longer count as progress (``recovery.repair: whole``)."""
+    # routing (issue 18)
+    provider_of: dict[str, str] = field(default_factory=dict)
+    """Action id -> the provider it was routed to (dispatch's)."""
+    provider_failed: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Plan node -> provider -> why it may not act for that node again this mission (the runner's, on a failure)."""
+    provider_tally: dict[str, list[int]] = field(default_factory=dict)
+    """Provider -> [verified successes, attempts with a known outcome] this mission (the runner's)."""
     # recovery and usage
     spent: dict[Rung, int] = field(default_factory=dict)
     wide_view_turns: int = 0
