@@ -304,7 +304,7 @@ examples:
 robot-harness COMMAND --help shows a command's options, examples and exit codes (docs/cli.md)."""
 
 
-COMMAND_MODULES = ("cli_operator", "cli_surfaces", "cli_config")
+COMMAND_MODULES = ("cli_operator", "cli_surfaces", "cli_config", "cli_memory")
 """Modules of ``robot_harness`` that add commands: each has ``register(sub)``, which calls ``add_command``.
 They may import this module at their top (it is loaded by then); heavy imports belong inside handlers."""
 

@@ -92,7 +92,7 @@ def _rebuild(journal_path: str | Path, mission_id: str, *, overrides: dict[str, 
         snapshots=ports.get("snapshots"), planner=ports.get("planner"), navigation=ports.get("navigation"),
         robot_io=ports.get("robot_io"), feasibility=ports.get("feasibility"), verifier=ports.get("verifier"),
         recorder=ports.get("recorder"), recovery=ports.get("recovery"), artifacts=ports.get("artifacts"),
-        stop_reads=player.stop_reads(), config_pin=pin, **extra)
+        memory=ports.get("memory"), stop_reads=player.stop_reads(), config_pin=pin, **extra)
     credentials = MissionCredentials.model_validate(run.get("credentials") or {})
     return (mission, player,
             lambda: runner.run(run["goal"], mission_id=mission_id, owner=run.get("owner", ""), credentials=credentials),

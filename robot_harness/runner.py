@@ -41,6 +41,10 @@ def scenario_overrides(scenario: Scenario, *, journal_path: Path, artifacts_dir:
         from .sim.world import SimConfig
 
         SimConfig.from_data({"map": robot.map})
+    if robot.providers or robot.cameras:
+        from .sim.world import SimConfig
+
+        SimConfig.from_data({"providers": robot.providers, "cameras": robot.cameras})
     harness = scenario.harness_config()
     return {
         "sim_robot": {
@@ -52,6 +56,8 @@ def scenario_overrides(scenario: Scenario, *, journal_path: Path, artifacts_dir:
             "stop_on_failure": robot.stop_on_failure,
             "faults_json": json.dumps([f.model_dump(exclude_none=True) for f in robot.faults]),
             "map_json": json.dumps(robot.map) if robot.map is not None else "",
+            "providers_json": json.dumps(robot.providers) if robot.providers else "",
+            "cameras_json": json.dumps(robot.cameras) if robot.cameras else "",
         },
         "planner": {"turns_json": json.dumps([t.model_dump() for t in scenario.planner.turns])},
         "supervisor": {

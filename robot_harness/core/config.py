@@ -306,6 +306,9 @@ class EvalAblations(_Cfg):
     evidence_binding: bool = True
     """Off: an action's outcome is the backend's word, about whichever goal it was (no goal-id
     correlation, no fresh-pose check of the outcome)."""
+    plan_gate: bool = True
+    """Off: a well-formed plan is run whatever the plan gate finds (its diagnostics are still reported);
+    bench/plan_gate.py measures the motion that costs."""
 
 
 CAPABILITIES = ("navigation", "camera", "speech", "messaging")

@@ -31,7 +31,7 @@ PORTS: dict[str, tuple[str, ...]] = {
     "snapshots": ("capture",),
     "planner": ("next_turn", "wait_for_call", "drain_calls"),
     "navigation": ("send_goal", "lookup", "adopt", "poll", "cancel", "use"),
-    "robot_io": ("capture_image", "speak", "send_message"),
+    "robot_io": ("capture_image", "speak", "send_message", "use_camera"),
     "feasibility": ("probe",),
     "verifier": ("verify",),
     "recorder": ("start", "record_record", "stop"),

@@ -105,6 +105,7 @@ __all__ = [
     "connect_read_only",
     "event_from_row",
     "CONFIG_TABLES",
+    "MEMORY_TABLES",
     "EVENT_COLUMNS",
     "MIGRATIONS",
     "REDACTED",
@@ -138,6 +139,22 @@ CONFIG_TABLES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
 }
 """The harness configuration's versions, their evaluations and releases (migration 0004): per table, its key,
 its other columns and which of them hold JSON. The only writer is ``robot_harness/config_loop.py``."""
+
+_MEMORY_COMMON = ("recorded_at", "recorded_by", "reason", "supersedes", "valid")
+MEMORY_TABLES: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    "memory_episodes": ("seq", ("memory_id", "format_version", "mission_id", "goal", "signature", "contract", "plan",
+                                "outcome", "verification", "evidence_ids", "provenance", "ended_at",
+                                *_MEMORY_COMMON),
+                        ("signature", "contract", "plan", "evidence_ids", "provenance")),
+    "memory_provider_outcomes": ("seq", ("memory_id", "format_version", "mission_id", "provider", "capability",
+                                         "context", "outcome", "action_id", "tool_call_id", "evidence_ids",
+                                         "provenance", "observed_at", *_MEMORY_COMMON),
+                                 ("context", "evidence_ids", "provenance")),
+}
+"""Memory of verified attempts (migration 0005), in the same shape as ``CONFIG_TABLES``: append-only rows,
+``seq`` in append order. The only writer is ``core/memory.MemoryStore``."""
+
+_ROW_TABLES = {**CONFIG_TABLES, **MEMORY_TABLES}
 
 
 class UnknownSnapshot(UsageError, KeyError):
@@ -283,6 +300,54 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 reason TEXT NOT NULL DEFAULT '',
                 released_at REAL NOT NULL
             )""",
+        ),
+    ),
+    (
+        "0005_memory",
+        (
+            """CREATE TABLE memory_episodes (
+                seq INTEGER PRIMARY KEY,
+                memory_id TEXT NOT NULL UNIQUE /* ep-...: deterministic from the mission */,
+                format_version INTEGER NOT NULL,
+                mission_id TEXT NOT NULL,
+                goal TEXT NOT NULL DEFAULT '',
+                signature TEXT NOT NULL /* JSON: the contract's obligation kinds, places and recipients */,
+                contract TEXT NOT NULL /* JSON: the frozen contract, or {} */,
+                plan TEXT NOT NULL /* JSON: the physical and capability calls that ran, in order */,
+                outcome TEXT NOT NULL /* the mission's final status */,
+                verification TEXT NOT NULL /* verified | failed | unknown */,
+                evidence_ids TEXT NOT NULL /* JSON */,
+                provenance TEXT NOT NULL /* JSON: journal event ids, config version */,
+                ended_at REAL,
+                recorded_at REAL NOT NULL,
+                recorded_by TEXT NOT NULL DEFAULT '',
+                reason TEXT NOT NULL DEFAULT '',
+                supersedes TEXT NOT NULL DEFAULT '' /* the memory_id this row replaces (or forgets), or '' */,
+                valid INTEGER NOT NULL /* 0: a forgetting */
+            )""",
+            "CREATE INDEX memory_episodes_mission_id ON memory_episodes (mission_id)",
+            """CREATE TABLE memory_provider_outcomes (
+                seq INTEGER PRIMARY KEY,
+                memory_id TEXT NOT NULL UNIQUE /* po-...: deterministic from the mission and the call */,
+                format_version INTEGER NOT NULL,
+                mission_id TEXT NOT NULL,
+                provider TEXT NOT NULL,
+                capability TEXT NOT NULL /* navigation | camera | speech | messaging */,
+                context TEXT NOT NULL /* JSON: {"skill", "place"?} */,
+                outcome TEXT NOT NULL /* succeeded (verified) | failed | unknown */,
+                action_id TEXT NOT NULL DEFAULT '',
+                tool_call_id TEXT NOT NULL DEFAULT '',
+                evidence_ids TEXT NOT NULL /* JSON */,
+                provenance TEXT NOT NULL /* JSON: journal event ids */,
+                observed_at REAL,
+                recorded_at REAL NOT NULL,
+                recorded_by TEXT NOT NULL DEFAULT '',
+                reason TEXT NOT NULL DEFAULT '',
+                supersedes TEXT NOT NULL DEFAULT '',
+                valid INTEGER NOT NULL
+            )""",
+            "CREATE INDEX memory_provider_outcomes_mission_id ON memory_provider_outcomes (mission_id)",
+            "CREATE INDEX memory_provider_outcomes_capability ON memory_provider_outcomes (capability, provider)",
         ),
     ),
 )
@@ -731,31 +796,49 @@ class Journal(abc.ABC):
         """Append one row to a configuration table (``CONFIG_TABLES``) and return its key (a version is
         the next number). ``expected_last_key``: the table's highest key the writer read, or a
         ``StaleRevision`` (another writer released or rolled back in between); -1 for an empty table."""
-        key, columns, json_columns = self._config_table(table)
+        return self._add_table_row(CONFIG_TABLES, "configuration", table, row, expected_last_key)
+
+    def config_rows(self, table: str) -> list[dict[str, Any]]:
+        """A configuration table's rows in key order, JSON columns decoded."""
+        return self._table_rows(CONFIG_TABLES, "configuration", table)
+
+    def add_memory_row(self, table: str, row: dict[str, Any], *, expected_last_key: int | None = None) -> int:
+        """Append one row to a memory table (``MEMORY_TABLES``) and return its ``seq``; as ``add_config_row``."""
+        return self._add_table_row(MEMORY_TABLES, "memory", table, row, expected_last_key)
+
+    def memory_rows(self, table: str) -> list[dict[str, Any]]:
+        """A memory table's rows in append order, JSON columns decoded."""
+        return self._table_rows(MEMORY_TABLES, "memory", table)
+
+    def _add_table_row(self, tables: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]], what: str, table: str,
+                 row: dict[str, Any], expected_last_key: int | None) -> int:
+        key, columns, json_columns = self._row_table(tables, what, table)
         unknown = set(row) - set(columns)
         if unknown:
             raise UsageError(f"{table} has no column(s) {sorted(unknown)}")
         values = {c: (json.dumps(row[c], sort_keys=True, allow_nan=False) if c in json_columns else row[c])
                   for c in columns if c in row}
-        return self._add_config_row(table, key, values, expected_last_key)
+        return self._insert_row(table, key, values, expected_last_key)
 
-    def config_rows(self, table: str) -> list[dict[str, Any]]:
-        """A configuration table's rows in key order, JSON columns decoded."""
-        key, columns, json_columns = self._config_table(table)
-        rows = self._config_rows(table, key, (key, *columns))
+    def _table_rows(self, tables: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]], what: str,
+              table: str) -> list[dict[str, Any]]:
+        key, columns, json_columns = self._row_table(tables, what, table)
+        rows = self._select_rows(table, key, (key, *columns))
         return [{c: (json.loads(v) if c in json_columns and v is not None else v) for c, v in r.items()} for r in rows]
 
     @staticmethod
-    def _config_table(table: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
-        if table not in CONFIG_TABLES:
-            raise UsageError(f"no configuration table {table!r}; known: {sorted(CONFIG_TABLES)}")
-        return CONFIG_TABLES[table]
+    def _row_table(tables: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]], what: str,
+                   table: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+        if table not in tables:
+            raise UsageError(f"no {what} table {table!r}; known: {sorted(tables)}")
+        return tables[table]
 
     @abc.abstractmethod
-    def _add_config_row(self, table: str, key: str, values: dict[str, Any], expected_last_key: int | None) -> int: ...
+    def _insert_row(self, table: str, key: str, values: dict[str, Any], expected_last_key: int | None) -> int:
+        """Append ``values`` to ``table`` (a ``CONFIG_TABLES`` or ``MEMORY_TABLES`` name) under the next key."""
 
     @abc.abstractmethod
-    def _config_rows(self, table: str, key: str, columns: tuple[str, ...]) -> list[dict[str, Any]]: ...
+    def _select_rows(self, table: str, key: str, columns: tuple[str, ...]) -> list[dict[str, Any]]: ...
 
     @abc.abstractmethod
     def missions(self) -> list[dict[str, Any]]:
@@ -792,7 +875,7 @@ class MemoryJournal(Journal):
         self._event_ids: set[str] = set()
         self._snapshots: dict[str, _SnapshotRow] = {}
         self._tapes: dict[str, tuple[bytes, str]] = {}
-        self._config: dict[str, list[dict[str, Any]]] = {t: [] for t in CONFIG_TABLES}
+        self._tables: dict[str, list[dict[str, Any]]] = {t: [] for t in _ROW_TABLES}
         self._migrations: list[str] = []
         self._closed = False
 
@@ -871,9 +954,9 @@ class MemoryJournal(Journal):
         with self._open():
             return self._tapes.get(mission_id)
 
-    def _add_config_row(self, table: str, key: str, values: dict[str, Any], expected_last_key: int | None) -> int:
+    def _insert_row(self, table: str, key: str, values: dict[str, Any], expected_last_key: int | None) -> int:
         with self._open():
-            rows = self._config[table]
+            rows = self._tables[table]
             last = rows[-1][key] if rows else -1
             if expected_last_key is not None and last != expected_last_key:
                 raise StaleRevision(f"{table} moved: its last row is {last}, not {expected_last_key}",
@@ -882,9 +965,9 @@ class MemoryJournal(Journal):
             rows.append({key: new, **values})
             return new
 
-    def _config_rows(self, table: str, key: str, columns: tuple[str, ...]) -> list[dict[str, Any]]:
+    def _select_rows(self, table: str, key: str, columns: tuple[str, ...]) -> list[dict[str, Any]]:
         with self._open():
-            return [{c: r.get(c) for c in columns} for r in self._config[table]]
+            return [{c: r.get(c) for c in columns} for r in self._tables[table]]
 
     def get_snapshot(self, snapshot_id: str) -> WorldSnapshot:
         with self._open():
@@ -1355,9 +1438,9 @@ class SqliteJournal(Journal):
                                   (mission_id,)).fetchone()
         return None if row is None else (bytes(row[0]), str(row[1]))
 
-    def _add_config_row(self, table: str, key: str, values: dict[str, Any], expected_last_key: int | None) -> int:
+    def _insert_row(self, table: str, key: str, values: dict[str, Any], expected_last_key: int | None) -> int:
         self._ensure_ready()
-        # table and column names come from CONFIG_TABLES, never from a caller's text
+        # table and column names come from CONFIG_TABLES / MEMORY_TABLES, never from a caller's text
         with self._transaction(write=True) as tx:
             last = tx.conn.execute(f"SELECT MAX({key}) FROM {table}").fetchone()[0]  # noqa: S608
             last = -1 if last is None else int(last)
@@ -1370,7 +1453,7 @@ class SqliteJournal(Journal):
                             (new, *values.values()))
             return new
 
-    def _config_rows(self, table: str, key: str, columns: tuple[str, ...]) -> list[dict[str, Any]]:
+    def _select_rows(self, table: str, key: str, columns: tuple[str, ...]) -> list[dict[str, Any]]:
         self._ensure_ready()
         with self._transaction(write=False) as tx:
             rows = tx.conn.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY {key}").fetchall()  # noqa: S608

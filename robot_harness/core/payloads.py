@@ -234,6 +234,11 @@ class DispatchIntent(_Part):
     """How long the harness waits for a terminal report before it cancels."""
     arguments: dict[str, Any] = Field(default_factory=dict)
     """The tool call's arguments as the planner gave them."""
+    provider: str = ""
+    """The provider routing chose (issue 18, core/routing.py); "" when the robot has one navigation stack."""
+    capability: str = ""
+    routing: dict[str, Any] | None = None
+    """The routing decision: every candidate with its score terms, who was chosen and why."""
 
 
 class DispatchPart(_Part):

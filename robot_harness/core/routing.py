@@ -29,7 +29,7 @@ from .errors import BackendUnavailable, UsageError
 from .ports import BackendEvent, GoalAck, NavigationPort
 from .records import Pose2D
 
-__all__ = ["SKILL_CAPABILITY", "capability_of", "Candidate", "RoutingDecision", "route", "ProviderNavigation",
+__all__ = ["SKILL_CAPABILITY", "capability_of", "navigation_providers", "Candidate", "RoutingDecision", "route", "ProviderNavigation",
            "RoutedNavigation", "Outcomes"]
 
 SKILL_CAPABILITY: Mapping[str, str] = {"capture_image": "camera", "speak": "speech", "send_message": "messaging"}
@@ -37,6 +37,14 @@ SKILL_CAPABILITY: Mapping[str, str] = {"capture_image": "camera", "speak": "spee
 
 Outcomes = Mapping[str, tuple[int, int]]
 """provider -> (verified successes, attempts with a known outcome)."""
+
+
+def navigation_providers(providers: Mapping[str, ProviderCard]) -> dict[str, str]:
+    """Navigation card name -> its action namespace, when there are two or more (one card is no choice:
+    the robot's Nav2 is then driven as it is, unrouted); else empty. The one rule the composition roots
+    (the supervisor's Nav2 ports, the in-process simulator's) build their navigation by."""
+    cards = {name: card.namespace.strip("/") for name, card in providers.items() if card.capability == "navigation"}
+    return cards if len(cards) >= 2 else {}
 
 
 def capability_of(skill_name: str, *, managed: bool) -> str | None:

@@ -112,6 +112,12 @@ class RobotSpec(_Spec):
     obstacles: [{x_min, y_min, x_max, y_max}], inflation_m}`` (robot_harness/sim/world.py ``MapConfig``, which
     validates it); unset: everything is free and paths are straight lines."""
     faults: list[FaultSpec] = Field(default_factory=list)
+    providers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """More navigation stacks on the same body, by action namespace (``alt``: ``alt/navigate_to_pose``, ...):
+    ``{speed, faults}`` each (robot_harness/sim/world.py ``SimProvider``, which validates them; docs/sim.md).
+    The harness reaches them through its ``providers`` cards (issue 18)."""
+    cameras: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """More cameras, by image topic: ``{rate_hz, faults}`` each (``SimCamera``)."""
 
 
 class PlannerSpec(_Spec):

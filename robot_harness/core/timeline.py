@@ -23,6 +23,7 @@ from typing import Any, Literal
 from .errors import UsageError
 from .journal import EVENT_COLUMNS
 from .payloads import (
+    RecoveryDecided,
     ActionPreconditionChecked,
     BackendEventUncorrelated,
     CommitRecorded,
@@ -202,7 +203,20 @@ def _action_started(p: RobotActionStarted) -> str:
     out = a.skill
     if a.target is not None:
         out += f" target {_pose(a.target.x, a.target.y, a.target.yaw)}"
+    if p.intent is not None and p.intent.provider:
+        out += f" via {p.intent.provider}" + (f" ({p.intent.routing['reason']})" if p.intent.routing else "")
     return out
+
+
+def _recovery_decided(p: RecoveryDecided) -> str:
+    f, d = p.failure, p.decision
+    out = f"{f.failure_kind.value}"
+    if f.provider:
+        out += f" on {f.provider}"
+    out += f" -> {d.rung.value}" + (" (escalated)" if d.escalated else "")
+    if f.providers:
+        out += f"; other providers: {', '.join(f.providers)}"
+    return out + (f" | {_compact(f.reason)}" if f.reason else "")
 
 
 def _state_changed(p: RobotActionStateChanged) -> str:
@@ -363,6 +377,7 @@ _SUMMARIES: dict[EventType, Callable[[Any], str]] = {
     EventType.TOOL_RESULT_RECORDED: _tool_result,
     EventType.ACTION_PRECONDITION_CHECKED: _preconditions,
     EventType.ROBOT_ACTION_STARTED: _action_started,
+    EventType.RECOVERY_DECIDED: _recovery_decided,
     EventType.ROBOT_ACTION_STATE_CHANGED: _state_changed,
     EventType.ROBOT_ACTION_OUTCOME: _outcome,
     EventType.MISSION_FINISHED: _mission_finished,

@@ -22,6 +22,7 @@ from ..core.clock import IdGenerator
 from ..core.config import HarnessConfig, deep_merge, load_harness_config
 from ..core.decisions import PORTS, DecisionReplay, ReplayJournal, WhatIf, replay_decisions, what_if
 from ..core.journal import Journal, MemoryJournal
+from ..core.memory import MemoryStore
 from ..core.records import JournalEvent
 from ..core.scenario import Scenario
 from ..core.skills import default_skills
@@ -30,7 +31,7 @@ from .modes import _ClaimTrackingPlanner, sim_ports
 
 __all__ = ["Recording", "record", "replay", "replay_recorded", "what_if_recorded", "case_names", "load_case"]
 
-_ROLES = ("snapshots", "planner", "navigation", "robot_io", "feasibility", "artifacts")
+_ROLES = ("snapshots", "planner", "navigation", "robot_io", "feasibility", "artifacts", "memory")
 
 
 @dataclass(frozen=True)
@@ -64,15 +65,15 @@ def record(scenario: Scenario, *, workdir: Path | None = None, journal: Journal 
     taped: they are not decisions."""
     workdir = workdir or Path(tempfile.mkdtemp(prefix="robot_harness-decisions-"))
     sim = sim_ports(scenario, workdir / "artifacts")
-    real = {"snapshots": sim, "planner": _ClaimTrackingPlanner(scenario, sim), "navigation": sim, "robot_io": sim,
-            "feasibility": sim, "artifacts": ArtifactChecker()}
-    tape = Tape()
-    rec = TapeRecorder(tape)
-    ports = {role: rec.port(real[role], role, PORTS[role], attrs=("name", "providers")) for role in _ROLES}
     own = journal is None
     if journal is None:
         journal = MemoryJournal(clock=sim.clock, ids=IdGenerator(11))
         journal.setup()
+    real = {"snapshots": sim, "planner": _ClaimTrackingPlanner(scenario, sim), "navigation": sim, "robot_io": sim,
+            "feasibility": sim, "artifacts": ArtifactChecker(), "memory": MemoryStore(journal)}
+    tape = Tape()
+    rec = TapeRecorder(tape)
+    ports = {role: rec.port(real[role], role, PORTS[role], attrs=("name", "providers")) for role in _ROLES}
     start = journal.last_seq()
     runner = _runner(_config(scenario), journal=journal, clock=rec.clock(sim.clock), ids=rec.ids(ids or IdGenerator(7)),
                      ports=ports, sleep=sim.sleep, stop_reads=rec.stop_reads())

@@ -20,6 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from ..core.clock import IdGenerator
@@ -27,9 +28,11 @@ from ..core.config import deep_merge, load_harness_config, place_poses
 from ..compose import in_process_verifier, mission_runner
 from ..core.errors import HarnessError, HarnessTimeout
 from ..core.journal import MemoryJournal, SqliteJournal
+from ..core.memory import MemoryStore
 from ..core.planner_script import ScriptedPlanner
 from ..core.ports import PlannerRequest
 from ..core.records import MissionStatus, Pose2D
+from ..core.routing import navigation_providers
 from ..core.scenario import Scenario
 from ..core.nav_goals import NavGoal, NavGoalKind
 from ..core.skills import PROPOSE_DONE, default_skills, nav_goal_for
@@ -119,12 +122,17 @@ def sim_config(scenario: Scenario) -> SimConfig:
         "start": {"x": start.x, "y": start.y, "yaw": start.yaw}, "speed": r.speed, "yaw_rate": r.yaw_rate,
         "pose_rate_hz": r.pose_rate_hz, "odom_rate_hz": r.odom_rate_hz, "battery_start": r.battery_start,
         "camera_rate_hz": 2.0 if r.camera else 0.0, "faults": tuple(parse_faults(world_faults)), "map": r.map,
-        "stop_on_failure": r.stop_on_failure})
+        "stop_on_failure": r.stop_on_failure, "providers": r.providers, "cameras": r.cameras})
 
 
-def sim_ports(scenario: Scenario, artifacts_dir: Path) -> SimPorts:
-    """The scenario's simulated robot, in-process on a virtual clock."""
-    return SimPorts(config=sim_config(scenario), artifacts_dir=artifacts_dir)
+def sim_ports(scenario: Scenario, artifacts_dir: Path, *, harness: Mapping[str, Any] | None = None) -> SimPorts:
+    """The scenario's simulated robot, in-process on a virtual clock; with two or more navigation provider
+    cards in the harness configuration (``harness``, else the scenario's), routed through them by name, as
+    the supervisor routes its Nav2 ports (one navigation card is no routing there either)."""
+    cards = load_harness_config(overrides=dict(harness if harness is not None else scenario.harness_config())).providers
+    navigation = navigation_providers(cards)
+    return SimPorts(config=sim_config(scenario), artifacts_dir=artifacts_dir,
+                    navigation_providers=navigation)
 
 
 class _ClaimTrackingPlanner(ScriptedPlanner):
@@ -160,19 +168,20 @@ class _ClaimReadingChecker:
 
 def run_one(scenario: Scenario, mode: str, *, workdir: Path | None = None, journal: str = "memory",
             overrides: dict[str, Any] | None = None, journal_path: Path | None = None,
-            config_pin: Any = None) -> RunResult:
+            config_pin: Any = None, planner: Callable[[Scenario, SimPorts], Any] | None = None) -> RunResult:
     """One mission of ``scenario`` under ``mode`` (a MODES entry or an ABLATIONS key).
 
     ``overrides``: changes over the scenario's harness configuration (a configuration version's, for
     ``robot-harness config evaluate``); ``journal_path``: a journal file shared with other runs (random
-    mission ids then), ``config_pin`` the version journaled with the mission."""
+    mission ids then), ``config_pin`` the version journaled with the mission; ``planner``: who plays the
+    model (built on the run's ports; it must count its turns in ``calls``), by default the scenario's script."""
     workdir = workdir or Path(tempfile.mkdtemp(prefix="robot_harness-eval-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    ports = sim_ports(scenario, workdir / "artifacts")
+    harness = deep_merge(scenario.harness_config(), overrides or {})  # the same the ROS runner hands the supervisor
+    ports = sim_ports(scenario, workdir / "artifacts", harness=harness)
     if journal_path is not None:
         ports.ids = IdGenerator(None)  # snapshot ids unique in a journal other runs write to
-    planner = _ClaimTrackingPlanner(scenario, ports)
-    harness = deep_merge(scenario.harness_config(), overrides or {})  # the same the ROS runner hands the supervisor
+    planner = planner(scenario, ports) if planner is not None else _ClaimTrackingPlanner(scenario, ports)
     started = time.perf_counter()
     tokens = 0
     if mode == "gated" or mode in ABLATIONS:
@@ -216,7 +225,7 @@ def _gated(scenario: Scenario, mode: str, harness: dict[str, Any], ports: SimPor
     if mode == "gated-no-role-isolation":
         verifier = in_process_verifier(config=config, snapshots=ports, ids=ids, clock=ports.clock,
                                        semantic=_ClaimReadingChecker(planner))
-    runner = mission_runner(config=config, journal=journal, clock=ports.clock, ids=ids,
+    runner = mission_runner(config=config, journal=journal, clock=ports.clock, ids=ids, memory=MemoryStore(journal),
                            skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),
                            snapshots=ports, planner=planner, navigation=ports, robot_io=ports, sleep=ports.sleep,
                            verifier=verifier, feasibility=ports, config_pin=pin)

@@ -44,6 +44,20 @@ and, in the same breath, a terminal ``succeeded`` result. What the events carry 
 * feedback: ``number_of_poses_remaining`` (NavigateThroughPoses), ``current_waypoint``
   (FollowWaypoints), ``distance_traveled`` (BackUp), ``angular_distance_traveled`` (Spin),
   ``time_left`` (Wait); a behaviour's feedback has no ``distance_remaining``.
+
+Navigation providers (issue 18): given ``navigation_providers`` (provider name -> the namespace of its
+Nav2 actions, from the harness config's navigation cards), the ports are a ``core.routing.ProviderNavigation``:
+``use(name)`` picks the provider the next ``send_goal`` goes through (else the first), and the goal enters
+the world through that namespace's ``SimConfig.providers`` stack ("" the robot's own), at its speed and
+under its faults. A namespace the world does not serve answers as ``nodes.ros_ports.Nav2NavigationPort``
+answers for an action server it does not discover: after its discovery bound, NavigateToPose raises
+``BackendUnavailable`` and another kind gets a rejected ack. Costmap clears are the body's (the robot's own
+costmaps, whichever provider). Without providers the ports have no ``providers`` or ``use`` at all.
+
+More cameras (``SimConfig.cameras``): each one's frames are kept as its topic would carry them (at its
+rate, none once its ``camera_dead`` fault starts), and ``use_camera(topic)`` picks the camera the next
+``capture_image`` reads, as ``RosRobotIO.use_camera`` does: its latest frame, refused as ``RosRobotIO``
+refuses one older than ``MAX_FRAME_AGE_S`` or none at all.
 """
 from __future__ import annotations
 
@@ -51,19 +65,20 @@ import hashlib
 import json
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..core.clock import IdGenerator, ManualClock
-from ..core.errors import BackendUnavailable, HarnessTimeout, ToolExecutionError
+from ..core.errors import BackendUnavailable, HarnessTimeout, ToolExecutionError, UsageError
 from ..core.nav_goals import NavGoal, NavGoalKind, WaypointReport, WaypointState
 from ..core.ports import BackendEvent, GoalAck
 from ..core.preconditions import CostProbe, Feasibility, LifecycleProbe, PathProbe, ProbeStatus
 from ..core.records import ArtifactRef, Pose2D, PoseCovariance, WorldSnapshot
 from ..core.snapshot import FreshnessConfig, SnapshotBuilder
 from ..evidence.png import encode_png
-from ..sim.world import GoalDecision, GoalEventType, GoalStatus, GoalView, SimConfig, SimWorld
+from ..sim.world import BUILTIN_CAMERA_TOPIC, GoalDecision, GoalEventType, GoalStatus, GoalView, SimConfig, SimWorld
 
 __all__ = ["SimPorts", "Capture", "ACK_WAIT_S"]
 
@@ -74,6 +89,10 @@ _BATTERY_PERIOD_S = 1.0
 _FEEDBACK_PERIOD_S = 0.2
 ACK_WAIT_S = 2.0
 """How long a sender waits for a delivery acknowledgement (the contract's default bounded wait)."""
+DISCOVERY_S = 2.0
+"""How long a send looks for an action server before giving up (``Nav2NavigationPort._DISCOVERY_S``)."""
+MAX_FRAME_AGE_S = 2.0
+"""The oldest camera frame a capture takes (``RosRobotIO``'s ``max_frame_age_s`` default)."""
 SPEAKER_ID = "sim_robot/speaker"
 OUTBOX_ID = "sim_robot/outbox"
 _STATUS_NAMES = {
@@ -91,6 +110,8 @@ class Capture:
     true_pose: Pose2D
     t: float
     sha256: str
+    camera: str = ""
+    """The image topic it was read from ("" the built-in camera)."""
 
 
 @dataclass
@@ -101,6 +122,8 @@ class _Goal:
     kind: NavGoalKind = NavGoalKind.NAVIGATE_TO_POSE
     last_feedback: float = -math.inf
     ended: bool = False
+    namespace: str = ""
+    """The namespace of the provider it went through ("" the robot's own Nav2)."""
 
 
 _NAVIGATION_KINDS = frozenset({NavGoalKind.NAVIGATE_TO_POSE, NavGoalKind.NAVIGATE_THROUGH_POSES,
@@ -123,8 +146,20 @@ class SimPorts:
     artifacts_dir: Path
     freshness: FreshnessConfig = field(default_factory=FreshnessConfig)
     name: str = "sim/navigate_to_pose"
+    navigation_providers: Mapping[str, str] = field(default_factory=dict)
+    """Navigation provider name -> the namespace of its Nav2 actions ("" the robot's own); empty: one provider,
+    and no ``providers`` / ``use`` (``isinstance(ports, ProviderNavigation)`` is then False)."""
 
     def __post_init__(self) -> None:
+        self._namespaces = {name: ns.strip("/") for name, ns in self.navigation_providers.items()}
+        self._next_provider = ""
+        self._next_camera = ""
+        self._frames: dict[str, tuple[float, Pose2D]] = {}
+        """Each extra camera's latest frame: (when, the true pose it shows)."""
+        if self._namespaces:
+            # Only now: the protocol is checked on these attributes, and without providers there is no routing.
+            self.providers: tuple[str, ...] = tuple(self._namespaces)
+            self.use = self._use
         self.clock = ManualClock(_EPOCH)
         """Virtual time: it moves only when the harness waits (``advance``)."""
         self.world = SimWorld(self.config)
@@ -189,28 +224,45 @@ class SimPorts:
 
     # -- NavigationPort -------------------------------------------------------
 
+    def _use(self, provider: str) -> None:
+        """``ProviderNavigation.use``: the provider the next ``send_goal`` goes through."""
+        if provider not in self._namespaces:
+            raise UsageError(f"no navigation provider {provider!r} (providers: {', '.join(self._namespaces)})",
+                             provider=provider)
+        self._next_provider = provider
+
+    def _take_namespace(self) -> str:
+        """The namespace the next send goes through (the chosen provider's, else the first's), chosen once."""
+        name, self._next_provider = self._next_provider, ""
+        if not self._namespaces:
+            return ""
+        return self._namespaces[name or next(iter(self._namespaces))]
+
     def send_goal(self, *, target: Pose2D, frame_id: str, timeout_s: float, goal_id: str = "",
                   goal: NavGoal | None = None) -> GoalAck:
         """``goal`` None or NAVIGATE_TO_POSE: a NavigateToPose to ``target`` (the goal's pose when given)."""
+        kind = goal.kind if goal is not None else NavGoalKind.NAVIGATE_TO_POSE
+        ns = self._take_namespace()
+        if ns and ns not in self.config.providers and kind is not NavGoalKind.CLEAR_COSTMAPS:
+            return self._not_served(f"{ns}/{kind.value}", kind, goal_id, timeout_s)
         if self.world.dead:
             self.advance(timeout_s)
             raise HarnessTimeout(f"no answer within {timeout_s} s")
         goal_id = goal_id or self.ids.new("goal")
         if goal_id in self._status_tracked:
             return GoalAck(accepted=False, goal_id=goal_id, reason="goal id already exists")
-        kind = goal.kind if goal is not None else NavGoalKind.NAVIGATE_TO_POSE
         self.sent_goals.append(goal_id)
         if kind is NavGoalKind.CLEAR_COSTMAPS:
             assert goal is not None
             return self._clear_costmaps(goal_id, goal)
-        if kind in _NAVIGATION_KINDS and not self._feasible(goal.poses if goal is not None else (target,)):
+        if kind in _NAVIGATION_KINDS and not self._feasible(goal.poses if goal is not None else (target,), ns):
             self.infeasible_dispatches += 1
-        decision = self._dispatch(kind, target, goal)
+        decision = self._dispatch(kind, target, goal, ns)
         if not decision.accepted:
             return GoalAck(accepted=False, goal_id=goal_id, reason=decision.reason)
         if kind in _NAVIGATION_KINDS and self._pose_blind():
             self.blind_dispatches += 1
-        g = _Goal(goal_id, decision.goal_index, kind)
+        g = _Goal(goal_id, decision.goal_index, kind, namespace=ns)
         self._goals[goal_id] = g
         self._by_index[decision.goal_index] = g
         self._status_tracked[goal_id] = "executing"
@@ -221,29 +273,39 @@ class SimPorts:
         self.advance(delay)
         return GoalAck(accepted=True, goal_id=goal_id)
 
-    def _dispatch(self, kind: NavGoalKind, target: Pose2D, goal: NavGoal | None) -> GoalDecision:
+    def _not_served(self, name: str, kind: NavGoalKind, goal_id: str, timeout_s: float) -> GoalAck:
+        """No such action server: looked for within the discovery bound, then Nav2NavigationPort's answer."""
+        self.advance(min(timeout_s, DISCOVERY_S))
+        if kind is NavGoalKind.NAVIGATE_TO_POSE:
+            raise BackendUnavailable(f"action server {name} is not available", action=name)
+        return GoalAck(accepted=False, goal_id=goal_id,
+                       reason=f"no {name} action server on the graph: the robot serves no {kind.value} now")
+
+    def _dispatch(self, kind: NavGoalKind, target: Pose2D, goal: NavGoal | None, provider: str = "") -> GoalDecision:
         w = self.world
         if goal is None:
-            return w.submit_goal(target.x, target.y, target.yaw)
+            return w.submit_goal(target.x, target.y, target.yaw, provider=provider)
         if kind is NavGoalKind.NAVIGATE_TO_POSE:
             p = goal.poses[0]
-            return w.submit_goal(p.x, p.y, p.yaw)
+            return w.submit_goal(p.x, p.y, p.yaw, provider=provider)
         if kind in (NavGoalKind.NAVIGATE_THROUGH_POSES, NavGoalKind.FOLLOW_WAYPOINTS):
-            return w.submit_route(goal.poses, follow=kind is NavGoalKind.FOLLOW_WAYPOINTS)
+            return w.submit_route(goal.poses, follow=kind is NavGoalKind.FOLLOW_WAYPOINTS, provider=provider)
         if kind is NavGoalKind.SPIN:
-            return w.submit_spin(goal.spin_dist_rad, time_allowance_s=goal.time_allowance_s)
+            return w.submit_spin(goal.spin_dist_rad, time_allowance_s=goal.time_allowance_s, provider=provider)
         if kind is NavGoalKind.BACK_UP:
-            return w.submit_backup(goal.backup_dist_m, goal.backup_speed_mps, time_allowance_s=goal.time_allowance_s)
-        return w.submit_wait(goal.wait_s)
+            return w.submit_backup(goal.backup_dist_m, goal.backup_speed_mps, time_allowance_s=goal.time_allowance_s,
+                                   provider=provider)
+        return w.submit_wait(goal.wait_s, provider=provider)
 
-    def _feasible(self, poses: tuple[Pose2D, ...]) -> bool:
-        """Ground truth: the navigator is active and every leg has a path (the first from the true pose)."""
+    def _feasible(self, poses: tuple[Pose2D, ...], provider: str = "") -> bool:
+        """Ground truth: the provider's navigator is active and every leg has a path (the first from the true
+        pose) with its planner."""
         w = self.world
-        if not w.navigator_active:
+        if not provider and not w.navigator_active:
             return False
         start = w.true_pose
         for p in poses:
-            if not w.plan_path(start, p).ok:
+            if not w.plan_path(start, p, provider=provider).ok:
                 return False
             start = p
         return True
@@ -307,7 +369,14 @@ class SimPorts:
 
     # -- RobotIO --------------------------------------------------------------
 
+    def use_camera(self, topic: str) -> None:
+        """The camera the next ``capture_image`` reads, by image topic ("" the built-in camera), once."""
+        self._next_camera = topic
+
     def capture_image(self, *, label: str) -> ArtifactRef:
+        topic, self._next_camera = self._next_camera, ""
+        if topic not in ("", BUILTIN_CAMERA_TOPIC):
+            return self._capture_from(topic, label)
         if self.world.dead:
             raise ToolExecutionError("no camera frame has been received")
         data = encode_png(self.world.camera_image(64, 48), 64, 48, 64 * 3, bgr=False)
@@ -316,6 +385,24 @@ class SimPorts:
         path = self.artifacts_dir / f"{self.ids.new('img')}.png"
         path.write_bytes(data)
         self.captures.append(Capture(label=label, true_pose=self.world.true_pose, t=self.clock.now(), sha256=digest))
+        return ArtifactRef(uri=path.resolve().as_uri(), sha256=digest, media_type="image/png",
+                           size_bytes=len(data))
+
+    def _capture_from(self, topic: str, label: str) -> ArtifactRef:
+        """A capture from an extra camera's latest frame (none on a topic no camera of the robot publishes)."""
+        frame = self._frames.get(topic)
+        if frame is None:
+            raise ToolExecutionError("no camera frame has been received", topic=topic)
+        t, pose = frame
+        age = self.clock.now() - t
+        if age > MAX_FRAME_AGE_S:
+            raise ToolExecutionError(f"the latest camera frame is {age:.1f} s old (max {MAX_FRAME_AGE_S} s)")
+        data = encode_png(self.world.camera_image(64, 48, at=pose), 64, 48, 64 * 3, bgr=False)
+        digest = hashlib.sha256(data).hexdigest()
+        self.artifacts_dir.mkdir(parents=True, exist_ok=True)
+        path = self.artifacts_dir / f"{self.ids.new('img')}.png"
+        path.write_bytes(data)
+        self.captures.append(Capture(label=label, true_pose=pose, t=t, sha256=digest, camera=topic))
         return ArtifactRef(uri=path.resolve().as_uri(), sha256=digest, media_type="image/png",
                            size_bytes=len(data))
 
@@ -393,6 +480,10 @@ class SimPorts:
         if force or now - s.battery >= _BATTERY_PERIOD_S - 1e-9:
             s.battery = now
             self.builder.update_battery(w.battery, now, "/battery_state")
+        for topic, camera in self.config.cameras.items():
+            last = self._frames.get(topic)
+            if (last is None or now - last[0] >= 1.0 / camera.rate_hz - 1e-9) and w.camera_live(topic):
+                self._frames[topic] = (now, w.true_pose)
         active = w.active_goal
         active_ids = [g.goal_id for g in self._goals.values() if active is not None and g.index == active.index]
         if active is not None and active.index in w.foreign_goals:
@@ -407,7 +498,7 @@ class SimPorts:
                                                  current_pose=w.localized_pose, stamp=now,
                                                  detail=_feedback_detail(active)))
                 self.builder.update_nav_feedback(g.goal_id, w.localized_pose, distance, now,
-                                                 f"{g.kind.value}/_action/feedback")
+                                                 f"{g.namespace}/{g.kind.value}/_action/feedback".lstrip("/"))
 
 
 def _result_detail(view: GoalView) -> dict[str, Any]:

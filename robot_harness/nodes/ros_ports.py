@@ -739,7 +739,22 @@ class RosRobotIO:
     sent is kept as it is, for the verifier to reject. The ack subscriptions
     are made once here; their callbacks run on other executor threads while
     the caller waits.
+
+    More cameras (issue 18's camera providers): ``use_camera(topic)`` picks the camera the next
+    ``capture_image`` reads by its image topic ("" the configured one); a topic not read before is
+    subscribed then, and that capture waits (at most ``max_frame_age_s``) for its first frame.
     """
+
+    class _Camera:
+        """One more camera read: its subscription and its latest frame (with when it came)."""
+
+        def __init__(self, clock: Clock) -> None:
+            self._clock = clock
+            self.sub: Any = None
+            self.frame: tuple[Image, float] | None = None
+
+        def on_image(self, msg: Image) -> None:
+            self.frame = (msg, self._clock.now())
 
     def __init__(self, node: Node, *, clock: Clock, ids: IdGenerator, artifacts_dir: Path, camera_topic: str,
                  speech_topic: str, message_topic: str, max_frame_age_s: float = 2.0,
@@ -755,8 +770,12 @@ class RosRobotIO:
         self._ack_timeout_s = ack_timeout_s
         self._lock = threading.Lock()
         self._pending: dict[tuple[str, str], list[_PendingAck]] = {}
-        group = ReentrantCallbackGroup()
+        group = self._group = ReentrantCallbackGroup()
         self._sub = node.create_subscription(Image, camera_topic, self._on_image, 2, callback_group=group)
+        self._camera_topic = camera_topic
+        self._cameras: dict[str, RosRobotIO._Camera] = {}
+        """The other cameras read so far, by image topic."""
+        self._next_camera = ""
         self._speech = node.create_publisher(String, speech_topic, 10)
         self._messages = node.create_publisher(String, message_topic, 10)
         self._speech_topic = speech_topic
@@ -819,10 +838,30 @@ class RosRobotIO:
             why += f" (nobody subscribes to {publisher.topic_name})"
         return {"ack_error": why}
 
+    def use_camera(self, topic: str) -> None:
+        """The camera the next ``capture_image`` reads, by its image topic ("" or the configured topic: the
+        configured camera), for that one capture."""
+        with self._lock:
+            if topic and topic != self._camera_topic and topic not in self._cameras:
+                camera = self._Camera(self._clock)
+                camera.sub = self._node.create_subscription(Image, topic, camera.on_image, 2,
+                                                            callback_group=self._group)
+                self._cameras[topic] = camera
+            self._next_camera = topic
+
     def capture_image(self, *, label: str) -> ArtifactRef:
-        frame = self._frame
+        with self._lock:
+            topic, self._next_camera = self._next_camera, ""
+            camera = self._cameras.get(topic)
+        if camera is None:
+            frame, topic_name = self._frame, self._sub.topic_name
+        else:  # a camera subscribed by use_camera: its first frame may still be on its way
+            deadline = time.monotonic() + self._max_age
+            while camera.frame is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            frame, topic_name = camera.frame, camera.sub.topic_name
         if frame is None:
-            raise ToolExecutionError("no camera frame has been received", topic=self._sub.topic_name)
+            raise ToolExecutionError("no camera frame has been received", topic=topic_name)
         msg, received = frame
         age = self._clock.now() - received
         if age > self._max_age:
@@ -866,7 +905,9 @@ class RosRobotIO:
             self._pending.clear()
         for w in waiters:
             w.done.set()  # no ack: the callers return with ack_error at once
-        for sub in (self._sub, *self._ack_subs):
+        with self._lock:
+            cameras, self._cameras = list(self._cameras.values()), {}
+        for sub in (self._sub, *self._ack_subs, *(c.sub for c in cameras)):
             self._node.destroy_subscription(sub)
         self._node.destroy_publisher(self._speech)
         self._node.destroy_publisher(self._messages)

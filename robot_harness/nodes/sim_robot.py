@@ -39,6 +39,20 @@
   as Nav2's controller server puts its costmap): serves
   ``local_costmap/clear_entirely_local_costmap`` (see ``_Costmap``).
 
+Navigation providers (``SimConfig.providers``, the ``providers_json`` parameter; issue 18): for each
+namespace ``ns`` there, a second navigation stack on the same body, as nav2_bringup brings one up in a
+namespace: its own ``bt_navigator``, ``waypoint_follower`` and ``behavior_server`` in the sub-namespace
+``ns`` of the robot's (pinned there as the costmaps are), serving ``ns/navigate_to_pose``,
+``ns/navigate_through_poses``, ``ns/follow_waypoints``, ``ns/spin``, ``ns/backup`` and ``ns/wait`` exactly
+as the robot's own servers do (the same ``_ActionHost`` code: status, feedback, results, refusals), each
+goal entering the world tagged with ``ns`` (``SimWorld.submit_*``'s ``provider``): at that stack's speed,
+under its faults. The body, its planner_server, costmaps and localization stay one; ``navigator_inactive``
+holds only the robot's own bt_navigator.
+
+More cameras (``SimConfig.cameras``, the ``cameras_json`` parameter): each publishes the built-in camera's
+frame on its own topic (relative, so under the robot's namespace) at its own rate, until its
+``camera_dead`` fault starts (``SimWorld.camera_live``).
+
 Every action goal mirrors one world goal (``_ActionHost``): the world decides
 acceptance, motion, feedback values and the end, with Nav2's error codes
 (``GoalView.error_code``: the planner's for a goal without a path, 105 for a
@@ -292,6 +306,10 @@ def _parameter_defaults(
         "battery_drain_per_m": config.battery_drain_per_m,
         "faults_json": json.dumps(faults),
         "map_json": config.map.model_dump_json() if config.map is not None else "",
+        "providers_json": json.dumps({ns: p.model_dump(mode="json", exclude_none=True)
+                                      for ns, p in config.providers.items()}),
+        "cameras_json": json.dumps({topic: c.model_dump(mode="json", exclude_none=True)
+                                    for topic, c in config.cameras.items()}),
         "seed": config.seed,
         "stop_on_failure": config.stop_on_failure,
         "pose_topic": pose_topic,
@@ -324,6 +342,17 @@ def _parse_map(text: str) -> Any:
         raise ScenarioError(f"invalid sim config: map_json is not JSON: {exc}", map_json=text[:200]) from exc
 
 
+def _parse_object(name: str, text: str) -> Any:
+    """``providers_json`` (``{namespace: {speed, faults}}``, ``SimProvider``) or ``cameras_json`` (``{topic:
+    {rate_hz, faults}}``, ``SimCamera``): "" or ``{}`` for none, else JSON that ``SimConfig`` validates."""
+    if not text.strip():
+        return {}
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ScenarioError(f"invalid sim config: {name} is not JSON: {exc}", **{name: text[:200]}) from exc
+
+
 def _read_settings(node: Node, defaults: dict[str, Any]) -> _Settings:
     """Declare every parameter (defaults from the given config) and validate the result."""
     values = {
@@ -348,6 +377,8 @@ def _read_settings(node: Node, defaults: dict[str, Any]) -> _Settings:
             },
             "faults": parse_faults(str(values["faults_json"])),
             "map": _parse_map(str(values["map_json"])),
+            "providers": _parse_object("providers_json", str(values["providers_json"])),
+            "cameras": _parse_object("cameras_json", str(values["cameras_json"])),
         }
     )
     try:
@@ -513,6 +544,12 @@ class SimRobot:
         base = self.node.get_namespace().rstrip("/")
         self.costmap = _GlobalCostmap(self, context=self._context, namespace=f"{base}/{COSTMAP_NAMESPACE}")
         self.local_costmap = _LocalCostmap(self, context=self._context, namespace=f"{base}/{LOCAL_COSTMAP_NAMESPACE}")
+        self.provider_hosts: dict[str, tuple[_ActionHost, ...]] = {
+            ns: (_Navigator(self, context=self._context, namespace=f"{base}/{ns}", provider=ns),
+                 _BehaviorServer(self, context=self._context, namespace=f"{base}/{ns}", provider=ns),
+                 _WaypointFollower(self, context=self._context, namespace=f"{base}/{ns}", provider=ns))
+            for ns in self.config.providers}
+        """Each navigation provider's bt_navigator, behavior_server and waypoint_follower, by namespace."""
         self._context.on_shutdown(self._on_context_shutdown)
         if settings.autostart:
             # nav2_bringup's lifecycle order: the controller's costmap, the planner, the behaviours, the navigator,
@@ -528,15 +565,19 @@ class SimRobot:
                 self._navigator_held = True
                 self.navigator.trigger_configure()
             autostart_node(self.waypoint_follower)
+            for hosts in self.provider_hosts.values():  # another stack: its behaviours, navigator, follower
+                for host in hosts:
+                    autostart_node(host)
 
     # ----------------------------------------------------------------- public
 
     @property
     def nodes(self) -> tuple[Node, ...]:
         """sim_robot, bt_navigator, amcl, planner_server, global_costmap, local_costmap, behavior_server,
-        waypoint_follower."""
+        waypoint_follower, then each navigation provider's bt_navigator, behavior_server, waypoint_follower."""
         return (self.node, self.navigator, self.amcl, self.planner, self.costmap, self.local_costmap,
-                self.behavior_server, self.waypoint_follower)
+                self.behavior_server, self.waypoint_follower,
+                *(host for hosts in self.provider_hosts.values() for host in hosts))
 
     @property
     def goal_log(self) -> list[GoalEvent]:
@@ -607,7 +648,8 @@ class SimRobot:
                 # rclpy exposes no public "is shut down" query.
                 spinning = spinning or not getattr(executor, "_is_shutdown", True)
                 executor.remove_node(n)
-        for host in (self.navigator, self.waypoint_follower, self.behavior_server, self.planner):
+        provider_hosts = [host for hosts in self.provider_hosts.values() for host in hosts]
+        for host in (self.navigator, self.waypoint_follower, self.behavior_server, self.planner, *provider_hosts):
             host.release_action_server(destroy=not spinning)
         client, self._external_client = self._external_client, None
         if client is not None and not spinning:  # the same rule as the server's (ros2/rclpy#1385)
@@ -671,8 +713,9 @@ class SimRobot:
                 }
             )
 
-    def refuse_goal(self, pose: Pose2D | None, reason: str) -> None:
-        """Log a goal a server refused before the world saw it (goal index 0); ``pose`` None: where the robot is."""
+    def refuse_goal(self, pose: Pose2D | None, reason: str, provider: str = "") -> None:
+        """Log a goal a server refused before the world saw it (goal index 0); ``pose`` None: where the robot is;
+        ``provider``: the navigation provider whose server refused it."""
         with self._lock:
             w = self.world
             pose = pose if pose is not None else w.localized_pose
@@ -686,6 +729,7 @@ class SimRobot:
                     localized_pose=w.localized_pose,
                     t=w.t,
                     reason=reason,
+                    provider=provider,
                 )
             )
         self._write_truth()
@@ -709,11 +753,13 @@ class SimRobot:
         self._write_truth()
         return done
 
-    def abort_kinds(self, kinds: frozenset[NavGoalKind], reason: str) -> bool:
-        """Abort the running world goal if it is of one of ``kinds`` (its server deactivates or shuts down)."""
+    def abort_kinds(self, kinds: frozenset[NavGoalKind], reason: str, provider: str = "") -> bool:
+        """Abort the running world goal if it is ``provider``'s, of one of ``kinds`` (its server deactivates
+        or shuts down)."""
         with self._lock:
             active = self.world.active_goal
-            done = active is not None and active.kind in kinds and self.world.abort(reason, active.index)
+            done = (active is not None and active.kind in kinds and active.provider == provider
+                    and self.world.abort(reason, active.index))
             self._flush_events()
         self._write_truth()
         return done
@@ -788,6 +834,10 @@ class SimRobot:
         """ROS time (ns) of sim time ``t``: the world is stepped with ROS clock deltas from ``t0``."""
         return self._t0_ns + int(round(t * 1e9))
 
+    def speed_for(self, provider: str) -> float:
+        """The walking speed of ``provider``'s goals (the configuration's: no lock needed)."""
+        return self.world.speed_for(provider)
+
     # ----------------------------------------------------------------- internals
 
     def _on_context_shutdown(self) -> None:
@@ -839,6 +889,9 @@ class SimRobot:
         ]
         if cfg.camera_rate_hz > 0:
             self._streams.append(_Stream(1.0 / cfg.camera_rate_hz, self._publish_camera))
+        for topic, camera in cfg.cameras.items():
+            self._streams.append(_Stream(1.0 / camera.rate_hz, functools.partial(
+                self._publish_extra_camera, topic, pub(Image, topic, 5))))
         # Another client of the navigator, only when a fault needs one (each client adds wait-set entries).
         self._external_client: ActionClient | None = None
         if any(isinstance(f, ExternalGoalFault) for f in cfg.faults):
@@ -1054,14 +1107,21 @@ class SimRobot:
         self._truth_pub.publish(_pose_stamped(self.world.true_pose, self.stamp_ns(self.world.t)))
 
     def _publish_camera(self) -> None:
+        self._camera_pub.publish(self._camera_frame("camera"))
+
+    def _publish_extra_camera(self, topic: str, publisher: Publisher) -> None:
+        if self.world.camera_live(topic):  # a camera_dead fault: this topic goes silent for good
+            publisher.publish(self._camera_frame(topic.split("/")[0]))
+
+    def _camera_frame(self, frame_id: str) -> Image:
         msg = Image()
         msg.header.stamp = _time_msg(self.stamp_ns(self.world.t))
-        msg.header.frame_id = "camera"
+        msg.header.frame_id = frame_id
         msg.height, msg.width = CAMERA_HEIGHT, CAMERA_WIDTH
         msg.encoding = "rgb8"
         msg.step = 3 * CAMERA_WIDTH
         msg.data = self.world.camera_image(CAMERA_WIDTH, CAMERA_HEIGHT)
-        self._camera_pub.publish(msg)
+        return msg
 
 
 @dataclass
@@ -1139,13 +1199,18 @@ class _ActionHost(HarnessLifecycleNode):
     kinds: frozenset[NavGoalKind] = frozenset()
     """The world goal kinds this node runs: aborted when it deactivates or shuts down."""
 
-    def __init__(self, name: str, robot: SimRobot, *, context: Context, namespace: str = "") -> None:
+    def __init__(self, name: str, robot: SimRobot, *, context: Context, namespace: str = "",
+                 provider: str = "") -> None:
         # No parameter services: these nodes have no parameters here, and every service costs a
         # wait-set entry on each executor wake-up. The name is pinned by a node-local remap, so a
         # launch name given to the sim process (``--ros-args -r __node:=...``) does not rename it too
-        # (see ``BackgroundSpinner``).
+        # (see ``BackgroundSpinner``); a provider's node also pins its sub-namespace (``namespace`` is then
+        # the resolved one), as the costmaps do, so a global ``__ns`` remap does not fold it into the robot's.
+        pins = ["-r", f"__ns:={namespace}"] if provider else []
         super().__init__(name, context=context, namespace=namespace, start_parameter_services=False,
-                         cli_args=["--ros-args", "-r", f"__node:={name}"])
+                         cli_args=["--ros-args", *pins, "-r", f"__node:={name}"])
+        self.provider = provider
+        """The navigation provider (namespace) whose goals this node serves; "" the robot's own Nav2."""
         self._robot = robot
         self._group = ReentrantCallbackGroup()
         self._servers: list[ActionServer] = []
@@ -1180,7 +1245,12 @@ class _ActionHost(HarnessLifecycleNode):
         return str(self._state_machine.current_state[1])
 
     def deactivated(self) -> None:
-        self._robot.abort_kinds(self.kinds, f"{self.get_name()} deactivated")
+        self._robot.abort_kinds(self.kinds, f"{self._label} deactivated", self.provider)
+
+    @property
+    def _label(self) -> str:
+        """The node's name as its words say it: ``bt_navigator``, or ``alt/bt_navigator`` for a provider's."""
+        return f"{self.provider}/{self.get_name()}" if self.provider else self.get_name()
 
     def release(self) -> None:
         """Nothing: the servers are kept (and reused by the next configure) instead of destroyed, since
@@ -1188,7 +1258,7 @@ class _ActionHost(HarnessLifecycleNode):
         refused unless active anyway; ``SimRobot.destroy`` drops them (``release_action_server``)."""
 
     def shutting_down(self) -> None:
-        self._robot.abort_kinds(self.kinds, f"{self.get_name()} shutting down")
+        self._robot.abort_kinds(self.kinds, f"{self._label} shutting down", self.provider)
 
     def release_action_server(self, *, destroy: bool) -> None:
         """Drop every action server; destroy them only when no executor can be using them. Safe to repeat."""
@@ -1216,16 +1286,16 @@ class _ActionHost(HarnessLifecycleNode):
             return GoalResponse.ACCEPT
         target = surface.target(request)
         if not self._active:
-            robot.refuse_goal(target, f"{self.get_name()} is not active")
+            robot.refuse_goal(target, f"{self._label} is not active", self.provider)
             return GoalResponse.REJECT
         frame = next((f for f in surface.frames(request) if f not in ("", "map")), None)
         if frame is not None:
-            robot.refuse_goal(target, f"unsupported frame '{frame}'")
+            robot.refuse_goal(target, f"unsupported frame '{frame}'", self.provider)
             return GoalResponse.REJECT
         try:
             accepted, reason, index = robot.submit(lambda world: surface.submit(world, request))
         except UsageError as exc:  # a request the world cannot take (no poses, a zero speed, ...)
-            robot.refuse_goal(target, f"{surface.name}: {exc.message}")
+            robot.refuse_goal(target, f"{surface.name}: {exc.message}", self.provider)
             return GoalResponse.REJECT
         if not accepted:
             self.get_logger().info(f"{surface.name} goal {index} rejected: {reason}")
@@ -1239,7 +1309,7 @@ class _ActionHost(HarnessLifecycleNode):
             robot.wait(delay_s)
             if robot.stopping or robot.silenced:
                 # No ROS goal will exist to mirror it: end the world goal now.
-                robot.abort_goal(f"{self.get_name()} shutting down", index)
+                robot.abort_goal(f"{self._label} shutting down", index)
                 return GoalResponse.REJECT
         self._pending[id(request)] = index
         return GoalResponse.ACCEPT
@@ -1275,9 +1345,9 @@ class _ActionHost(HarnessLifecycleNode):
                 probe = robot.probe(index)
                 if probe.dead or robot.silenced:
                     return surface.action.Result(error_code=surface.unknown, error_msg="robot is dead")
-                robot.abort_goal(f"{self.get_name()} shutting down", index)
+                robot.abort_goal(f"{self._label} shutting down", index)
                 goal_handle.abort()
-                return surface.action.Result(error_code=surface.unknown, error_msg=f"{self.get_name()} shutting down")
+                return surface.action.Result(error_code=surface.unknown, error_msg=f"{self._label} shutting down")
             probe = robot.probe(index)
             if not probe.dead:
                 status = probe.view.status
@@ -1362,7 +1432,7 @@ def _navigation_feedback(fb: Any, robot: SimRobot, probe: _GoalProbe) -> Any:
     view = probe.view
     fb.current_pose = _pose_stamped(probe.localized, probe.stamp_ns)
     fb.navigation_time = _duration_msg((probe.stamp_ns - robot.stamp_ns(view.received_t)) / 1e9)
-    fb.estimated_time_remaining = _duration_msg(view.distance_remaining / robot.config.speed)
+    fb.estimated_time_remaining = _duration_msg(view.distance_remaining / robot.speed_for(view.provider))
     fb.number_of_recoveries = 0
     fb.distance_remaining = float(view.distance_remaining)
     return fb
@@ -1389,14 +1459,15 @@ class _Navigator(_ActionHost):
 
     kinds = frozenset({NavGoalKind.NAVIGATE_TO_POSE, NavGoalKind.NAVIGATE_THROUGH_POSES})
 
-    def __init__(self, robot: SimRobot, *, context: Context, namespace: str = "") -> None:
-        super().__init__("bt_navigator", robot, context=context, namespace=namespace)
+    def __init__(self, robot: SimRobot, *, context: Context, namespace: str = "", provider: str = "") -> None:
+        super().__init__("bt_navigator", robot, context=context, namespace=namespace, provider=provider)
 
     def surfaces(self) -> tuple[_Surface, ...]:
+        ns = self.provider
         return (
             _Surface(
                 NavigateToPose, "navigate_to_pose", _Result.UNKNOWN,
-                submit=lambda w, r: w.submit_goal(*_pose_args(_msg_to_pose(r.pose))),
+                submit=lambda w, r: w.submit_goal(*_pose_args(_msg_to_pose(r.pose)), provider=ns),
                 feedback=lambda _r, probe: _navigation_feedback(NavigateToPose.Feedback(), self._robot, probe),
                 result=lambda _r, _view: NavigateToPose.Result(),
                 target=lambda r: _msg_to_pose(r.pose),
@@ -1405,7 +1476,8 @@ class _Navigator(_ActionHost):
             ),
             _Surface(
                 NavigateThroughPoses, "navigate_through_poses", NavigateThroughPoses.Result.UNKNOWN,
-                submit=lambda w, r: w.submit_route([_msg_to_pose(p) for p in r.poses.goals], follow=False),
+                submit=lambda w, r: w.submit_route([_msg_to_pose(p) for p in r.poses.goals], follow=False,
+                                                   provider=ns),
                 feedback=self._through_poses_feedback,
                 result=lambda r, view: NavigateThroughPoses.Result(waypoint_statuses=_through_statuses(r, view)),
                 target=lambda r: _msg_to_pose(r.poses.goals[-1]) if r.poses.goals else None,
@@ -1421,8 +1493,9 @@ class _Navigator(_ActionHost):
         return fb
 
     def _bound_index(self, surface: _Surface, request: Any) -> int | None:
-        if surface.action is not NavigateToPose or not request.behavior_tree.startswith(EXTERNAL_GOAL_TAG):
-            return None
+        if (self.provider or surface.action is not NavigateToPose
+                or not request.behavior_tree.startswith(EXTERNAL_GOAL_TAG)):
+            return None  # another client's goals are sent to the robot's own navigator only
         # The world already runs it (whatever our lifecycle state): bind, do not submit again.
         index = self._robot.bind_external_goal(request.behavior_tree)
         if index == 0:
@@ -1486,14 +1559,15 @@ class _WaypointFollower(_ActionHost):
 
     kinds = frozenset({NavGoalKind.FOLLOW_WAYPOINTS})
 
-    def __init__(self, robot: SimRobot, *, context: Context, namespace: str = "") -> None:
-        super().__init__("waypoint_follower", robot, context=context, namespace=namespace)
+    def __init__(self, robot: SimRobot, *, context: Context, namespace: str = "", provider: str = "") -> None:
+        super().__init__("waypoint_follower", robot, context=context, namespace=namespace, provider=provider)
 
     def surfaces(self) -> tuple[_Surface, ...]:
+        ns = self.provider
         return (
             _Surface(
                 FollowWaypoints, "follow_waypoints", FollowWaypoints.Result.UNKNOWN,
-                submit=lambda w, r: w.submit_route(_follow_route(r), follow=True),
+                submit=lambda w, r: w.submit_route(_follow_route(r), follow=True, provider=ns),
                 feedback=lambda r, probe: FollowWaypoints.Feedback(
                     current_waypoint=_follow_index(r, probe.view.current_waypoint)),
                 result=lambda r, view: FollowWaypoints.Result(missed_waypoints=[
@@ -1530,15 +1604,16 @@ class _BehaviorServer(_ActionHost):
 
     kinds = frozenset({NavGoalKind.SPIN, NavGoalKind.BACK_UP, NavGoalKind.WAIT})
 
-    def __init__(self, robot: SimRobot, *, context: Context, namespace: str = "") -> None:
-        super().__init__("behavior_server", robot, context=context, namespace=namespace)
+    def __init__(self, robot: SimRobot, *, context: Context, namespace: str = "", provider: str = "") -> None:
+        super().__init__("behavior_server", robot, context=context, namespace=namespace, provider=provider)
 
     def surfaces(self) -> tuple[_Surface, ...]:
+        ns = self.provider
         return (
             _Surface(
                 Spin, "spin", Spin.Result.UNKNOWN,
                 submit=lambda w, r: w.submit_spin(
-                    float(r.target_yaw), time_allowance_s=max(0.0, _seconds(r.time_allowance))),
+                    float(r.target_yaw), time_allowance_s=max(0.0, _seconds(r.time_allowance)), provider=ns),
                 feedback=lambda _r, probe: Spin.Feedback(
                     angular_distance_traveled=float(probe.view.angular_distance_traveled)),
                 result=lambda _r, view: Spin.Result(total_elapsed_time=_elapsed(view)),
@@ -1547,13 +1622,13 @@ class _BehaviorServer(_ActionHost):
                 BackUp, "backup", BackUp.Result.UNKNOWN,
                 submit=lambda w, r: w.submit_backup(
                     float(r.target.x), float(r.speed), time_allowance_s=max(0.0, _seconds(r.time_allowance)),
-                    target_y=float(r.target.y), target_z=float(r.target.z)),
+                    target_y=float(r.target.y), target_z=float(r.target.z), provider=ns),
                 feedback=lambda _r, probe: BackUp.Feedback(distance_traveled=float(probe.view.distance_traveled)),
                 result=lambda _r, view: BackUp.Result(total_elapsed_time=_elapsed(view)),
             ),
             _Surface(
                 Wait, "wait", Wait.Result.UNKNOWN,
-                submit=lambda w, r: w.submit_wait(max(0.0, _seconds(r.time))),
+                submit=lambda w, r: w.submit_wait(max(0.0, _seconds(r.time)), provider=ns),
                 feedback=lambda _r, probe: Wait.Feedback(time_left=_duration_msg(probe.view.time_left)),
                 result=lambda _r, view: Wait.Result(total_elapsed_time=_elapsed(view)),
             ),
@@ -1852,7 +1927,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         robot.add_to_executor(executor)
         robot.node.get_logger().info(
             f"sim_robot up: start={robot.config.start.model_dump()} speed={robot.config.speed} "
-            f"faults={len(robot.config.faults)} die_mode={robot.die_mode.value} "
+            f"faults={len(robot.config.faults)} providers={','.join(robot.config.providers) or 'none'} "
+            f"cameras={','.join(robot.config.cameras) or 'none'} "
+            f"die_mode={robot.die_mode.value} "
             f"truth_log={robot.truth_log_path or 'off'}"
         )
         executor.spin()

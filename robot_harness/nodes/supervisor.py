@@ -12,7 +12,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +35,14 @@ from ..core.errors import (HarnessError, HarnessTimeout, JournalWriteError, Miss
                            UsageError)
 from ..core.mission_spec import MissionSpec, StructuredCoverageReviewer, structured_compiler
 from ..operator.session import ExternalPlanner, SessionContractCompiler, SessionHost
+from ..core.memory import MemoryStore
 from ..core.journal import Journal, SqliteJournal, default_journal_path
 from ..core.payloads import ContractFrozen, MissionFinished, PayloadReadError, payload_of
 from ..core.preconditions import check_preconditions, not_ready
 from ..core.interactions import CredentialSet, TokenHasher, interactions, load_token_key, resolve, token_key_path
 from ..core.reconcile import Reconciler, clear_resource
 from ..core.records import ActionView, EventDraft, EventType, JournalEvent, MissionStatus
+from ..core.routing import RoutedNavigation, navigation_providers
 from ..core.skills import default_skills, resolve_target
 from .. import __version__
 from ..client import NO_RECORDED_END  # the client tells a repeat without a journaled end from a final answer
@@ -52,13 +55,57 @@ from .listener import EventPublisher, JournalFanout
 from .ros_ports import (Nav2NavigationPort, RosFeasibilityPort, RosPlannerPort, RosRecoveryPort, RosRobotIO, RosSnapshotPort, RosVerifierPort,
                         recovery_call_budget)
 
-__all__ = ["SupervisorNode", "main", "default_journal_path"]
+__all__ = ["SupervisorNode", "main", "default_journal_path", "navigation_port", "RoutedNav2"]
 
 ACTIVE_STATE_ID = 3  # lifecycle_msgs/State.PRIMARY_STATE_ACTIVE
 _SESSION_START_WAIT_S = 5.0
 """How long an MCP call waits for the robot to be freed before it is refused as busy."""
 
+_NAV2_ACTIONS = {"nav_action": "action_name", "nav_through_poses_action": "through_poses_action",
+                 "follow_waypoints_action": "follow_waypoints_action", "spin_action": "spin_action",
+                 "backup_action": "backup_action", "wait_action": "wait_action"}
+"""The supervisor's Nav2 action parameters -> Nav2NavigationPort's keywords."""
 
+
+@dataclass(eq=False)
+class RoutedNav2(RoutedNavigation):
+    """One Nav2NavigationPort per navigation provider, routed (core/routing.RoutedNavigation), with what the
+    supervisor asks of its navigation port besides the NavigationPort: ``server_ready`` (any provider's
+    navigator discovered) and ``destroy`` (every port's)."""
+
+    def server_ready(self) -> bool:
+        return any(port.server_ready() for port in self.ports.values())
+
+    def destroy(self) -> None:
+        for port in self.ports.values():
+            port.destroy()
+
+
+def navigation_port(node: Any, p: Mapping[str, Any], config: HarnessConfig, *, clock: Any) -> Any:
+    """The mission's NavigationPort on ``node``: Nav2 at the parameters' names; with two or more navigation
+    provider cards (``config.providers``, issue 18), one Nav2NavigationPort per card, every action name under
+    the card's namespace (``alt``: ``alt/navigate_to_pose``; "" the names as configured; an empty name stays
+    empty), routed by card name. The costmaps' clearing services are the body's: the same for every card."""
+    costmaps = {"clear_global_costmap_service": p["clear_global_costmap_service"],
+                "clear_local_costmap_service": p["clear_local_costmap_service"]}
+    cards = navigation_providers(config.providers)
+    if not cards:
+        return Nav2NavigationPort(node, clock=clock, **{kw: p[param] for param, kw in _NAV2_ACTIONS.items()},
+                                  **costmaps)
+
+    def under(ns: str, name: str) -> str:
+        return f"{ns}/{name.lstrip('/')}" if ns and name else name
+
+    ports: dict[str, Any] = {}
+    try:
+        for card, ns in cards.items():
+            ports[card] = Nav2NavigationPort(
+                node, clock=clock, **{kw: under(ns, p[param]) for param, kw in _NAV2_ACTIONS.items()}, **costmaps)
+    except BaseException:
+        for port in ports.values():
+            port.destroy()
+        raise
+    return RoutedNav2(ports)
 
 
 class SupervisorNode(HarnessLifecycleNode):
@@ -201,12 +248,7 @@ class SupervisorNode(HarnessLifecycleNode):
         self._planner = RosPlannerPort(io_node, p["planner_service"], timeout_s=float(p["planner_timeout_s"]),
                                        on_dropped=dropped)
         # Empty: the robot serves no such interface (goals of that kind are refused).
-        self._nav = Nav2NavigationPort(
-            io_node, p["nav_action"], clock=self._wall, through_poses_action=p["nav_through_poses_action"],
-            follow_waypoints_action=p["follow_waypoints_action"], spin_action=p["spin_action"],
-            backup_action=p["backup_action"], wait_action=p["wait_action"],
-            clear_global_costmap_service=p["clear_global_costmap_service"],
-            clear_local_costmap_service=p["clear_local_costmap_service"])
+        self._nav = navigation_port(io_node, p, self._config, clock=self._wall)
         # Empty planner_action / goal_cost_service: the robot has none (those checks say not applicable).
         self._feasibility = RosFeasibilityPort(io_node, planner_action=p["planner_action"],
                                                cost_service=p["goal_cost_service"])
@@ -860,7 +902,7 @@ class SupervisorNode(HarnessLifecycleNode):
         rec = TapeRecorder(tape)
 
         def taped(port: Any, role: str) -> Any:
-            return None if port is None else rec.port(port, role, PORTS[role], attrs=("name",))
+            return None if port is None else rec.port(port, role, PORTS[role], attrs=("name", "providers"))
 
         runner = mission_runner(
             config=config, journal=self._journal, clock=rec.clock(self._wall), ids=rec.ids(self._ids),
@@ -871,6 +913,7 @@ class SupervisorNode(HarnessLifecycleNode):
             verifier=taped(self._verifier, "verifier"), recorder=taped(self._recorder, "recorder"),
             recovery=taped(self._recovery_port, "recovery"),
             artifacts=taped(ArtifactChecker(), "artifacts") if self._verifier is None else None,
+            memory=taped(MemoryStore(self._journal), "memory"),  # verified attempts, in the journal's database
             stop_reads=rec.stop_reads(), **kw,
         )
         self._tapes[mission_id] = tape

@@ -58,6 +58,22 @@ Two faults act on these: ``skip_waypoint`` (the navigator drops a waypoint of
 a route and says so, or lies that it went there) and ``stuck`` (the robot is
 wedged: navigation goals fail to make progress until a back-up, a spin or a
 costmap clear frees it).
+
+One body may have several navigation stacks (``SimConfig.providers``, keyed by
+the namespace its actions are served under; issue 18's navigation providers).
+Every ``submit_*`` takes the ``provider`` the goal came through ("" the robot's
+own Nav2): the goal walks at that provider's speed and only that provider's
+navigation faults (``SimProvider.faults``; ``SimConfig.faults`` for the robot's
+own) apply to it, each ``on_goal`` counting the goals that provider received.
+The body is shared: one goal log, one running goal (a goal of any provider
+preempts the running one), and the body faults (``SimConfig.faults``' others)
+hit whatever runs. ``navigator_inactive`` is the robot's own bt_navigator's and
+refuses and aborts only its goals. With no providers every goal is the robot's
+own and each ``on_goal`` counts the world's goals, as it always did.
+
+More cameras (``SimConfig.cameras``, keyed by image topic) see what the built-in
+one sees, each at its own rate, until its ``camera_dead`` fault silences it
+(``camera_live``); the adapters publish them.
 """
 from __future__ import annotations
 
@@ -65,6 +81,7 @@ import enum
 import heapq
 import math
 import random
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -97,6 +114,12 @@ __all__ = [
     "HighCovarianceFault",
     "SkipWaypointFault",
     "StuckFault",
+    "ProviderFault",
+    "PROVIDER_FAULT_KINDS",
+    "SimProvider",
+    "CameraDeadFault",
+    "SimCamera",
+    "BUILTIN_CAMERA_TOPIC",
     "DEFAULT_COMPLETION_CLAIM",
     "EXTERNAL_GOAL_NOTE",
     "NAVIGATOR_INACTIVE_REASON",
@@ -233,7 +256,8 @@ class _FaultBase(_Frozen):
     """A trigger shared by every fault: the n-th goal received, or a sim time."""
 
     on_goal: int | None = Field(default=None, ge=1)
-    """Affect the n-th goal received (1-based, rejected goals count)."""
+    """Affect the n-th goal received (1-based, rejected goals count) by the navigation provider whose fault
+    this is (``SimConfig.faults``: the robot's own Nav2, which also takes ``external_goal``'s goals)."""
     at_s: float | None = Field(default=None, ge=0.0)
     """Switch the fault on for good at this sim time (seconds since start)."""
 
@@ -410,8 +434,9 @@ class NoPathFault(_FaultBase):
     """The planner finds no path (NO_VALID_PATH), whatever the map says.
 
     ``at_s``: every plan asked from then on; ``on_goal``: the plans for the
-    n-th goal, that is the n-th goal itself and every dry run (``plan_path``)
-    asked while it is the next goal to arrive. With ``region``, only goals
+    n-th goal (of the provider whose fault it is), that is the n-th goal itself
+    and every dry run (``plan_path`` for that provider) asked while it is the
+    next goal to arrive. With ``region``, only goals
     inside it (a place behind a closed door). A goal sent anyway is accepted
     and aborted ``PLAN_FAILURE_ABORT_S`` later, as every goal whose plan fails.
     A goal inside an obstacle is not this fault: declare the obstacle on the map.
@@ -528,6 +553,17 @@ _GoalFault = EarlySuccessFault | StallFault | NoFeedbackFault
 _WorldFault = (LocalizationJumpFault | FrozenPoseFault | PoseNoiseFault | DieFault | PoseDropoutFault
                | ExternalGoalFault | NavigatorInactiveFault | HighCovarianceFault | StuckFault)
 
+ProviderFault = Annotated[
+    RejectFault | EarlySuccessFault | StallFault | NoFeedbackFault | AckDelayFault | NoPathFault | SkipWaypointFault,
+    Field(discriminator="kind"),
+]
+"""The faults of one navigation stack (``SimProvider.faults``): what its navigator does with the goals it
+receives. The body's faults (pose, localization, death, deliveries, a wedged robot, another client,
+bt_navigator's lifecycle) are the robot's and go in ``SimConfig.faults``."""
+
+PROVIDER_FAULT_KINDS = ("reject", "early_success", "stall", "no_feedback", "ack_delay", "no_path", "skip_waypoint")
+"""The kinds a ``SimProvider`` may declare (``ProviderFault``)."""
+
 
 def _scenario_error(what: str, exc: ValidationError, root: str = "") -> ScenarioError:
     """One line per problem, located like ``faults[0].stall.dx``, instead of pydantic's type dump."""
@@ -607,6 +643,49 @@ class MapConfig(_Frozen):
         return self
 
 
+BUILTIN_CAMERA_TOPIC = "camera/image_raw"
+"""The built-in camera's image topic (relative); its rate is ``SimConfig.camera_rate_hz``."""
+
+
+class CameraDeadFault(_DelayedFault):
+    """From the trigger on one camera publishes nothing, ever again (its driver died); the robot carries on.
+
+    ``on_goal`` counts the robot's own Nav2's goals, as every fault of the body does.
+    """
+
+    kind: Literal["camera_dead"] = "camera_dead"
+
+
+class SimCamera(_Frozen):
+    """One more camera on the body (``SimConfig.cameras``, keyed by its image topic): it sees what the
+    built-in camera sees, at its own rate, until a ``camera_dead`` fault silences it."""
+
+    rate_hz: float = Field(default=2.0, gt=0.0)
+    faults: tuple[CameraDeadFault, ...] = ()
+
+
+_TOPIC = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*")
+"""A relative ROS topic name: tokens separated by '/'."""
+
+_NAMESPACE_SEGMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""One ROS name token: where a navigation provider's actions are served (``<namespace>/navigate_to_pose``)."""
+
+
+class SimProvider(_Frozen):
+    """One more navigation stack on the robot's body (issue 18: a capability with several providers).
+
+    Served by the ROS adapter under its namespace (``<namespace>/navigate_to_pose``,
+    ``navigate_through_poses``, ``follow_waypoints``, ``spin``, ``backup``, ``wait``), relative to the
+    robot's; each goal it receives walks at its ``speed`` and meets its ``faults`` (each ``on_goal``
+    counting this provider's goals), e.g. a fast but flaky stack beside a slow, reliable one.
+    """
+
+    speed: float | None = Field(default=None, gt=0.0)
+    """Walking speed of its goals, m/s; unset: ``SimConfig.speed``."""
+    faults: tuple[ProviderFault, ...] = ()
+    """Its navigator's faults (``ProviderFault``: the goal-scoped kinds)."""
+
+
 class SimConfig(_Frozen):
     """Everything that makes one simulated robot differ from another."""
 
@@ -628,6 +707,23 @@ class SimConfig(_Frozen):
     waypoint_follower's ``stop_on_failure`` parameter (default True in its code)."""
     map: MapConfig | None = None
     """The occupancy map plans and costs are answered from; unset: everything is free, paths are straight."""
+    providers: dict[str, SimProvider] = Field(default_factory=dict)
+    """Navigation stacks besides the robot's own Nav2 (whose speed and faults are the fields above), keyed by
+    the namespace their actions are served under (one ROS name token, e.g. ``alt``); empty: only the own."""
+    cameras: dict[str, SimCamera] = Field(default_factory=dict)
+    """Cameras besides the built-in one (``camera/image_raw``), keyed by their image topic (relative)."""
+
+    @model_validator(mode="after")
+    def _providers_named(self) -> "SimConfig":
+        for ns in self.providers:
+            if not _NAMESPACE_SEGMENT.fullmatch(ns):
+                raise ValueError(f"provider namespace {ns!r} is not one ROS name token (letters, digits, '_'; "
+                                 "not starting with a digit; the robot's own Nav2 is not a provider here)")
+        for topic in self.cameras:
+            if not _TOPIC.fullmatch(topic) or topic == BUILTIN_CAMERA_TOPIC:
+                raise ValueError(f"camera topic {topic!r} is not a relative topic name other than the built-in "
+                                 f"camera's {BUILTIN_CAMERA_TOPIC!r}")
+        return self
 
     @model_validator(mode="after")
     def _start_on_the_map(self) -> "SimConfig":
@@ -1055,6 +1151,9 @@ class GoalEvent(_Frozen):
     stamp: float = 0.0
     """Epoch seconds, filled in by the ROS adapter; 0 inside the pure world."""
     reason: str = ""
+    provider: str = Field(default="", exclude_if=lambda v: v == "")
+    """The navigation provider the goal came through ("" the robot's own Nav2: left out of the serialized
+    line, which stays as it was before providers existed)."""
 
 
 @dataclass(frozen=True)
@@ -1122,6 +1221,10 @@ class GoalView:
     """Spin: the signed angle turned so far (Nav2's feedback)."""
     time_left: float = 0.0
     """Wait: seconds left (Nav2's feedback)."""
+    provider: str = ""
+    """The navigation provider it came through ("" the robot's own Nav2)."""
+    nth: int = 0
+    """Its place among that provider's goals (1-based): what that provider's faults' ``on_goal`` counts."""
 
 
 @dataclass(frozen=True)
@@ -1190,8 +1293,11 @@ class _Behaviour:
 
 class _Goal:
     def __init__(self, index: int, target: Pose2D, received_t: float,
-                 kind: NavGoalKind = NavGoalKind.NAVIGATE_TO_POSE) -> None:
+                 kind: NavGoalKind = NavGoalKind.NAVIGATE_TO_POSE, *, provider: str = "", nth: int = 0) -> None:
         self.index = index
+        self.provider = provider
+        self.nth = nth or index
+        """The n-th goal its provider received: what that provider's faults' ``on_goal`` counts."""
         self.kind = kind
         self.target = target
         self.leg_target = target
@@ -1260,6 +1366,10 @@ class SimWorld:
         self._noise: PoseNoiseFault | None = None
         self._dead = False
         self._goals: dict[int, _Goal] = {}
+        self._by_provider: dict[tuple[str, int], _Goal] = {}
+        """(provider, its n-th goal) -> the goal; the robot's own Nav2 is provider ""."""
+        self._received: dict[str, int] = {}
+        """Goals each provider received."""
         self._active: _Goal | None = None
         self._events: list[GoalEvent] = []
         self._undrained = 0
@@ -1387,7 +1497,8 @@ class SimWorld:
             return math.isfinite(x) and math.isfinite(y)
         return self._grid.cell(x, y) is not None
 
-    def plan_path(self, start: Pose2D, goal: Pose2D, *, max_expansions: int | None = None) -> PlanResult:
+    def plan_path(self, start: Pose2D, goal: Pose2D, *, max_expansions: int | None = None,
+                  provider: str = "") -> PlanResult:
         """Plan as Nav2's planner server would, without moving anything: a path or an error name.
 
         Checks in Nav2's order: the start, then the goal, on the map
@@ -1398,11 +1509,14 @@ class SimWorld:
         cutting), expanding at most ``max_expansions`` jump points (default:
         the grid's cell count; exhausted: ``TIMEOUT``). Without a map
         the path is the straight line. Pure: the RNG, the goals and the events
-        are untouched.
+        are untouched. ``provider``: whose planner answers (its ``no_path``
+        faults, its next goal); "" the robot's own, whose planner_server the
+        adapters serve.
         """
         if max_expansions is not None and max_expansions < 0:
             raise UsageError("max_expansions cannot be negative", max_expansions=max_expansions)
-        return self._plan(start, goal, len(self._goals) + 1, max_expansions)
+        self._check_provider(provider)
+        return self._plan(start, goal, max_expansions, provider=provider, nth=self.received_by(provider) + 1)
 
     @property
     def stuck(self) -> bool:
@@ -1437,6 +1551,19 @@ class SimWorld:
     def goals_received(self) -> int:
         return len(self._goals)
 
+    def received_by(self, provider: str = "") -> int:
+        """How many goals ``provider`` received ("" the robot's own Nav2; refused-while-inactive ones not)."""
+        self._check_provider(provider)
+        return self._received.get(provider, 0)
+
+    def speed_for(self, provider: str = "") -> float:
+        """The walking speed of ``provider``'s goals, m/s (its own, else ``SimConfig.speed``)."""
+        if not provider:
+            return self.config.speed
+        self._check_provider(provider)
+        speed = self.config.providers[provider].speed
+        return self.config.speed if speed is None else speed
+
     @property
     def active_goal(self) -> GoalView | None:
         return self._view(self._active) if self._active is not None else None
@@ -1456,17 +1583,17 @@ class SimWorld:
     def ack_delay_for(self, index: int) -> float:
         """Seconds the acceptance of goal ``index`` is held back (0 when no ``ack_delay`` fault hits it).
 
-        ``on_goal`` matches the n-th goal; ``at_s`` every goal received at or
-        after that sim time. The longest matching delay wins.
+        ``on_goal`` matches its provider's n-th goal (its provider's faults); ``at_s``
+        every goal received at or after that sim time. The longest matching delay wins.
         """
         g = self._goals.get(index)
         if g is None:
             raise UsageError(f"no goal with index {index}", goal_index=index, goals_received=len(self._goals))
         delays = [
             f.delay_s
-            for f in self.config.faults
+            for f in self._faults_of(g.provider)
             if isinstance(f, AckDelayFault)
-            and (f.on_goal == index or (f.at_s is not None and g.received_t + 1e-9 >= f.at_s))
+            and (f.on_goal == g.nth or (f.at_s is not None and g.received_t + 1e-9 >= f.at_s))
         ]
         return max(delays, default=0.0)
 
@@ -1487,34 +1614,50 @@ class SimWorld:
         self._undrained = 0
         return new
 
-    def camera_image(self, width: int = 64, height: int = 48) -> bytes:
-        """A synthetic rgb8 frame that changes with the true pose.
+    def camera_live(self, topic: str = "") -> bool:
+        """Whether the camera on ``topic`` publishes now ("" or the built-in topic: the built-in camera, while
+        the robot lives; another: a ``SimConfig.cameras`` key, until its ``camera_dead`` fault starts)."""
+        if self._dead:
+            return False
+        if topic in ("", BUILTIN_CAMERA_TOPIC):
+            return True
+        camera = self.config.cameras.get(topic)
+        if camera is None:
+            raise UsageError(f"no camera on {topic!r} (cameras: {', '.join(self.config.cameras) or 'none'} "
+                             f"besides {BUILTIN_CAMERA_TOPIC!r})", topic=topic)
+        return not any(self._started(f) for f in camera.faults)
+
+    def camera_image(self, width: int = 64, height: int = 48, *, at: Pose2D | None = None) -> bytes:
+        """A synthetic rgb8 frame that changes with the true pose (``at``: as seen from that pose instead).
 
         Background colour follows position, a bright vertical bar follows yaw,
         so two frames from different poses differ and frames are cheap to make.
         """
         if width <= 0 or height <= 0:
             raise UsageError("camera image needs a positive size", width=width, height=height)
+        x, y, yaw = (self._x, self._y, self._yaw) if at is None else (at.x, at.y, at.yaw)
         bg = bytes(
             (
-                int(128 + 127 * math.sin(self._x)),
-                int(128 + 127 * math.sin(self._y)),
-                int(128 + 127 * math.cos(self._yaw)),
+                int(128 + 127 * math.sin(x)),
+                int(128 + 127 * math.sin(y)),
+                int(128 + 127 * math.cos(yaw)),
             )
         )
         row = bytearray(bg * width)
-        col = int((self._yaw + math.pi) / (2.0 * math.pi) * width) % width
+        col = int((yaw + math.pi) / (2.0 * math.pi) * width) % width
         for c in range(max(0, col - 1), min(width, col + 2)):
             row[3 * c : 3 * c + 3] = b"\xff\xff\xff"
         return bytes(row) * height
 
     # ----------------------------------------------------------------- commands
 
-    def submit_goal(self, x: float, y: float, yaw: float) -> GoalDecision:
-        """Receive a goal; a newly accepted goal preempts (aborts) the running one."""
-        return self._submit(x, y, yaw, "")
+    def submit_goal(self, x: float, y: float, yaw: float, *, provider: str = "") -> GoalDecision:
+        """Receive a goal through ``provider`` ("" the robot's own Nav2; another: a ``SimConfig.providers``
+        key, else ``UsageError``); a newly accepted goal preempts (aborts) the running one, whoever sent it."""
+        self._check_provider(provider)
+        return self._submit(x, y, yaw, "", provider)
 
-    def submit_route(self, poses: Sequence[Pose2D], *, follow: bool) -> GoalDecision:
+    def submit_route(self, poses: Sequence[Pose2D], *, follow: bool, provider: str = "") -> GoalDecision:
         """Receive a route goal: NavigateThroughPoses (``follow=False``) or FollowWaypoints (``follow=True``).
 
         One goal, one index, its target the last pose; it preempts the running
@@ -1533,6 +1676,7 @@ class SimWorld:
         ``ScenarioError`` when a ``skip_waypoint`` fault for this goal names
         its last waypoint or one beyond (the last cannot be skipped).
         """
+        self._check_provider(provider)
         route = tuple(poses)
         if not route:
             raise UsageError("a route needs at least one pose", poses=0)
@@ -1541,7 +1685,7 @@ class SimWorld:
                 raise UsageError(f"route pose {i} is not finite", index=i, pose=p.model_dump())
         route = tuple(Pose2D(x=p.x, y=p.y, yaw=normalize_angle(p.yaw)) for p in route)
         kind = NavGoalKind.FOLLOW_WAYPOINTS if follow else NavGoalKind.NAVIGATE_THROUGH_POSES
-        decision, g = self._receive(kind, route[-1], "")
+        decision, g = self._receive(kind, route[-1], "", provider)
         if g is None:
             return decision
         g.route = _Route(route, follow)
@@ -1554,7 +1698,7 @@ class SimWorld:
         self._apply_goal_faults()
         return decision
 
-    def submit_spin(self, angle_rad: float, *, time_allowance_s: float = 0.0) -> GoalDecision:
+    def submit_spin(self, angle_rad: float, *, time_allowance_s: float = 0.0, provider: str = "") -> GoalDecision:
         """Receive a Spin: turn in place by ``angle_rad`` (signed: positive is counter-clockwise) at ``yaw_rate``.
 
         behavior_server's, so it runs while bt_navigator is inactive. It
@@ -1565,11 +1709,14 @@ class SimWorld:
         if not math.isfinite(angle_rad):
             raise UsageError("the spin angle must be finite", angle_rad=angle_rad)
         self._check_allowance(time_allowance_s)
-        return self._submit_behaviour(_Behaviour(NavGoalKind.SPIN, angle_rad, 0.0, time_allowance_s, self._t))
+        self._check_provider(provider)
+        return self._submit_behaviour(_Behaviour(NavGoalKind.SPIN, angle_rad, 0.0, time_allowance_s, self._t),
+                                      provider)
 
     def submit_backup(self, dist_m: float, speed_mps: float, *, time_allowance_s: float = 0.0,
-                      target_y: float = 0.0, target_z: float = 0.0) -> GoalDecision:
-        """Receive a BackUp: drive straight back (against the heading) ``|dist_m|`` at ``min(|speed_mps|, speed)``.
+                      target_y: float = 0.0, target_z: float = 0.0, provider: str = "") -> GoalDecision:
+        """Receive a BackUp: drive straight back (against the heading) ``|dist_m|`` at ``min(|speed_mps|, speed)``
+        (``speed``: the provider's).
 
         As Nav2's BackUp, the signs of the distance and the speed are ignored
         (it always backs up), and a target with a non-zero ``target_y`` or
@@ -1587,15 +1734,17 @@ class SimWorld:
         if speed_mps == 0.0:
             raise UsageError("backup needs a non-zero speed", speed_mps=speed_mps)
         self._check_allowance(time_allowance_s)
+        self._check_provider(provider)
         decision = self._submit_behaviour(_Behaviour(
-            NavGoalKind.BACK_UP, abs(dist_m), min(abs(speed_mps), self.config.speed), time_allowance_s, self._t))
+            NavGoalKind.BACK_UP, abs(dist_m), min(abs(speed_mps), self.speed_for(provider)), time_allowance_s, self._t),
+            provider)
         g = self._goals.get(decision.goal_index)
         if decision.accepted and g is self._active and (target_y != 0.0 or target_z != 0.0):
             self._end(g, GoalStatus.ABORTED, "backup refused: a target off the x axis",
                       BACKUP_INVALID_INPUT, "Backing up in Y and Z not supported, will only move in X.")
         return decision
 
-    def submit_wait(self, duration_s: float) -> GoalDecision:
+    def submit_wait(self, duration_s: float, *, provider: str = "") -> GoalDecision:
         """Receive a Wait: stand still for ``duration_s`` sim seconds (0: done at the next step), then succeed.
 
         behavior_server's, so it runs while bt_navigator is inactive. Raises
@@ -1603,7 +1752,8 @@ class SimWorld:
         """
         if not (math.isfinite(duration_s) and duration_s >= 0.0):
             raise UsageError("a wait needs a finite duration >= 0", duration_s=duration_s)
-        return self._submit_behaviour(_Behaviour(NavGoalKind.WAIT, duration_s, 0.0, 0.0, self._t))
+        self._check_provider(provider)
+        return self._submit_behaviour(_Behaviour(NavGoalKind.WAIT, duration_s, 0.0, 0.0, self._t), provider)
 
     def clear_costmaps(self, which: Sequence[str] = ()) -> bool:
         """Answer the costmaps' ``clear_entirely_*`` services (``"global"``, ``"local"``; empty: both).
@@ -1667,28 +1817,31 @@ class SimWorld:
 
     # ----------------------------------------------------------------- internals
 
-    def _submit(self, x: float, y: float, yaw: float, note: str) -> GoalDecision:
+    def _submit(self, x: float, y: float, yaw: float, note: str, provider: str = "") -> GoalDecision:
         """``submit_goal``; ``note`` is the RECEIVED event's reason (who sent the goal, when not the client).
 
         An accepted goal is planned at once from the localized pose.
         """
-        decision, g = self._receive(NavGoalKind.NAVIGATE_TO_POSE, Pose2D(x=x, y=y, yaw=normalize_angle(yaw)), note)
+        decision, g = self._receive(NavGoalKind.NAVIGATE_TO_POSE, Pose2D(x=x, y=y, yaw=normalize_angle(yaw)), note,
+                                    provider)
         if g is not None:
-            g.set_plan(self._plan(self.localized_pose, g.target, g.index, None), self._t)
+            g.set_plan(self._plan_for(g, self.localized_pose, g.target), self._t)
             self._apply_goal_faults()
         return decision
 
-    def _receive(self, kind: NavGoalKind, target: Pose2D, note: str) -> tuple[GoalDecision, _Goal | None]:
+    def _receive(self, kind: NavGoalKind, target: Pose2D, note: str,
+                 provider: str = "") -> tuple[GoalDecision, _Goal | None]:
         """The arrival every goal shares: refused, rejected, or accepted as the active goal (preempting).
 
         A dead robot answers nothing worth logging. An inactive navigator
         refuses its own kinds before the goal counts (index 0, one REJECTED
-        event), as a ROS adapter refuses for its inactive bt_navigator.
+        event), as a ROS adapter refuses for its inactive bt_navigator; that
+        is the robot's own navigator, so only its own goals (provider "").
         Returns the accepted goal for its caller to set up, else None.
         """
         if self._dead:
             return GoalDecision(accepted=False, reason="robot is dead", goal_index=0), None
-        if kind in _BT_NAVIGATOR_KINDS and not self.navigator_active:
+        if kind in _BT_NAVIGATOR_KINDS and not provider and not self.navigator_active:
             self._events.append(GoalEvent(
                 event=GoalEventType.REJECTED, goal_index=0, target=target,
                 true_pose=self.true_pose, localized_pose=self.localized_pose, t=self._t,
@@ -1696,10 +1849,12 @@ class SimWorld:
             self._undrained += 1
             return GoalDecision(accepted=False, reason=NAVIGATOR_INACTIVE_REASON, goal_index=0), None
         index = len(self._goals) + 1
-        goal = _Goal(index, target, self._t, kind)
+        nth = self._received[provider] = self._received.get(provider, 0) + 1
+        goal = _Goal(index, target, self._t, kind, provider=provider, nth=nth)
         self._goals[index] = goal
+        self._by_provider[(provider, nth)] = goal
         self._emit(GoalEventType.RECEIVED, goal, note)
-        reject = self._reject_reason(index)
+        reject = self._reject_reason(goal)
         if reject:
             self._end(goal, GoalStatus.REJECTED, reject)
             return GoalDecision(accepted=False, reason=reject, goal_index=index), None
@@ -1709,12 +1864,25 @@ class SimWorld:
         self._emit(GoalEventType.ACCEPTED, goal)
         return GoalDecision(accepted=True, reason="", goal_index=index), goal
 
-    def _submit_behaviour(self, b: _Behaviour) -> GoalDecision:
-        decision, g = self._receive(b.kind, self.localized_pose, "")
+    def _submit_behaviour(self, b: _Behaviour, provider: str = "") -> GoalDecision:
+        decision, g = self._receive(b.kind, self.localized_pose, "", provider)
         if g is not None:
             g.behaviour = b
             self._apply_goal_faults()
         return decision
+
+    def _check_provider(self, provider: str) -> None:
+        if provider and provider not in self.config.providers:
+            raise UsageError(f"no navigation provider {provider!r} on this robot (providers: "
+                             f"{', '.join(self.config.providers) or 'none'}; '' is its own Nav2)", provider=provider)
+
+    def _faults_of(self, provider: str) -> Sequence[Fault | ProviderFault]:
+        """The faults of the navigator ``provider`` names: its card's, or (``""``) the robot's own list."""
+        return self.config.providers[provider].faults if provider else self.config.faults
+
+    def _plan_for(self, g: _Goal, start: Pose2D, goal: Pose2D) -> PlanResult:
+        """A plan for goal ``g`` (a leg of it): its provider's planner, its place among that provider's goals."""
+        return self._plan(start, goal, None, provider=g.provider, nth=g.nth)
 
     @staticmethod
     def _check_allowance(time_allowance_s: float) -> None:
@@ -1728,9 +1896,9 @@ class SimWorld:
         assert g.route is not None
         if i >= len(g.route.wps) - 1:
             return None
-        for f in self.config.faults:
+        for f in self._faults_of(g.provider):
             if isinstance(f, SkipWaypointFault) and f.waypoint == i and (
-                    f.on_goal == g.index or (f.at_s is not None and self._t + 1e-9 >= f.at_s)):
+                    f.on_goal == g.nth or (f.at_s is not None and self._t + 1e-9 >= f.at_s)):
                 return f
         return None
 
@@ -1772,7 +1940,7 @@ class SimWorld:
         plans: list[tuple[int, PlanResult]] = []
         start = self.localized_pose
         for wp in ahead:
-            plan = self._plan(start, wp.pose, g.index, None)
+            plan = self._plan_for(g, start, wp.pose)
             if not plan.ok:
                 g.set_plan(plan, self._t)
                 r.later = []
@@ -1808,11 +1976,11 @@ class SimWorld:
                     wp.passed, wp.state = True, WaypointState.COMPLETED
                 r.current += 1
                 continue
-            if not self.navigator_active:
+            if not g.provider and not self.navigator_active:
                 self._miss(g, wp, FOLLOW_WAYPOINTS_UNKNOWN, NAVIGATE_TO_POSE_REFUSED_MSG)
                 r.current += 1
                 continue
-            g.set_plan(self._plan(self.localized_pose, wp.pose, g.index, None), self._t)
+            g.set_plan(self._plan_for(g, self.localized_pose, wp.pose), self._t)
             return
 
     def _miss(self, g: _Goal, wp: _Waypoint, code: int, msg: str) -> None:
@@ -1930,8 +2098,8 @@ class SimWorld:
             self._free_stuck("backup", b.progress)
             self._end(g, GoalStatus.SUCCEEDED, "")
 
-    def _plan(self, start: Pose2D, goal: Pose2D, goal_index: int, max_expansions: int | None) -> PlanResult:
-        """``plan_path`` for the goal with this index (a ``no_path`` fault's ``on_goal`` matches it)."""
+    def _plan(self, start: Pose2D, goal: Pose2D, max_expansions: int | None, *, provider: str, nth: int) -> PlanResult:
+        """``plan_path`` for ``provider``'s ``nth`` goal (its ``no_path`` faults' ``on_goal`` match it)."""
         grid = self._grid
         s = gl = 0
         for what, p, code in (("start", start, PlanErrorCode.START_OUTSIDE_MAP),
@@ -1951,7 +2119,7 @@ class SimWorld:
             if grid.cost[gl] >= COST_INSCRIBED:
                 return PlanResult(PlanErrorCode.GOAL_OCCUPIED,
                                   f"goal {_fmt(goal.x, goal.y)} is in an occupied cell (cost {grid.cost[gl]})")
-        if self._no_path_for(goal, goal_index):
+        if self._no_path_for(goal, provider, nth):
             return PlanResult(PlanErrorCode.NO_VALID_PATH, f"no valid path to {_fmt(goal.x, goal.y)} (no_path fault)")
         if grid is None or s == gl:
             return self._path_through([(start.x, start.y), (goal.x, goal.y)], goal, 0)
@@ -1984,13 +2152,13 @@ class SimWorld:
             poses.append(Pose2D(x=x, y=y, yaw=normalize_angle(yaw)))
         return PlanResult(PlanErrorCode.NONE, "", tuple(poses), length, expansions)
 
-    def _no_path_for(self, goal: Pose2D, goal_index: int) -> bool:
-        for f in self.config.faults:
+    def _no_path_for(self, goal: Pose2D, provider: str, nth: int) -> bool:
+        for f in self._faults_of(provider):
             if not isinstance(f, NoPathFault):
                 continue
             if f.region is not None and not f.region.contains(goal.x, goal.y):
                 continue
-            if f.on_goal == goal_index or (f.at_s is not None and self._t + 1e-9 >= f.at_s):
+            if f.on_goal == nth or (f.at_s is not None and self._t + 1e-9 >= f.at_s):
                 return True
         return False
 
@@ -1999,7 +2167,7 @@ class SimWorld:
         g = self._active
         if g is None or self._grid is None or g.behaviour is not None:
             return
-        g.set_plan(self._plan(self.localized_pose, g.leg_target, g.index, None), self._t)
+        g.set_plan(self._plan_for(g, self.localized_pose, g.leg_target), self._t)
 
     def _view(self, g: _Goal) -> GoalView:
         est = self.localized_pose
@@ -2041,6 +2209,8 @@ class SimWorld:
             angular_distance_traveled=b.progress if b is not None and b.kind is NavGoalKind.SPIN else 0.0,
             time_left=(max(0.0, b.started_t + b.amount - self._t) if active else 0.0)
             if b is not None and b.kind is NavGoalKind.WAIT else 0.0,
+            provider=g.provider,
+            nth=g.nth,
         )
 
     def _emit(self, kind: GoalEventType, g: _Goal, reason: str = "") -> None:
@@ -2053,6 +2223,7 @@ class SimWorld:
                 localized_pose=self.localized_pose,
                 t=self._t,
                 reason=reason,
+                provider=g.provider,
             )
         )
         self._undrained += 1
@@ -2097,39 +2268,39 @@ class SimWorld:
         """A standing fault: on from ``at_s``, or from the arrival of the ``on_goal``-th goal."""
         if f.at_s is not None:
             return self._t + 1e-9 >= f.at_s
-        return (f.on_goal or 0) in self._goals
+        return ("", f.on_goal or 0) in self._by_provider
 
-    def _reject_reason(self, index: int) -> str:
-        for f in self.config.faults:
+    def _reject_reason(self, g: _Goal) -> str:
+        for f in self._faults_of(g.provider):
             if isinstance(f, RejectFault):
-                if f.on_goal == index or (f.at_s is not None and self._t >= f.at_s):
+                if f.on_goal == g.nth or (f.at_s is not None and self._t >= f.at_s):
                     return "goal rejected (reject fault)"
         return ""
 
     def _goal_fault_start(self, f: _GoalFault, g: _Goal) -> float | None:
         if f.on_goal is not None:
-            return g.received_t + f.delay_s() if f.on_goal == g.index else None
+            return g.received_t + f.delay_s() if f.on_goal == g.nth else None
         assert f.at_s is not None
         return max(f.at_s, g.received_t + f.delay_s())
 
-    def _started(self, f: _WorldFault) -> bool:
+    def _started(self, f: _WorldFault | CameraDeadFault) -> bool:
         """A world fault read at the current time rather than latched by a step."""
         start = self._world_fault_start(f)
         return start is not None and self._t + 1e-9 >= start
 
-    def _world_fault_start(self, f: _WorldFault) -> float | None:
+    def _world_fault_start(self, f: _WorldFault | CameraDeadFault) -> float | None:
         if isinstance(f, ExternalGoalFault):
             return f.at_s
         if f.at_s is not None:
             return f.at_s + f.delay_s()
-        g = self._goals.get(f.on_goal or 0)
+        g = self._by_provider.get(("", f.on_goal or 0))  # the robot's faults count its own Nav2's goals
         return g.received_t + f.delay_s() if g is not None else None
 
     def _apply_goal_faults(self) -> None:
         g = self._active
         if g is None:
             return
-        for f in self.config.faults:
+        for f in self._faults_of(g.provider):
             if not isinstance(f, (EarlySuccessFault, StallFault, NoFeedbackFault)):
                 continue
             start = self._goal_fault_start(f, g)
@@ -2175,7 +2346,7 @@ class SimWorld:
         if self._dead:
             return
         g = self._active
-        if g is not None and g.kind in _BT_NAVIGATOR_KINDS and not self.navigator_active:
+        if g is not None and g.kind in _BT_NAVIGATOR_KINDS and not g.provider and not self.navigator_active:
             self._end(g, GoalStatus.ABORTED, "bt_navigator deactivated (navigator_inactive fault)")
         self._apply_goal_faults()
         g = self._active
@@ -2194,7 +2365,7 @@ class SimWorld:
             self._note_reached(g)
             if not r.follow:
                 self._apply_through_skips(g)
-            elif not self.navigator_active:
+            elif not g.provider and not self.navigator_active:
                 # bt_navigator deactivated under the waypoint's NavigateToPose: aborted with an empty result.
                 self._leg_failed(g, 0, "", "bt_navigator deactivated (navigator_inactive fault)")
             elif self._skip_for(g, r.current) is not None:
@@ -2249,7 +2420,7 @@ class SimWorld:
         residual = self._turn_toward(math.atan2(dy, dx), h)
         self._v = 0.0
         if abs(residual) < (_HEADING_GATE_RAD if self._grid is None else _PATH_HEADING_GATE_RAD):
-            dist = min(self.config.speed * h, d * math.cos(residual))
+            dist = min(self.speed_for(g.provider) * h, d * math.cos(residual))
             self._x += dist * math.cos(self._yaw)
             self._y += dist * math.sin(self._yaw)
             self._v = dist / h

@@ -21,7 +21,7 @@ from ..durable import DispatchKey, DuplicateDispatch, LeaseConflict, ReleaseReas
 from ..errors import HarnessError, HarnessTimeout, UsageError
 from ..lifecycle import ManagedAction
 from ..ports import FeasibilityPort, NavigationPort, RobotIO
-from ..routing import Outcomes, ProviderNavigation, RoutingDecision, route
+from ..routing import SKILL_CAPABILITY, Outcomes, ProviderNavigation, RoutingDecision, route
 from ..nav_goals import NavGoal, NavGoalKind
 from ..preconditions import CostProbe, Feasibility, PathProbe, ProbeStatus, check_preconditions
 from ..reconcile import ACTIVE_STATUSES, TERMINAL_STATUSES
@@ -174,11 +174,29 @@ class Dispatcher:
         served = set(self.navigation.providers)
         excluded = {n: "not served by this robot" for n in cards if n not in served}
         excluded.update(self.state.provider_failed.get(node, {}))
-        outcomes = dict(self.remembered("navigation")) if self.remembered is not None else {}
+        return route("navigation", cards, self.config.routing, outcomes=self._outcomes("navigation"),
+                     excluded=excluded)
+
+    def _route_capability(self, skill: str, node: str) -> RoutingDecision | None:
+        """Which provider acts for a capability call (camera, speech, messaging); None when the site lists no
+        card of its capability. A camera is chosen only where the robot I/O can switch cameras."""
+        capability = SKILL_CAPABILITY.get(skill)
+        cards = {n: c for n, c in self.config.providers.items() if c.capability == capability}
+        if capability is None or not cards:
+            return None
+        excluded = dict(self.state.provider_failed.get(node, {}))
+        if capability == "camera" and len(cards) > 1 and not hasattr(self.robot_io, "use_camera"):
+            first = next(iter(cards))
+            excluded.update({n: "this robot's I/O cannot switch cameras" for n in cards if n != first})
+        return route(capability, cards, self.config.routing, outcomes=self._outcomes(capability), excluded=excluded)
+
+    def _outcomes(self, capability: str) -> dict[str, tuple[int, int]]:
+        """Remembered verified outcomes of ``capability``'s providers plus this mission's."""
+        outcomes = dict(self.remembered(capability)) if self.remembered is not None else {}
         for name, (wins, tries) in self.state.provider_tally.items():
             w0, t0 = outcomes.get(name, (0, 0))
             outcomes[name] = (w0 + wins, t0 + tries)
-        return route("navigation", cards, self.config.routing, outcomes=outcomes, excluded=excluded)
+        return outcomes
 
     def _commit_intent(self, turn_id: str, call: ToolCall, skill: Skill, key: DispatchKey, action: ManagedAction,
                        checked: list[EventDraft], routing: RoutingDecision | None = None) -> ToolResult | None:
@@ -299,6 +317,7 @@ class Dispatcher:
         s = self.state
         env = ToolEnv(places=s.places, robot_io=self.robot_io, snapshot=decision)
         assert skill.handler is not None
+        routing: RoutingDecision | None = None
         if skill.resources:
             # Keyed like a navigation: the same request again returns the existing execution record.
             key = self.leases.key(skill, args)
@@ -311,6 +330,12 @@ class Dispatcher:
             intent = {"key": key.text, "node": key.node, "attempt": key.attempt, "state_version": key.state_version,
                       "tool_call_id": call.id, "skill": skill.name,
                       "policy": {"approval": s.approvals.get(call.id, ""), "authorized_attempt": key.attempt}}
+            routing = self._route_capability(skill.name, key.node)
+            if routing is not None:
+                if routing.chosen is None:
+                    return results.rejected(call, f"no {routing.capability} provider may act: {routing.reason}",
+                                            code="no_provider", routing=routing.as_dict())
+                intent.update(provider=routing.chosen, capability=routing.capability, routing=routing.as_dict())
             try:
                 if conflict is not None:
                     raise conflict
@@ -320,6 +345,11 @@ class Dispatcher:
                 return _lease_conflict(call, exc)
             except StoppedBeforeDispatch as stop:
                 return results.cancelled(call, f"stopped before the call ran: {stop}; nothing was run")
+        if skill.resources and routing is not None and routing.chosen:
+            s.provider_of[call.id] = routing.chosen
+            card = self.config.providers[routing.chosen]
+            if routing.capability == "camera" and hasattr(self.robot_io, "use_camera"):
+                self.robot_io.use_camera(card.namespace)  # type: ignore[union-attr] - the next capture reads it
         try:
             content = skill.handler(env, args)
         except HarnessError as exc:

@@ -242,7 +242,8 @@ class MissionRunner:
                                 remembered=self._remembered)
         operator = OperatorDesk(config=self.config, state=state, ledger=ledger, skills=self.skills, clock=self.clock,
                                 stop=self._stop, sleep=self._wait)
-        plans = PlanDesk(state=state, ledger=ledger, skills=self.skills, evidenced=done.evidenced)
+        plans = PlanDesk(state=state, ledger=ledger, skills=self.skills, evidenced=done.evidenced,
+                         enforce=self.config.eval_ablations.plan_gate)
         turns = TurnExecutor(config=self.config, state=state, ledger=ledger, skills=self.skills, dispatcher=dispatcher,
                              operator=operator, receipts=receipts, clock=self.clock, stop=self._stop, plans=plans)
         behaviors = BehaviorRunner(state=state, ledger=ledger, observations=observations, turns=turns,
@@ -522,6 +523,9 @@ class MissionRunner:
         s = m.state
         ended = [(outcome.action_id, outcome.state)] if outcome is not None else []
         ended += [(r.action_id, "FAILED") for r in results if r.status is ToolResultStatus.REJECTED and r.action_id]
+        # a capability call (camera, speech, messaging) is over when it returns: keyed by its call id
+        ended += [(r.tool_call_id, "SUCCEEDED" if r.status is ToolResultStatus.OK else "FAILED") for r in results
+                  if r.tool_call_id in s.provider_of and r.status in (ToolResultStatus.OK, ToolResultStatus.ERROR)]
         for action_id, state in ended:
             provider = s.provider_of.get(action_id or "")
             if provider and state in ("SUCCEEDED", "FAILED"):
@@ -533,14 +537,21 @@ class MissionRunner:
         """A routed action that failed (rejected, or FAILED: never UNKNOWN, which may still be moving): its
         provider may not act for that plan node again this mission, and the others that may are named."""
         s = m.state
-        provider = s.provider_of.get(failure.action_id, "")
+        provider = s.provider_of.get(failure.action_id, "") or s.provider_of.get(failure.tool_call_id, "")
         node = s.node_of_call.get(failure.tool_call_id)
         if not provider or node is None or failure.failure_kind not in (FailureKind.ACTION_FAILED,
-                                                                        FailureKind.DISPATCH_REJECTED):
+                                                                        FailureKind.DISPATCH_REJECTED,
+                                                                        FailureKind.TOOL_ERROR):
             return failure
         s.provider_failed.setdefault(node, {})[provider] = f"failed this obligation: {failure.reason}"[:200]
-        capability = next((c.capability for n, c in self.config.providers.items() if n == provider), "navigation")
-        served = set(getattr(self.navigation, "providers", ()))
+        card = self.config.providers.get(provider)
+        capability = card.capability if card is not None else "navigation"
+        if capability == "navigation":
+            served = set(getattr(self.navigation, "providers", ()))
+        elif capability == "camera" and not hasattr(self.robot_io, "use_camera"):
+            served = set()
+        else:
+            served = set(self.config.providers)
         others = tuple(n for n, c in self.config.providers.items()
                        if c.capability == capability and c.enabled and n in served and n not in s.provider_failed[node])
         return failure.model_copy(update={"provider": provider, "providers": others})

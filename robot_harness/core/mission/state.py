@@ -121,7 +121,7 @@ class MissionState:
     """Receipts at or below this state version no longer count as progress (``recovery.repair: whole``)."""
     # routing (issue 18)
     provider_of: dict[str, str] = field(default_factory=dict)
-    """Action id -> the provider it was routed to (dispatch's)."""
+    """Action id (a navigation) or tool call id (a capability call) -> the provider it was routed to (dispatch's)."""
     provider_failed: dict[str, dict[str, str]] = field(default_factory=dict)
     """Plan node -> provider -> why it may not act for that node again this mission (the runner's, on a failure)."""
     provider_tally: dict[str, list[int]] = field(default_factory=dict)
