@@ -13,16 +13,19 @@ _AT_M = 0.5
 
 def _route_next(desc: str, places: list[str], pose: dict[str, Any] | None,
                 where: dict[str, dict[str, float]]) -> str:
-    """A closed route's next stop: the first place the description names, in its order, that the robot is
-    not at (so: leave the start, each waypoint in turn, then the start again)."""
-    named = sorted((desc.find(p), p) for p in places if p in desc)
-    order = [p for _, p in named]
+    """A closed route's next stop. Its description names the start first ("leave dock via a, b and come
+    back to dock"), so the round is each waypoint in turn, then the start: from the stop the robot is at,
+    the next one; from anywhere else, the first waypoint."""
+    named = [p for _, p in sorted((desc.find(p), p) for p in places if p in desc)]
+    order = named[1:] + named[:1] if len(named) > 1 else named
+    if not order:
+        return "dock"
     if pose is not None and where:
-        for place in order:
+        for i, place in enumerate(order):
             q = where.get(place)
-            if q is not None and ((pose["x"] - q["x"]) ** 2 + (pose["y"] - q["y"]) ** 2) ** 0.5 > _AT_M:
-                return place
-    return order[-1] if order else "dock"
+            if q is not None and ((pose["x"] - q["x"]) ** 2 + (pose["y"] - q["y"]) ** 2) ** 0.5 <= _AT_M:
+                return order[(i + 1) % len(order)]
+    return order[0]
 
 
 def _quoted(desc: str) -> str | None:

@@ -16,7 +16,9 @@ As in Nav2 (nav2_bringup navigation_launch.py), the file is rewritten for the na
 (``<robot_namespace>`` replaced, sections nested under it: robot_harness.params) and every
 node gets it, so each takes its own section. Then the launch arguments: ``use_sim_time`` for
 every node, ``planner``/``planner_script``/``replay_file``/``model`` for the planner,
-``harness_config`` for the supervisor.
+``harness_config`` for the supervisor. When that configuration has navigation provider cards, the
+snapshot aggregator is given their namespaces (``nav_namespaces``, unless the params file sets it), as
+robot_harness.bringup gives them, so a goal on any provider's Nav2 is seen.
 
 Lifecycle: the harness nodes start unconfigured (``autostart: false``); ``lifecycle_manager``
 configures and activates them in order (supervisor last) when ``autostart`` is true. The
@@ -38,7 +40,7 @@ from launch import LaunchDescription
 from launch.actions import DeclareLaunchArgument, GroupAction, OpaqueFunction
 from launch_ros.actions import Node, PushRosNamespace
 
-from robot_harness.bringup import NODE_SPECS
+from robot_harness.bringup import NODE_SPECS, provider_nav_namespaces
 from robot_harness.params import dump_params, merge_params, node_params, normalize_namespace, rewrite_params
 
 PACKAGE = "robot_harness"
@@ -162,6 +164,11 @@ def _nodes(context):
         "planner": _planner_params(planner, args, share, node_params(rewritten, "planner", namespace)),
         "supervisor": {"harness_config_file": harness_config},
     }
+    if "nav_namespaces" not in node_params(rewritten, "snapshot_aggregator", namespace):
+        supervisor = {**node_params(rewritten, "supervisor", namespace), **launch_values["supervisor"]}
+        extra = provider_nav_namespaces(supervisor)
+        if extra:
+            launch_values["snapshot_aggregator"] = {"nav_namespaces": extra}
     nodes = [PushRosNamespace(namespace or "/")]  # as nav2_bringup: every node gets -r __ns:=
     if use_sim:
         nodes.append(Node(executable="sim_robot", parameters=[params_file, {"use_sim_time": use_sim_time}], **common))

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import yaml
 
-__all__ = ["NodeSpec", "NODE_SPECS", "config_dir", "load_node_params", "BringUp"]
+__all__ = ["NodeSpec", "NODE_SPECS", "config_dir", "load_node_params", "provider_nav_namespaces", "BringUp"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,28 @@ def load_node_params(path: Path, node_name: str, namespace: str = "") -> dict[st
     from .params import node_params, rewrite_params
 
     return node_params(rewrite_params(path.read_text(), namespace), node_name, namespace)
+
+
+def provider_nav_namespaces(supervisor_params: Mapping[str, Any]) -> list[str]:
+    """The snapshot aggregator's ``nav_namespaces`` for the harness configuration the supervisor is given
+    (``harness_config_file``, ``harness_config_json``): the action namespaces of the navigation provider cards
+    (``core/routing.navigation_providers``, the rule the supervisor builds its Nav2 ports by), so a goal on any
+    of them is seen in every snapshot; empty with none. A configuration that does not load gives none here:
+    the supervisor refuses to configure with it and says why."""
+    import json
+
+    from .core.config import load_harness_config
+    from .core.errors import UsageError
+    from .core.routing import navigation_providers
+
+    path = str(supervisor_params.get("harness_config_file") or "")
+    text = str(supervisor_params.get("harness_config_json") or "")
+    try:
+        config = load_harness_config(file_text=Path(path).read_text() if path else None,
+                                     overrides=json.loads(text) if text else {})
+    except (OSError, ValueError, UsageError, yaml.YAMLError):
+        return []
+    return [ns for ns in dict.fromkeys(navigation_providers(config.providers).values()) if ns]
 
 
 @contextlib.contextmanager
@@ -167,6 +189,10 @@ class BringUp:
         if self.use_sim_time:
             values["use_sim_time"] = True
         values.update(self.overrides.get(spec.name, {}))
+        if spec.name == "snapshot_aggregator" and "nav_namespaces" not in values:
+            extra = provider_nav_namespaces(self.params_for(next(s for s in NODE_SPECS if s.name == "supervisor")))
+            if extra:  # else the node's default: rclpy cannot type an empty list
+                values["nav_namespaces"] = extra
         return values
 
     def _transition(self, name: str, step: str) -> None:

@@ -108,7 +108,8 @@ class Failure(BaseModel):
     """The provider the failed action was routed to (core/routing.py), "" when there was no choice."""
     providers: tuple[str, ...] = ()
     """Other providers of the same capability that may act for the same obligation (issue 18); non-empty:
-    the ``switch_provider_or_skill`` rung is open, and first: the fallback keeps the obligation, changes who acts."""
+    the ``switch_provider_or_skill`` rung is open, and first unless ``behaviors`` are: the fallback keeps the
+    obligation and changes who acts."""
 
 
 class RecoveryBudgets(BaseModel):
@@ -169,8 +170,9 @@ class RecoveryPolicy:
         start = LADDER.index(first)
         open_: list[Rung] = []
         ladder = LADDER[start:]
-        if failure.providers and failure.failure_kind not in _MAY_BE_MOVING:
-            # another provider can act for the same obligation: the fallback comes first
+        if failure.providers and failure.failure_kind not in _MAY_BE_MOVING and not failure.behaviors:
+            # another provider can act for the same obligation: the fallback comes first (unless Nav2's own
+            # behaviours answer the failure: a stuck robot is stuck whichever stack drives it)
             ladder = (Rung.SWITCH, *(r for r in ladder if r is not Rung.SWITCH))
         for rung in ladder:
             budget = self.budgets.of(rung)

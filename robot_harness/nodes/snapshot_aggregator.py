@@ -7,6 +7,12 @@ so it observes Nav2 without being its client. It serves ``~/capture`` and
 publishes ``~/snapshot`` at a low rate (reason ``periodic``) and on salient
 events (reason ``salient_event``).
 
+A body may carry further Nav2 stacks, each under an action namespace (the
+harness configuration's navigation provider cards, issue 18): ``nav_namespaces``
+names them, and each one's ``<ns>/<nav_action>`` is watched as the robot's own.
+The controller is ACTIVE while any watched navigator lists a goal, so a goal
+sent to ``alt/navigate_to_pose`` is not taken for an idle robot.
+
 Source stamps are message header stamps; "now" is the node clock, so the
 freshness of every field is judged on one time base (sim time included).
 The navigator's status topic has no header and only publishes on change, so
@@ -18,6 +24,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import rclpy
@@ -74,6 +81,23 @@ _FRESHNESS_PARAMS = (
 _RELIABLE_10 = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 
 
+@dataclass(eq=False)
+class _NavWatch:
+    """One navigator (the robot's own Nav2, or a provider's under its namespace) as the aggregator follows it.
+
+    Touched only by the node's default callback group (status, feedback, the liveness timer), one at a time."""
+
+    status_topic: str
+    feedback_topic: str
+    latched: LatchedSource
+    goal_ids: tuple[str, ...] = ()
+    """Its goals in ACCEPTED or EXECUTING, as its last status said (voided when its publisher restarted)."""
+    publisher_ticks: int = 0
+    """Consecutive liveness ticks its status publisher has been on the graph."""
+    vouched: bool = False
+    """Its goal list can be vouched for: a status was received, or its publisher was seen idle for two ticks."""
+
+
 class SnapshotAggregator(HarnessLifecycleNode):
     """Lifecycle node ``snapshot_aggregator``; see the module docstring.
 
@@ -95,6 +119,9 @@ class SnapshotAggregator(HarnessLifecycleNode):
             "odom_topic": "odom",
             "battery_topic": "battery_state",
             "nav_action": "navigate_to_pose",
+            # Further Nav2 stacks on this body, by action namespace ("alt": alt/navigate_to_pose). The robot's own
+            # ("") is always watched; [""] is the default because rclpy cannot type an empty list.
+            "nav_namespaces": [""],
             **{name: float(getattr(defaults, name)) for name in _FRESHNESS_PARAMS},
             "snapshot_rate_hz": 1.0,
             "salient_min_interval_s": 0.5,
@@ -121,10 +148,10 @@ class SnapshotAggregator(HarnessLifecycleNode):
         self._pose_source = ""
         self._odom_source = ""
         self._battery_source = ""
-        self._status_topic = ""
-        self._feedback_source = ""
+        self._nav_watches: tuple[_NavWatch, ...] = ()
+        self._nav_source = ""
+        """Where the navigation field comes from: the watched status topics, the robot's own first."""
         self._tf_source = ""
-        self._status_publisher_ticks = 0
         self._salient_min_interval = 0.5
         self._last_salient: dict[str, float] = {}
 
@@ -168,7 +195,6 @@ class SnapshotAggregator(HarnessLifecycleNode):
         map_frame = str(self.get_parameter("map_frame").value)
         self._builder = SnapshotBuilder(config, frame_id=map_frame)
         self._salient_min_interval = float(self.get_parameter("salient_min_interval_s").value)
-        self._status_publisher_ticks = 0
 
         self._snapshot_pub = self.create_lifecycle_publisher(
             WorldSnapshotMsg, "~/snapshot", _RELIABLE_10
@@ -202,25 +228,12 @@ class SnapshotAggregator(HarnessLifecycleNode):
         )
 
         nav_action = str(self.get_parameter("nav_action").value).rstrip("/")
-        self._status_topic = f"{nav_action}/_action/status"
-        self._status_source = LatchedSource(self, self._status_topic)
-        self._feedback_source = f"{nav_action}/_action/feedback"
-        self._subscriptions_made.append(
-            self.create_subscription(
-                GoalStatusArray,
-                self._status_topic,
-                self._on_nav_status,
-                qos_profile_action_status_default,
-            )
-        )
-        self._subscriptions_made.append(
-            self.create_subscription(
-                NavFeedbackMessage, self._feedback_source, self._on_nav_feedback, _RELIABLE_10
-            )
-        )
+        watches = [self._watch_navigator(action) for action in self._nav_actions(nav_action)]
+        self._nav_watches = tuple(watches)
+        self._nav_source = ", ".join(w.status_topic for w in watches)
 
         self._builder.expect_sources(pose=self._tf_source if use_tf else self._pose_source, velocity=odom_topic,
-                                     battery=battery_topic, navigation=self._status_topic)
+                                     battery=battery_topic, navigation=self._nav_source)
         self._timers_made.append(
             self.create_timer(config.navigation_max_age_s / 4.0, self._on_nav_liveness)
         )
@@ -228,6 +241,33 @@ class SnapshotAggregator(HarnessLifecycleNode):
             timer = self.create_timer(1.0 / rate, self._on_periodic, autostart=False)
             self._periodic_timers.append(timer)
             self._timers_made.append(timer)
+
+    def _nav_actions(self, nav_action: str) -> list[str]:
+        """``nav_action`` (the robot's own navigator) first, then under each of ``nav_namespaces`` once
+        (``alt``: ``alt/navigate_to_pose``, as the supervisor's ports name a provider's actions)."""
+        actions = [nav_action]
+        for raw in self.get_parameter("nav_namespaces").value or ():
+            ns = str(raw).strip("/")
+            action = f"{ns}/{nav_action.lstrip('/')}" if ns else nav_action
+            if action in actions:
+                continue
+            try:
+                self.resolve_topic_name(action)
+            except Exception as exc:  # rclpy's own error, said as a configuration problem
+                raise ConfigureError(f"nav_namespaces entry {raw!r} is not a valid namespace", exc) from exc
+            actions.append(action)
+        return actions
+
+    def _watch_navigator(self, action: str) -> _NavWatch:
+        """Subscribe to one navigator's status and feedback."""
+        watch = _NavWatch(status_topic=f"{action}/_action/status", feedback_topic=f"{action}/_action/feedback",
+                          latched=LatchedSource(self, f"{action}/_action/status"))
+        self._subscriptions_made.append(self.create_subscription(
+            GoalStatusArray, watch.status_topic, lambda msg: self._on_nav_status(watch, msg),
+            qos_profile_action_status_default))
+        self._subscriptions_made.append(self.create_subscription(
+            NavFeedbackMessage, watch.feedback_topic, lambda msg: self._on_nav_feedback(watch, msg), _RELIABLE_10))
+        return watch
 
     def _resolved(self, param: str) -> str:
         """The topic parameter's fully-qualified name (``amcl_pose`` -> ``/robot1/amcl_pose`` under ``/robot1``):
@@ -281,6 +321,7 @@ class SnapshotAggregator(HarnessLifecycleNode):
             self.destroy_timer(timer)
         self._timers_made.clear()
         self._periodic_timers.clear()
+        self._nav_watches = ()
         if self._capture_srv is not None:
             self.destroy_service(self._capture_srv)
             self._capture_srv = None
@@ -327,17 +368,23 @@ class SnapshotAggregator(HarnessLifecycleNode):
         if events:
             self._on_salient(events)
 
-    def _on_nav_status(self, msg: GoalStatusArray) -> None:
+    def _active_goal_ids(self) -> tuple[str, ...]:
+        """Every watched navigator's active goals, the robot's own first (goal ids are UUIDs: no clashes)."""
+        return tuple(goal for watch in self._nav_watches for goal in watch.goal_ids)
+
+    def _on_nav_status(self, watch: _NavWatch, msg: GoalStatusArray) -> None:
         builder = self._builder
         if builder is None:
             return
-        self._status_source.on_message()
+        watch.latched.on_message()
+        watch.goal_ids = tuple(active_goal_ids(msg))
+        watch.vouched = True
         with self._lock:
-            events = builder.update_nav_status(active_goal_ids(msg), self._now(), self._status_topic)
+            events = builder.update_nav_status(self._active_goal_ids(), self._now(), self._nav_source)
         if events:
             self._on_salient(events)
 
-    def _on_nav_feedback(self, msg: Any) -> None:
+    def _on_nav_feedback(self, watch: _NavWatch, msg: Any) -> None:
         builder = self._builder
         if builder is None:
             return
@@ -349,38 +396,44 @@ class SnapshotAggregator(HarnessLifecycleNode):
                 pose_msg_to_pose2d(current.pose),
                 msg.feedback.distance_remaining,
                 stamp_to_float(stamp) if stamp.sec or stamp.nanosec else self._now(),
-                self._feedback_source,
+                watch.feedback_topic,
                 nav_feedback_progress(msg.feedback),
             )
 
     def _on_nav_liveness(self) -> None:
-        """Re-assert the latched navigator status while its publisher is on the graph.
+        """Re-assert the latched navigators' status while it can be vouched for.
 
         An action server that has never had a goal never publishes status;
         once its status publisher has been seen on two consecutive ticks with
-        nothing received, the controller is taken to be IDLE.
+        nothing received, it is taken to be idle. A navigator whose status
+        publisher is off the graph counts for nothing, unless it last listed a
+        goal: then nothing is re-asserted (the navigation field goes stale and
+        the controller UNKNOWN) until it is back. With several navigators
+        (``nav_namespaces``), one vouched for and none so lost is enough, so a
+        provider card whose stack does not run leaves the robot's state known.
         """
         builder = self._builder
         if builder is None:
             return
-        if self.count_publishers(self._status_topic) == 0:
-            self._status_publisher_ticks = 0
-            return
-        self._status_publisher_ticks += 1
-        if self._status_source.gone():
-            # The navigator that sent the latched status died; its successor has
-            # published nothing (transient local would have delivered it): idle.
-            self.get_logger().warning("navigator status publisher restarted: its predecessor's goals are void")
+        vouched = voided = lost = False
+        for watch in self._nav_watches:
+            if self.count_publishers(watch.status_topic) == 0:
+                watch.publisher_ticks = 0
+                lost = lost or bool(watch.goal_ids)
+                continue
+            watch.publisher_ticks += 1
+            if watch.latched.gone():
+                # The navigator that sent the latched status died; its successor has
+                # published nothing (transient local would have delivered it): idle.
+                self.get_logger().warning(f"navigator status publisher on {watch.status_topic} restarted: "
+                                          "its predecessor's goals are void")
+                watch.goal_ids = ()
+                voided = True
+            elif watch.vouched or watch.publisher_ticks >= 2:
+                watch.vouched = vouched = True
+        if (voided or vouched) and not lost:
             with self._lock:
-                events = builder.update_nav_status([], self._now(), self._status_topic)
-            if events:
-                self._on_salient(events)
-            return
-        if builder.has_nav_status or self._status_publisher_ticks >= 2:
-            with self._lock:
-                events = builder.update_nav_status(
-                    builder.active_goal_ids, self._now(), self._status_topic
-                )
+                events = builder.update_nav_status(self._active_goal_ids(), self._now(), self._nav_source)
             if events:
                 self._on_salient(events)
 

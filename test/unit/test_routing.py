@@ -149,8 +149,9 @@ def test_the_fallback_rung_comes_first_when_another_provider_may_act() -> None:
     for kind in (FailureKind.ACTION_FAILED, FailureKind.DISPATCH_REJECTED):
         d = policy.decide(_failure(kind), spent={})
         assert d.rung is Rung.SWITCH, kind
-    # before a Nav2 behaviour too: a degraded stack is left, not cleared
-    assert policy.decide(_failure(FailureKind.ACTION_FAILED, behaviors=("clear_costmaps",)), spent={}).rung is Rung.SWITCH
+    # but a failure Nav2's behaviours answer (a stuck robot is stuck whichever stack drives it) gets them first
+    stuck = policy.decide(_failure(FailureKind.ACTION_FAILED, behaviors=("clear_costmaps",)), spent={})
+    assert stuck.rung is Rung.NAV2_BEHAVIOR and Rung.SWITCH in stuck.authorized
     # within its budget: spent, the ladder goes on as before
     spent = policy.decide(_failure(FailureKind.ACTION_FAILED), spent={Rung.SWITCH: 1})
     assert spent.rung is Rung.ADJUST_VIEW and Rung.SWITCH not in spent.authorized

@@ -534,8 +534,9 @@ class MissionRunner:
                 tally[1] += 1
 
     def _provider_fallback(self, m: _Mission, failure: Failure) -> Failure:
-        """A routed action that failed (rejected, or FAILED: never UNKNOWN, which may still be moving): its
-        provider may not act for that plan node again this mission, and the others that may are named."""
+        """A routed action that failed (rejected, or FAILED: never UNKNOWN, which may still be moving; not a
+        failure the site answers with Nav2's behaviours, which is the body's or the world's): its provider may
+        not act for that plan node again this mission, and the others that may are named."""
         s = m.state
         provider = s.provider_of.get(failure.action_id, "") or s.provider_of.get(failure.tool_call_id, "")
         node = s.node_of_call.get(failure.tool_call_id)
@@ -543,6 +544,8 @@ class MissionRunner:
                                                                         FailureKind.DISPATCH_REJECTED,
                                                                         FailureKind.TOOL_ERROR):
             return failure
+        if failure.nav2_kind and self.config.recovery.nav2_behaviors.get(failure.nav2_kind):
+            return failure  # the body's or the world's (a stuck robot, a blocked start): Nav2's behaviours answer it
         s.provider_failed.setdefault(node, {})[provider] = f"failed this obligation: {failure.reason}"[:200]
         card = self.config.providers.get(provider)
         capability = card.capability if card is not None else "navigation"
