@@ -436,13 +436,12 @@ def _provider_outcomes(m: _Mission, identity: tuple[str, str], base: dict[str, A
 
     for action_id, (ev, started) in m.actions.items():
         intent = started.intent
-        extra = (intent.model_extra or {}) if intent is not None else {}
         skill = started.action.skill or (m.calls[ev.tool_call_id][1].name if ev.tool_call_id in m.calls else "")
         arguments = intent.arguments if intent is not None else {}
         ended = m.action_outcomes.get(action_id)
-        add(f"action:{action_id}", provider=str(extra.get("provider") or (intent.backend if intent else "")
+        add(f"action:{action_id}", provider=str((intent.provider or intent.backend if intent else "")
                                                 or BUILTIN_PROVIDER),
-            capability=str(extra.get("capability") or "navigation"), context={"skill": skill, **_place(arguments)},
+            capability=str((intent.capability if intent else "") or "navigation"), context={"skill": skill, **_place(arguments)},
             action_id=action_id, tool_call_id=ev.tool_call_id, receipt=m.receipt_of(ev.tool_call_id, action_id),
             provenance={"action_started": ev.event_id, "action_outcome": ended[0].event_id if ended else ""})
 

@@ -179,6 +179,14 @@ def _tool_result(p: ToolResultRecorded) -> str:
         out += f": {code} {_compact(msg) if msg else ''}".rstrip()
     elif err:
         out += f": {_compact(err)}"
+    content = p.content if isinstance(p.content, Mapping) else {}
+    if content.get("code") == "plan_refused" and isinstance(content.get("diagnostics"), list):
+        # the plan gate's typed diagnostics, one per line (core/plan_gate.py)
+        out += ": plan_refused" + "".join(
+            f"\n{d.get('code')} (step {d.get('step')}{', ' + str(d['obligation']) if d.get('obligation') else ''}): "
+            f"{d.get('message', '')}" for d in content["diagnostics"] if isinstance(d, Mapping))
+    elif content.get("plan") == "accepted":
+        out += f": plan of {content.get('steps')} steps accepted"
     return out
 
 
