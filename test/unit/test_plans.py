@@ -85,6 +85,11 @@ def test_after_a_failed_step_the_plan_stops_and_only_the_suffix_is_planned(tmp_p
     (stop,) = interrupted
     assert stop.detail["steps_run"] == 3 and stop.detail["of"] == 4
     assert [s["skill"] for s in stop.detail["remaining"]] == ["send_message"]
+    # the first rejection was repaired without the model: the plan resumed once at the failed step
+    resumed = [payload_of(e, ModelResponseRecorded).response for e in events
+               if e.type is EventType.MODEL_RESPONSE_RECORDED
+               and payload_of(e, ModelResponseRecorded).response.meta.get("resumed")]
+    assert [(r.meta["step"], r.tool_calls[0].name) for r in resumed] == [(3, "navigate_to")]
     # The suffix plan was checked against what was still open: the image and office_storage were evidenced.
     second = _results(events, "propose_plan")[1]
     assert second.content["plan"] == "accepted" and {"o1", "o2"} <= set(second.content["evidenced"])
@@ -143,3 +148,26 @@ def test_a_plan_may_end_with_done_which_the_verifier_still_judges(tmp_path: Path
     result, events = _run(tmp_path / "soon", "plan_speaks_before_reaching", done_too_soon)
     assert result.status != "SUCCEEDED"  # the plan's gate refuses it: o2 is not covered
     assert _results(events, "propose_plan")[1].content["diagnostics"][0]["code"] == "uncovered_obligation"
+
+
+def test_a_transient_failure_is_repaired_without_the_model_when_the_rest_still_passes_the_gate(tmp_path: Path) -> None:
+    def once(data: dict[str, Any]) -> None:
+        data["robot"]["faults"] = [{"kind": "reject", "on_goal": 2}]
+        plan = data["planner"]["turns"][0]["tool_calls"][0]["arguments"]["steps"]
+        plan.append({"skill": "propose_done", "arguments": {"summary": "inspected, back, reported"}})
+        del data["planner"]["turns"][1:]
+    result, events = _run(tmp_path, "plan_suffix_after_failure", once)
+    assert result.status == "SUCCEEDED", result.summary
+    assert result.planner_calls == 1  # the plan, nothing else: the rejected step was re-validated and resumed
+    assert not any(e.type is EventType.RUNTIME_EVENT_DELIVERED
+                   and payload_of(e, RuntimeEventDelivered).type == "plan_interrupted" for e in events)
+    # recovery still decided, and charged its budget, as for any failure
+    assert sum(1 for e in events if e.type is EventType.RECOVERY_DECIDED) == 1
+
+    def whole(data: dict[str, Any]) -> None:
+        once(data)
+        data.setdefault("harness", {})["recovery"] = {"repair": "whole"}
+    result, events = _run(tmp_path / "whole", "plan_suffix_after_failure", whole)
+    assert any(e.type is EventType.RUNTIME_EVENT_DELIVERED
+               and payload_of(e, RuntimeEventDelivered).type == "plan_interrupted" for e in events)
+

@@ -411,12 +411,16 @@ class MissionRunner:
         failure = worst_failure(loop.last_results, outcome, physical=self._physical_skills, ids=self.ids)
         if failure is not None:
             failure = self._provider_fallback(m, failure)
-            interrupted = m.plans.interrupt(f"{failure.failure_kind}: {failure.reason}")
-            if interrupted is not None:
-                loop.pending.append(interrupted)
-            end = self._recover(m, loop, turn_id, failure)
-            if end is not None:
-                return end
+            step = m.recovery.recover(turn_id, failure)
+            if step.event is not None:
+                loop.pending.append(step.event)
+            if step.end is not None:
+                m.plans.interrupt(f"{failure.failure_kind.value}: {failure.reason}")
+                return step.end
+            stopped = m.plans.failed(f"{failure.failure_kind.value}: {failure.reason}",
+                                     **self._plan_resume(m, failure, step.event))
+            if stopped is not None:
+                loop.pending.append(stopped)
         end = self._budget_end(s)  # a Stop (or the deadline) during this turn ends it before any verification
         if end is not None:
             return end
@@ -433,6 +437,10 @@ class MissionRunner:
         snap, snap_draft = m.observations.capture("before_model_turn")
         turn_id = self.ids.new("turn")
         s.turn_state_version = ledger.task_state().state_version  # what this turn's decisions are keyed on
+        step = m.plans.next_call(self.ids, snap)  # before the context: a plan the gate stops is news for the model
+        if isinstance(step, RuntimeEvent):
+            loop.pending.append(step)
+            step = None
         ctx = compile_planner_context(
             progress=m.views.planner_progress(snap),
             goal=s.goal,
@@ -454,7 +462,6 @@ class MissionRunner:
                            robot_action_id=ev.action_id, payload=RuntimeEventDelivered.of(ev)) for ev in loop.pending),
         ])
         loop.pending = []
-        step = m.plans.next_call(self.ids)
         if step is not None:  # the accepted plan's next step: the harness's turn, no model call
             call, meta = step
             response, planner_error = ModelResponse(tool_calls=(call,), meta=meta), None
@@ -494,6 +501,21 @@ class MissionRunner:
             return None
         loop.silent = 0
         return None
+
+    def _plan_resume(self, m: _Mission, failure: Failure, advice: RuntimeEvent | None) -> dict[str, bool]:
+        """Whether an accepted plan may resume after this failure of its step without asking the model
+        (``PlanDesk.failed``): the site repairs suffixes, the step's failure left nothing moving, and
+        recovery chose a rung that goes on; ``redo`` False when a provider fallback already did the step."""
+        plan = m.plans.active
+        ours = plan is not None and bool(plan.ran) and failure.tool_call_id == plan.ran[-1]
+        kinds = (FailureKind.DISPATCH_REJECTED, FailureKind.ACTION_FAILED, FailureKind.TOOL_ERROR,
+                 FailureKind.PRECONDITION_CHANGED)
+        if not ours or failure.failure_kind not in kinds or self.config.recovery.repair != "suffix" or advice is None:
+            return {"resumable": False}
+        fallback = advice.detail.get("fallback_outcome")
+        if fallback is not None:  # the switch rung re-ran the step on another provider
+            return {"resumable": fallback == "SUCCEEDED", "redo": False}
+        return {"resumable": True}
 
     def _remembered(self, capability: str) -> Any:
         """Routing's remembered verified outcomes of ``capability``'s providers (none without memory)."""
