@@ -21,6 +21,7 @@ APPROVAL_POLICIES = ("owner", "operator")
 """Who may approve (core/interactions.ApprovalPolicy): the mission's owner, or only an operator credential."""
 _APPROVER_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_ROS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*")
 _REDACTED = "***"
 """What the journal's redactor writes for a value under a secret-looking key (core/journal.REDACTED)."""
 
@@ -334,6 +335,14 @@ class ProviderCard(_Cfg):
     preconditions: list[str] = Field(default_factory=list)
     effects: list[str] = Field(default_factory=list)
     enabled: bool = True
+
+    @model_validator(mode="after")
+    def _a_ros_name(self) -> "ProviderCard":
+        if self.namespace and not _ROS_NAME.fullmatch(self.namespace.strip("/")):
+            what = "an action namespace" if self.capability == "navigation" else "a topic name"
+            raise ValueError(f"namespace {self.namespace!r} is not {what}: segments of letters, digits and "
+                             "underscores (not starting with a digit) separated by '/'")
+        return self
 
 
 class RoutingWeights(_Cfg):

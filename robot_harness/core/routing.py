@@ -10,7 +10,8 @@ the skill's capability,
 with p̂ the card's success probability refined by remembered *verified* outcomes (a Beta mean with the card's
 ``p_success`` as ``prior_strength`` pseudo-outcomes), û that estimate's standard error, r̂ the card's risk,
 l̂ and ĉ the latency and cost as fractions of the largest among the candidates, and ĥ = 1 - health. The
-best score wins; ties go to the card listed first. A provider that failed the call's obligation in this
+best score wins; ties go to the first name in sorted order (never to the order the cards are listed in,
+which a journaled configuration does not keep). A provider that failed the call's obligation in this
 mission is excluded for it (the fallback), so a retry keeps the obligation and changes only who acts.
 
 Pure and deterministic: outcomes come in as counts (core/memory.provider_stats, plus this mission's); the
@@ -40,11 +41,12 @@ Outcomes = Mapping[str, tuple[int, int]]
 
 
 def navigation_providers(providers: Mapping[str, ProviderCard]) -> dict[str, str]:
-    """Navigation card name -> its action namespace, when there are two or more (one card is no choice:
-    the robot's Nav2 is then driven as it is, unrouted); else empty. The one rule the composition roots
-    (the supervisor's Nav2 ports, the in-process simulator's) build their navigation by."""
+    """Navigation card name -> its action namespace, when there are two or more, or one under a namespace
+    of its own (then the robot is driven through that stack alone); else empty (one card for the robot's
+    own Nav2 is no choice: it is driven as it is, unrouted). The one rule the composition roots (the
+    supervisor's Nav2 ports, the in-process simulator's) build their navigation by."""
     cards = {name: card.namespace.strip("/") for name, card in providers.items() if card.capability == "navigation"}
-    return cards if len(cards) >= 2 else {}
+    return cards if len(cards) >= 2 or any(cards.values()) else {}
 
 
 def capability_of(skill_name: str, *, managed: bool) -> str | None:
@@ -81,7 +83,9 @@ class RoutingDecision:
 def route(capability: str, cards: Mapping[str, ProviderCard], config: RoutingConfig, *,
           outcomes: Outcomes = {}, excluded: Mapping[str, str] = {}) -> RoutingDecision:
     """Score every enabled provider of ``capability``; ``excluded``: provider -> why it may not act now."""
-    mine = [(name, card) for name, card in cards.items() if card.capability == capability and card.enabled]
+    # by name: a journaled config comes back with its keys sorted (a decision replay), so nothing may hang
+    # on the order the site listed its cards in
+    mine = sorted((name, card) for name, card in cards.items() if card.capability == capability and card.enabled)
     if not mine:
         return RoutingDecision(capability=capability, chosen=None, candidates=(),
                                reason=f"no provider of {capability} is configured")
@@ -102,7 +106,7 @@ def route(capability: str, cards: Mapping[str, ProviderCard], config: RoutingCon
     if not open_:
         return RoutingDecision(capability=capability, chosen=None, candidates=tuple(scored),
                                reason=f"every provider of {capability} is excluded for this call")
-    best = max(open_, key=lambda c: c.score)  # max keeps the first of equals: the card listed first
+    best = max(open_, key=lambda c: c.score)  # max keeps the first of equals: the first name
     why = f"{best.provider} scores {best.score:.3f}"
     if len(open_) > 1:
         second = max((c for c in open_ if c is not best), key=lambda c: c.score)

@@ -127,7 +127,7 @@ def sim_config(scenario: Scenario) -> SimConfig:
 
 def sim_ports(scenario: Scenario, artifacts_dir: Path, *, harness: Mapping[str, Any] | None = None) -> SimPorts:
     """The scenario's simulated robot, in-process on a virtual clock; with two or more navigation provider
-    cards in the harness configuration (``harness``, else the scenario's), routed through them by name, as
+    cards (or one under a namespace of its own: ``core/routing.navigation_providers``) in the harness configuration (``harness``, else the scenario's), routed through them by name, as
     the supervisor routes its Nav2 ports (one navigation card is no routing there either)."""
     cards = load_harness_config(overrides=dict(harness if harness is not None else scenario.harness_config())).providers
     navigation = navigation_providers(cards)

@@ -83,7 +83,8 @@ class RoutedNav2(RoutedNavigation):
 
 def navigation_port(node: Any, p: Mapping[str, Any], config: HarnessConfig, *, clock: Any) -> Any:
     """The mission's NavigationPort on ``node``: Nav2 at the parameters' names; with two or more navigation
-    provider cards (``config.providers``, issue 18), one Nav2NavigationPort per card, every action name under
+    provider cards, or one under a namespace of its own (``config.providers``, issue 18;
+    ``core/routing.navigation_providers``), one Nav2NavigationPort per card, every action name under
     the card's namespace (``alt``: ``alt/navigate_to_pose``; "" the names as configured; an empty name stays
     empty), routed by card name. The costmaps' clearing services are the body's: the same for every card."""
     costmaps = {"clear_global_costmap_service": p["clear_global_costmap_service"],

@@ -45,7 +45,7 @@ from . import is_loopback
 from ..core.errors import HarnessError, RefusalError, UsageError
 from ..core.mission_spec import MAX_CONTRACT_CHARS, MissionSpec
 from ..operator.session import CallTicket, SessionHost
-from ..core.skills import PROPOSE_DONE, READ_ONLY, RECOVERY_ONLY, Skill
+from ..core.skills import PROPOSE_DONE, PROPOSE_PLAN, READ_ONLY, RECOVERY_ONLY, Skill
 
 __all__ = ["ACTION_URI", "SESSION_URI", "HARNESS_TOOLS", "SUBMIT_MISSION", "MISSION_TOOL", "MissionSubmitter",
            "McpServerHandle", "build_server", "mcp_tools", "serve"]
@@ -153,7 +153,9 @@ def mcp_tools(skills: Sequence[Skill], *, missions: bool = False) -> list[Any]:
 
     tools = []
     for skill in skills:
-        if skill.name == PROPOSE_DONE or RECOVERY_ONLY in skill.tags:  # the recovery policy's own, never a client's
+        if skill.name in (PROPOSE_DONE, PROPOSE_PLAN) or RECOVERY_ONLY in skill.tags:
+            # the recovery policy's own, never a client's; a session's client acts call by call: a plan would
+            # run steps in place of its own calls and could end in a done proposal
             continue
         fn = skill.tool_spec()["function"]
         tools.append(Tool(name=fn["name"], description=fn["description"], input_schema=fn["parameters"],
@@ -299,6 +301,9 @@ class _Server:
         if name == PROPOSE_DONE:
             return _refusal("not_allowed", f"{PROPOSE_DONE}: an MCP call can never declare a mission complete; the "
                             "independent verifier rules on missions sent with a goal (Mission action)")
+        if name == PROPOSE_PLAN:
+            return _refusal("not_allowed", f"{PROPOSE_PLAN}: an operator session acts call by call; a plan is a "
+                            "planner's, for missions sent with a goal (Mission action)")
         try:
             ticket = await asyncio.to_thread(self.host.call, name, args, caller=_caller(ctx))
         except HarnessError as exc:

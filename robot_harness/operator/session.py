@@ -39,7 +39,7 @@ from ..core.payloads import (
 )
 from ..core.ports import PlannerRequest
 from ..core.records import EventType, JournalEvent, ModelResponse, ToolCall, ToolResult, ToolResultStatus
-from ..core.skills import PROPOSE_DONE
+from ..core.skills import PROPOSE_DONE, PROPOSE_PLAN
 
 __all__ = [
     "CallTicket",
@@ -70,6 +70,11 @@ def validate_call(name: Any, arguments: Any) -> None:
         raise UsageError(
             f"{PROPOSE_DONE}: an operator session cannot declare completion; the independent verifier "
             "rules on missions sent with a goal", tool=name)
+    if name == PROPOSE_PLAN:
+        raise UsageError(
+            f"{PROPOSE_PLAN}: an operator session acts call by call; a plan (whose steps would run in place of "
+            "the session's calls, and may end in a done proposal) is a planner's, for missions sent with a goal",
+            tool=name)
     if arguments is not None and not isinstance(arguments, Mapping):
         raise UsageError(f"{name}: the arguments must be a JSON object", tool=name)
 

@@ -26,7 +26,7 @@ from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from robot_harness.bringup import BringUp  # noqa: E402
 from robot_harness.client import MissionClient  # noqa: E402
 from robot_harness.core.config import load_harness_config  # noqa: E402
-from robot_harness.core.skills import PROPOSE_DONE, default_skills  # noqa: E402
+from robot_harness.core.skills import PROPOSE_DONE, PROPOSE_PLAN, default_skills  # noqa: E402
 
 from .test_interactions_graph import _call, _events  # noqa: E402
 
@@ -126,14 +126,14 @@ def test_skills_are_tools_with_the_planners_schemas_and_a_motion_is_verified_not
         assert heard and set(heard) == {"robot-harness://session"}
         journal = tmp_path / "j.sqlite3"
 
-    # The planner's tools, byte for byte (minus propose_done), with honest annotations.
+    # The planner's tools, byte for byte (minus propose_done and propose_plan), with honest annotations.
     config = load_harness_config(overrides={"places": PLACES})
     planner_tools = {t["function"]["name"]: t["function"] for t in default_skills(config.navigation).tool_specs()}
     tools = r["tools"]
-    assert PROPOSE_DONE not in tools
+    assert PROPOSE_DONE not in tools and PROPOSE_PLAN not in tools, "a session acts call by call: no plan, no done"
     assert not {"clear_costmaps", "back_up", "spin", "wait"} & set(tools), "the recovery policy's own, never a client's"
     for name, fn in planner_tools.items():
-        if name == PROPOSE_DONE:
+        if name in (PROPOSE_DONE, PROPOSE_PLAN):
             continue
         assert tools[name].description == fn["description"] and tools[name].input_schema == fn["parameters"], name
     assert tools["navigate_to"].annotations.destructive_hint and not tools["navigate_to"].annotations.read_only_hint

@@ -92,6 +92,9 @@ def test_a_call_is_accepted_then_its_verified_outcome_arrives_and_the_session_ne
     assert pose.result.status is ToolResultStatus.OK and pose.finished
     with pytest.raises(UsageError, match="cannot declare completion"):
         s.planner.submit("propose_done", {"summary": "I reached the spot"})
+    with pytest.raises(UsageError, match="acts call by call"):  # a plan's steps would replace the client's calls
+        s.planner.submit("propose_plan", {"steps": [{"skill": "navigate_to", "arguments": {"place": "spot"}},
+                                                    {"skill": "propose_done", "arguments": {"summary": "x"}}]})
 
     out = s.end()
     assert out.status is MissionStatus.CANCELLED and "client closed the session" in out.summary
@@ -178,6 +181,8 @@ def test_an_idle_session_closes_but_never_under_a_call_in_flight() -> None:
                        idle_close_s=10.0, monotonic=lambda: now[0])
     with pytest.raises(UsageError):
         host.call("propose_done", {"summary": "done"}, caller="x")
+    with pytest.raises(UsageError):
+        host.call("propose_plan", {"steps": []}, caller="x")
     assert started == [], "a refused call opens no session"
     ticket = host.call("get_pose", {}, caller="c" * 500)
     assert len(ticket.caller) == 64

@@ -171,3 +171,18 @@ def test_a_transient_failure_is_repaired_without_the_model_when_the_rest_still_p
     assert any(e.type is EventType.RUNTIME_EVENT_DELIVERED
                and payload_of(e, RuntimeEventDelivered).type == "plan_interrupted" for e in events)
 
+
+
+def test_a_step_not_done_stops_the_plan_before_the_steps_after_it(tmp_path: Path) -> None:
+    def needs_approval(data: dict[str, Any]) -> None:
+        # the drive needs an approval nobody gives: it expires, the call is cancelled, nothing moved
+        data.setdefault("harness", {})["interactions"] = {"skill_tags": {"navigate_to": ["requires_approval"]},
+                                                          "timeout_s": 2.0}
+    result, events = _run(tmp_path, "plan_speaks_before_reaching", needs_approval)
+    (nav,) = _results(events, "navigate_to")
+    assert nav.status.value == "cancelled"
+    assert _results(events, "speak") == [], "the plan went on to speak where it was not"
+    stops = [payload_of(e, RuntimeEventDelivered) for e in events if e.type is EventType.RUNTIME_EVENT_DELIVERED
+             and payload_of(e, RuntimeEventDelivered).type == "plan_interrupted"]
+    assert len(stops) == 1 and stops[0].detail["steps_run"] == 1 and "cancelled" in stops[0].detail["reason"]
+    assert result.status != "SUCCEEDED"

@@ -1,6 +1,6 @@
 """Capability cards and routing (issue 18): the score, its inputs, exclusions, the routed navigation port and
 the recovery ladder's provider fallback rung. Pure; the end-to-end fallback on the simulated robot is in
-test_routing_missions.py."""
+test_plans.py-like mission tests below and scenarios/routing_degraded_provider.yaml (test_scenarios).""" 
 from __future__ import annotations
 
 import math
@@ -70,9 +70,13 @@ def test_health_and_disabled_cards() -> None:
     assert d.chosen is None and "no provider" in d.reason
 
 
-def test_equal_scores_go_to_the_card_listed_first() -> None:
+def test_the_decision_does_not_hang_on_the_order_the_cards_are_listed_in() -> None:
+    # a journaled configuration comes back with its keys sorted (decision replay): ties go to the first name
     assert route("navigation", {"x": FAST, "y": FAST}, RoutingConfig()).chosen == "x"
-    assert route("navigation", {"y": FAST, "x": FAST}, RoutingConfig()).chosen == "y"
+    assert route("navigation", {"y": FAST, "x": FAST}, RoutingConfig()).chosen == "x"
+    a = route("navigation", {"nav_main": FAST, "nav_backup": SLOW}, RoutingConfig())
+    b = route("navigation", {"nav_backup": SLOW, "nav_main": FAST}, RoutingConfig())
+    assert a.as_dict() == b.as_dict()
 
 
 def test_cards_are_validated_like_all_config() -> None:
@@ -163,3 +167,105 @@ def test_no_fallback_for_an_action_that_may_still_be_moving_or_with_nobody_to_sw
     assert unknown.rung is not Rung.SWITCH and Rung.SWITCH not in unknown.authorized
     alone = policy.decide(_failure(FailureKind.ACTION_FAILED, providers=()), spent={})
     assert Rung.SWITCH not in alone.authorized
+
+
+# -- on the simulated robot: routing, fallback and what is not a provider's failure --------------------------
+
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import yaml  # noqa: E402
+
+from robot_harness.core.clock import IdGenerator, ManualClock  # noqa: E402
+from robot_harness.core.journal import SqliteJournal  # noqa: E402
+from robot_harness.core.payloads import RecoveryDecided, RobotActionStarted, ToolResultRecorded, payload_of  # noqa: E402
+from robot_harness.core.records import EventType  # noqa: E402
+from robot_harness.core.scenario import load_scenario  # noqa: E402
+from robot_harness.eval.modes import run_one  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _mission(tmp_path: Path, edit: Any = None) -> tuple[Any, list]:
+    data = yaml.safe_load((REPO / "scenarios" / "routing_degraded_provider.yaml").read_text())
+    if edit is not None:
+        edit(data)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = run_one(load_scenario(path), "gated", workdir=tmp_path / "w", journal_path=tmp_path / "j.sqlite3")
+    j = SqliteJournal(tmp_path / "j.sqlite3", clock=ManualClock(0.0), ids=IdGenerator(None))
+    try:
+        return result, list(j.events(mission_id=result.mission_id))
+    finally:
+        j.close()
+
+
+def _started(events: list) -> list[RobotActionStarted]:
+    return [payload_of(e, RobotActionStarted) for e in events if e.type is EventType.ROBOT_ACTION_STARTED]
+
+
+def test_a_degraded_stack_is_routed_around_and_every_decision_is_journaled(tmp_path: Path) -> None:
+    result, events = _mission(tmp_path)
+    assert result.status == "SUCCEEDED", result.summary
+    started = _started(events)
+    assert [s.intent.provider for s in started] == ["nav_main", "nav_backup", "nav_backup"]
+    for s in started:  # each with both candidates and their score terms
+        assert {c["provider"] for c in s.intent.routing["candidates"]} == {"nav_main", "nav_backup"}
+        assert all({"p", "r", "u", "l", "c", "h"} <= set(c["terms"]) for c in s.intent.routing["candidates"])
+    # the fallback: the same call, on the other stack, through recovery's rung and its budget
+    (decided,) = [payload_of(e, RecoveryDecided) for e in events if e.type is EventType.RECOVERY_DECIDED]
+    assert decided.decision.rung is Rung.SWITCH and decided.failure.provider == "nav_main"
+    assert decided.failure.providers == ("nav_backup",)
+    assert started[1].intent.arguments == started[0].intent.arguments
+    excluded = {c["provider"]: c.get("excluded", "") for c in started[1].intent.routing["candidates"]}
+    assert excluded["nav_main"].startswith("failed this obligation")
+    # the next navigation: nav_main's failure this mission lowers its estimate below nav_backup's
+    terms = {c["provider"]: c["terms"] for c in started[2].intent.routing["candidates"]}
+    assert terms["nav_main"]["tries"] == 1 and terms["nav_main"]["wins"] == 0
+
+
+def test_without_a_second_card_the_degraded_stack_fails_the_mission(tmp_path: Path) -> None:
+    def one_card(data: dict[str, Any]) -> None:
+        del data["harness"]["providers"]["nav_backup"]
+    result, events = _mission(tmp_path, one_card)
+    assert result.status != "SUCCEEDED"
+    assert all(not s.intent.provider for s in _started(events))  # one card: no routing, as before providers
+
+
+def test_a_repeated_request_is_not_a_providers_failure_and_moves_nothing(tmp_path: Path) -> None:
+    def repeat(data: dict[str, Any]) -> None:
+        data["robot"]["faults"] = []
+        turns = data["planner"]["turns"]
+        turns.insert(1, {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "office_storage"}}]})
+    result, events = _mission(tmp_path, repeat)
+    started = _started(events)
+    assert [s.intent.arguments.get("place") for s in started] == ["office_storage", "dock"]  # never sent twice
+    dup = [payload_of(e, ToolResultRecorded) for e in events if e.type is EventType.TOOL_RESULT_RECORDED
+           and payload_of(e, ToolResultRecorded).content.get("code") == "duplicate_dispatch"]
+    assert len(dup) == 1
+    for e in events:
+        if e.type is EventType.RECOVERY_DECIDED:
+            f = payload_of(e, RecoveryDecided).failure
+            assert not f.providers and f.provider == "", "a duplicate refusal is not the provider's failure"
+    assert result.status == "SUCCEEDED", result.summary
+
+
+def test_a_card_namespace_must_be_a_ros_name() -> None:
+    with pytest.raises(UsageError, match="namespace 'back up' is not an action namespace"):
+        load_harness_config(overrides={"providers": {"a": {"capability": "navigation", "namespace": "back up"}}})
+    with pytest.raises(UsageError, match="is not a topic name"):
+        load_harness_config(overrides={"providers": {"c": {"capability": "camera", "namespace": "rear cam/image"}}})
+    ok = load_harness_config(overrides={"providers": {"c": {"capability": "camera", "namespace": "/rear_cam/image_raw"},
+                                                      "n": {"capability": "navigation", "namespace": "alt/nav2"}}})
+    assert ok.providers["n"].namespace == "alt/nav2"
+
+
+def test_one_navigation_card_under_its_own_namespace_is_driven_there() -> None:
+    from robot_harness.core.routing import navigation_providers
+
+    own = ProviderCard(capability="navigation")
+    alt = ProviderCard(capability="navigation", namespace="/alt/")
+    assert navigation_providers({"own": own}) == {}
+    assert navigation_providers({"alt": alt}) == {"alt": "alt"}
+    assert navigation_providers({"own": own, "alt": alt, "cam": CAMERA}) == {"own": "", "alt": "alt"}

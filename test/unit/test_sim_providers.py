@@ -235,7 +235,7 @@ def test_simports_a_namespace_the_robot_does_not_serve_answers_as_an_undiscovere
         p.use("nobody")
 
 
-def test_eval_routes_only_with_two_or_more_navigation_cards(tmp_path: Path) -> None:
+def test_eval_routes_with_two_navigation_cards_or_one_under_its_own_namespace(tmp_path: Path) -> None:
     def scenario(cards: dict[str, Any]) -> Scenario:
         return Scenario.model_validate({"goal": "go", "harness": {"providers": cards}})
 
@@ -244,7 +244,9 @@ def test_eval_routes_only_with_two_or_more_navigation_cards(tmp_path: Path) -> N
                               "cam": {"capability": "camera", "namespace": "camera2/image_raw"}}), tmp_path)
     assert isinstance(two, ProviderNavigation) and two.providers == ("own", "alt")
     one = sim_ports(scenario({"alt": {"capability": "navigation", "namespace": "alt"}}), tmp_path)
-    assert not isinstance(one, ProviderNavigation)
+    assert isinstance(one, ProviderNavigation) and one.providers == ("alt",)  # driven through that stack alone
+    own = sim_ports(scenario({"own": {"capability": "navigation"}}), tmp_path)
+    assert not isinstance(own, ProviderNavigation)  # the robot's own Nav2, unrouted, as before providers
 
 
 # --------------------------------------------------------------------------- a second camera

@@ -185,9 +185,10 @@ class Dispatcher:
         if capability is None or not cards:
             return None
         excluded = dict(self.state.provider_failed.get(node, {}))
-        if capability == "camera" and len(cards) > 1 and not hasattr(self.robot_io, "use_camera"):
-            first = next(iter(cards))
-            excluded.update({n: "this robot's I/O cannot switch cameras" for n in cards if n != first})
+        if len(cards) > 1 and not _switchable(capability, self.robot_io):
+            # the robot's I/O has one device of this kind: one card may act for it, the first by name
+            first = min(cards)
+            excluded.update({n: f"this robot's I/O cannot switch {capability} providers" for n in cards if n != first})
         return route(capability, cards, self.config.routing, outcomes=self._outcomes(capability), excluded=excluded)
 
     def _outcomes(self, capability: str) -> dict[str, tuple[int, int]]:
@@ -347,10 +348,11 @@ class Dispatcher:
                 return results.cancelled(call, f"stopped before the call ran: {stop}; nothing was run")
         if skill.resources and routing is not None and routing.chosen:
             s.provider_of[call.id] = routing.chosen
-            card = self.config.providers[routing.chosen]
-            if routing.capability == "camera" and hasattr(self.robot_io, "use_camera"):
-                self.robot_io.use_camera(card.namespace)  # type: ignore[union-attr] - the next capture reads it
         try:
+            if skill.resources and routing is not None and routing.chosen and routing.capability == "camera" \
+                    and hasattr(self.robot_io, "use_camera"):
+                # the next capture reads this camera (inside the try: the lease ends however it goes)
+                self.robot_io.use_camera(self.config.providers[routing.chosen].namespace)  # type: ignore[union-attr]
             content = skill.handler(env, args)
         except HarnessError as exc:
             return results.error(call, exc.code, exc.message, exc.details)
@@ -361,6 +363,12 @@ class Dispatcher:
                 self.ledger.append_many(self.leases.end_drafts(skill, call.id, ReleaseReason.CONFIRMED_TERMINAL,
                                                                  "the call returned"))
         return results.result(call, ToolResultStatus.OK, content)
+
+
+def _switchable(capability: str | None, robot_io: Any) -> bool:
+    """Whether the robot's I/O can act through another provider of ``capability`` (only cameras, by topic:
+    ``RobotIO.use_camera``; one speaker and one message gateway are not switched)."""
+    return capability == "camera" and hasattr(robot_io, "use_camera")
 
 
 def _accepted(call: ToolCall, action: ManagedAction, note: str = "") -> ToolResult:

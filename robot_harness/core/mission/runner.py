@@ -356,7 +356,7 @@ class MissionRunner:
             return
         try:
             self.memory.record_mission(mission_id, now=self.clock.now())
-        except (HarnessError, JournalReadError, JournalWriteError) as exc:
+        except Exception as exc:  # noqa: BLE001 - the mission is over and journaled; memory is advice
             _log.warning("mission %s not remembered: %s", mission_id, exc)
 
     def _bind_start(self, m: _Mission) -> None:
@@ -410,7 +410,7 @@ class MissionRunner:
         self._tally(m, loop.last_results, outcome)
         failure = worst_failure(loop.last_results, outcome, physical=self._physical_skills, ids=self.ids)
         if failure is not None:
-            failure = self._provider_fallback(m, failure)
+            failure = self._provider_fallback(m, failure, loop.last_results)
             step = m.recovery.recover(turn_id, failure)
             if step.event is not None:
                 loop.pending.append(step.event)
@@ -418,9 +418,12 @@ class MissionRunner:
                 m.plans.interrupt(f"{failure.failure_kind.value}: {failure.reason}")
                 return step.end
             stopped = m.plans.failed(f"{failure.failure_kind.value}: {failure.reason}",
-                                     **self._plan_resume(m, failure, step.event))
+                                     **self._plan_resume(m, failure, step.event, loop.last_results))
             if stopped is not None:
                 loop.pending.append(stopped)
+        stopped = self._plan_step_refused(m, loop.last_results)
+        if stopped is not None:
+            loop.pending.append(stopped)
         end = self._budget_end(s)  # a Stop (or the deadline) during this turn ends it before any verification
         if end is not None:
             return end
@@ -502,41 +505,65 @@ class MissionRunner:
         loop.silent = 0
         return None
 
-    def _plan_resume(self, m: _Mission, failure: Failure, advice: RuntimeEvent | None) -> dict[str, bool]:
+    def _plan_resume(self, m: _Mission, failure: Failure, advice: RuntimeEvent | None,
+                     results: Any) -> dict[str, bool]:
         """Whether an accepted plan may resume after this failure of its step without asking the model
-        (``PlanDesk.failed``): the site repairs suffixes, the step's failure left nothing moving, and
-        recovery chose a rung that goes on; ``redo`` False when a provider fallback already did the step."""
+        (``PlanDesk.failed``): the site repairs suffixes, the step's failure left nothing moving, the harness
+        did not refuse the step itself (a duplicate, a lease held, no provider: asking again changes nothing),
+        and recovery chose a rung that goes on; ``redo`` False when a provider fallback already did the step."""
         plan = m.plans.active
         ours = plan is not None and bool(plan.ran) and failure.tool_call_id == plan.ran[-1]
         kinds = (FailureKind.DISPATCH_REJECTED, FailureKind.ACTION_FAILED, FailureKind.TOOL_ERROR,
                  FailureKind.PRECONDITION_CHANGED)
-        if not ours or failure.failure_kind not in kinds or self.config.recovery.repair != "suffix" or advice is None:
+        if not ours or failure.failure_kind not in kinds or self.config.recovery.repair != "suffix" or advice is None \
+                or _refused_by_harness(results, failure.tool_call_id):
             return {"resumable": False}
         fallback = advice.detail.get("fallback_outcome")
         if fallback is not None:  # the switch rung re-ran the step on another provider
             return {"resumable": fallback == "SUCCEEDED", "redo": False}
         return {"resumable": True}
 
+    def _plan_step_refused(self, m: _Mission, results: Any) -> RuntimeEvent | None:
+        """Stop an accepted plan whose last step was not done and is not being resumed: denied, cancelled,
+        refused or in error without a failure recovery answers (an approval that expired, a duplicate,
+        a lease held). The steps after it must not run as if it had."""
+        plan = m.plans.active
+        if plan is None or not plan.ran or plan.recheck:
+            return None
+        r = next((r for r in results if r.tool_call_id == plan.ran[-1]), None)
+        if r is None or r.status in (ToolResultStatus.OK, ToolResultStatus.ACCEPTED):
+            return None
+        why = (r.content or {}).get("reason") or (r.error or {}).get("message") or ""
+        return m.plans.interrupt(f"{r.name} {r.status.value}" + (f": {why}" if why else ""))
+
     def _remembered(self, capability: str) -> Any:
-        """Routing's remembered verified outcomes of ``capability``'s providers (none without memory)."""
-        if self.memory is None or not self.config.memory.routing_stats:
+        """Routing's remembered verified outcomes of ``capability``'s providers (none without memory), read
+        once per mission (at its first turn, ``_examples``: never between a dispatch's fresh-state check and
+        its send). Memory is advice: a read that fails is logged and routing goes on the cards alone."""
+        if self.memory is None or not self.config.memory.routing_stats or self._m is None:
             return {}
-        try:
-            return self.memory.provider_stats(capability)
-        except (HarnessError, JournalReadError) as exc:
-            _log.warning("memory unreadable, routing on the cards alone: %s", exc)
-            return {}
+        cache = self._m.state.remembered
+        if capability not in cache:
+            try:
+                cache[capability] = dict(self.memory.provider_stats(capability))
+            except Exception as exc:  # noqa: BLE001 - advice only: whatever the store raises, route on the cards
+                _log.warning("memory unreadable, routing %s on the cards alone: %s", capability, exc)
+                cache[capability] = {}
+        return cache[capability]
 
     def _examples(self, m: _Mission, loop: _Loop) -> list[dict[str, Any]]:
-        """The verified plans of the most similar goals, retrieved once per mission (memory.examples)."""
+        """The verified plans of the most similar goals, retrieved once per mission (memory.examples), and the
+        providers' remembered outcomes for routing, read here too (the mission's first turn)."""
         if loop.examples is None:
             loop.examples = []
             contract = m.ledger.task_state().contract
             if self.memory is not None and self.config.memory.examples and contract is not None:
                 try:
                     loop.examples = list(self.memory.examples(contract, self.config.memory.examples))
-                except (HarnessError, JournalReadError) as exc:
+                except Exception as exc:  # noqa: BLE001 - advice only: whatever the store raises, no examples
                     _log.warning("memory unreadable, no examples: %s", exc)
+            for capability in sorted({c.capability for c in self.config.providers.values()}):
+                self._remembered(capability)
         return loop.examples
 
     def _tally(self, m: _Mission, results: Any, outcome: RuntimeEvent | None) -> None:
@@ -544,7 +571,8 @@ class MissionRunner:
         FAILED outcome); UNKNOWN is neither (issue 18; remembered outcomes come from core/memory)."""
         s = m.state
         ended = [(outcome.action_id, outcome.state)] if outcome is not None else []
-        ended += [(r.action_id, "FAILED") for r in results if r.status is ToolResultStatus.REJECTED and r.action_id]
+        ended += [(r.action_id, "FAILED") for r in results if r.status is ToolResultStatus.REJECTED and r.action_id
+                  and not _refused_by_harness([r], r.tool_call_id)]
         # a capability call (camera, speech, messaging) is over when it returns: keyed by its call id
         ended += [(r.tool_call_id, "SUCCEEDED" if r.status is ToolResultStatus.OK else "FAILED") for r in results
                   if r.tool_call_id in s.provider_of and r.status in (ToolResultStatus.OK, ToolResultStatus.ERROR)]
@@ -555,7 +583,7 @@ class MissionRunner:
                 tally[0] += state == "SUCCEEDED"
                 tally[1] += 1
 
-    def _provider_fallback(self, m: _Mission, failure: Failure) -> Failure:
+    def _provider_fallback(self, m: _Mission, failure: Failure, results: Any = ()) -> Failure:
         """A routed action that failed (rejected, or FAILED: never UNKNOWN, which may still be moving; not a
         failure the site answers with Nav2's behaviours, which is the body's or the world's): its provider may
         not act for that plan node again this mission, and the others that may are named."""
@@ -568,17 +596,19 @@ class MissionRunner:
             return failure
         if failure.nav2_kind and self.config.recovery.nav2_behaviors.get(failure.nav2_kind):
             return failure  # the body's or the world's (a stuck robot, a blocked start): Nav2's behaviours answer it
+        if _refused_by_harness(results, failure.tool_call_id):
+            return failure  # a duplicate or a held lease: the harness refused it, no provider was asked
         s.provider_failed.setdefault(node, {})[provider] = f"failed this obligation: {failure.reason}"[:200]
         card = self.config.providers.get(provider)
         capability = card.capability if card is not None else "navigation"
         if capability == "navigation":
             served = set(getattr(self.navigation, "providers", ()))
-        elif capability == "camera" and not hasattr(self.robot_io, "use_camera"):
-            served = set()
-        else:
+        elif capability == "camera" and hasattr(self.robot_io, "use_camera"):
             served = set(self.config.providers)
-        others = tuple(n for n, c in self.config.providers.items()
-                       if c.capability == capability and c.enabled and n in served and n not in s.provider_failed[node])
+        else:
+            served = set()  # one device of its kind on this robot: nobody to switch to
+        others = tuple(sorted(n for n, c in self.config.providers.items() if c.capability == capability
+                              and c.enabled and n in served and n not in s.provider_failed[node]))
         return failure.model_copy(update={"provider": provider, "providers": others})
 
     def _recover(self, m: _Mission, loop: _Loop, turn_id: str, failure: Failure) -> MissionEnd | None:
@@ -647,3 +677,14 @@ class MissionRunner:
 
 def _no_artifact_check(uri: str, sha256: str) -> None:
     """The progress verifier only shapes planning: it does not re-hash artifacts (the real verifier does)."""
+
+
+_HARNESS_REFUSALS = frozenset({"duplicate_dispatch", "lease_conflict", "no_provider"})
+"""Result codes of a call the harness itself refused before any provider was asked."""
+
+
+def _refused_by_harness(results: Any, tool_call_id: str) -> bool:
+    """The call's result is the harness's own refusal (a duplicate, a held lease, no provider): not a
+    provider's failure, and asking again unchanged would be refused again."""
+    return any(r.tool_call_id == tool_call_id and isinstance(r.content, dict)
+               and r.content.get("code") in _HARNESS_REFUSALS for r in results)

@@ -124,6 +124,8 @@ class MissionState:
     """Action id (a navigation) or tool call id (a capability call) -> the provider it was routed to (dispatch's)."""
     provider_failed: dict[str, dict[str, str]] = field(default_factory=dict)
     """Plan node -> provider -> why it may not act for that node again this mission (the runner's, on a failure)."""
+    remembered: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
+    """Capability -> its providers' remembered verified outcomes, read from memory once (the runner's)."""
     provider_tally: dict[str, list[int]] = field(default_factory=dict)
     """Provider -> [verified successes, attempts with a known outcome] this mission (the runner's)."""
     # recovery and usage
