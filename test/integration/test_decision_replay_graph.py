@@ -129,3 +129,23 @@ def test_a_mission_an_operator_stopped_replays_by_decision(tmp_path):
         graphs.close()
     result = replay_journal_mission(tmp_path / "j.sqlite3", box["result"].mission_id)
     assert result.events > 10
+
+
+def test_a_routed_mission_with_a_provider_fallback_and_a_plan_replays_by_decision(tmp_path):
+    """The tape keeps the config as sorted JSON: nothing routing decides may hang on the cards' order (the
+    cards are listed here against the alphabet on purpose); the plan's turns are the harness's own."""
+    from robot_harness.decision_replay import replay_journal_mission
+
+    plan = {"tool_calls": [{"name": "propose_plan", "arguments": {"steps": [
+        {"skill": "navigate_to", "arguments": {"place": "spot"}},
+        {"skill": "propose_done", "arguments": {"summary": "at the spot"}}]}}]}
+    cards = {"nav_main": {"capability": "navigation", "p_success": 0.95, "latency_s": 1.0},
+             "nav_backup": {"capability": "navigation", "namespace": "backup", "p_success": 0.9, "latency_s": 2.0}}
+    report, events = run(tmp_path, scenario([plan], faults=[{"kind": "reject", "at_s": 0.0}],
+                                            robot={"providers": {"backup": {"speed": 2.0}}},
+                                            harness={"providers": cards}))
+    assert report["status"] == "SUCCEEDED", report["summary"]
+    started = [e.payload["intent"]["provider"] for e in events if e.type.value == "ROBOT_ACTION_STARTED"]
+    assert started == ["nav_main", "nav_backup"]
+    result = replay_journal_mission(tmp_path / "journal.sqlite3", report["mission_id"])
+    assert result.events == len(events)
