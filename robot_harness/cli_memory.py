@@ -1,7 +1,7 @@
 """``robot-harness memory``: the memory of verified attempts in a journal database (docs/memory.md).
 
-``show`` (episodes and provider statistics), ``export`` (every row as JSON lines), ``forget`` (append a
-forgetting), ``record`` (derive memory from missions already in the journal). The work is
+``show`` (episodes and provider statistics), ``export`` (every row as JSON lines), ``forget`` (append the
+forgettings of a record's chain), ``record`` (derive memory from missions already in the journal). The work is
 ``robot_harness/core/memory.py``'s ``MemoryStore``; this module parses and prints.
 """
 from __future__ import annotations
@@ -37,7 +37,8 @@ def register(sub: Any) -> None:
         g, "show", help="episodes and provider statistics",
         description="The current episodes (newest last) and, per capability and provider, the verified "
                     "successes, failures and unknown outcomes. --all lists forgotten and superseded records "
-                    "too, and the forgettings, each with its state.",
+                    "too, and the forgettings, each with its state. A memory row this harness cannot read "
+                    "(written by a newer one, or edited by hand) exits 5 (unreadable_memory), naming it.",
         examples=[f"robot-harness memory show {_J}", f"robot-harness memory show {_J} --kind providers --json",
                   f"robot-harness memory show {_J} --all"],
         run=_show)
@@ -59,9 +60,10 @@ def register(sub: Any) -> None:
 
     f = add_command(
         g, "forget", help="forget a memory record (append-only)",
-        description="Append a forgetting of MEMORY_ID (who and why): the record stays in its table, and is no "
-                    "longer an example or counted in statistics; its mission is never derived into memory "
-                    "again. An unknown id exits 2.",
+        description="Forget MEMORY_ID and its whole chain (the records it corrected and the corrections of it): "
+                    "a forgetting (who and why) is appended for each, the records stay in their table, and none "
+                    "is an example or counted in statistics any more; the mission is never derived into memory "
+                    "again. Forgetting again adds nothing. An unknown id exits 2.",
         examples=[f"robot-harness memory forget ep-0123456789abcdef {_J} --reason 'map changed'",
                   f"robot-harness memory forget po-0123456789abcdef {_J} --reason 'mislabelled' --by alice"],
         run=_forget)

@@ -806,9 +806,17 @@ class Journal(abc.ABC):
         """Append one row to a memory table (``MEMORY_TABLES``) and return its ``seq``; as ``add_config_row``."""
         return self._add_table_row(MEMORY_TABLES, "memory", table, row, expected_last_key)
 
-    def memory_rows(self, table: str) -> list[dict[str, Any]]:
-        """A memory table's rows in append order, JSON columns decoded."""
-        return self._table_rows(MEMORY_TABLES, "memory", table)
+    def memory_rows(self, table: str, *, mission_id: str | None = None) -> list[dict[str, Any]]:
+        """A memory table's rows in append order, JSON columns decoded; ``mission_id``: only that mission's
+        rows (an indexed read)."""
+        return self._table_rows(MEMORY_TABLES, "memory", table,
+                                where=None if mission_id is None else ("mission_id", mission_id))
+
+    def memory_last_seq(self, table: str) -> int:
+        """The ``seq`` of a memory table's last row, -1 when it has none: what ``add_memory_row`` compares
+        ``expected_last_key`` with, without reading the rows."""
+        key = self._row_table(MEMORY_TABLES, "memory", table)[0]
+        return self._last_key(table, key)
 
     def _add_table_row(self, tables: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]], what: str, table: str,
                  row: dict[str, Any], expected_last_key: int | None) -> int:
@@ -821,9 +829,9 @@ class Journal(abc.ABC):
         return self._insert_row(table, key, values, expected_last_key)
 
     def _table_rows(self, tables: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]], what: str,
-              table: str) -> list[dict[str, Any]]:
+              table: str, where: tuple[str, Any] | None = None) -> list[dict[str, Any]]:
         key, columns, json_columns = self._row_table(tables, what, table)
-        rows = self._select_rows(table, key, (key, *columns))
+        rows = self._select_rows(table, key, (key, *columns), where)
         return [{c: (json.loads(v) if c in json_columns and v is not None else v) for c, v in r.items()} for r in rows]
 
     @staticmethod
@@ -838,7 +846,14 @@ class Journal(abc.ABC):
         """Append ``values`` to ``table`` (a ``CONFIG_TABLES`` or ``MEMORY_TABLES`` name) under the next key."""
 
     @abc.abstractmethod
-    def _select_rows(self, table: str, key: str, columns: tuple[str, ...]) -> list[dict[str, Any]]: ...
+    def _select_rows(self, table: str, key: str, columns: tuple[str, ...],
+                     where: tuple[str, Any] | None = None) -> list[dict[str, Any]]:
+        """``columns`` of ``table``'s rows in key order; ``where`` (a column of ``columns``, a value): only
+        the rows whose column equals the value."""
+
+    @abc.abstractmethod
+    def _last_key(self, table: str, key: str) -> int:
+        """``table``'s highest key, -1 when it has no row."""
 
     @abc.abstractmethod
     def missions(self) -> list[dict[str, Any]]:
@@ -965,9 +980,16 @@ class MemoryJournal(Journal):
             rows.append({key: new, **values})
             return new
 
-    def _select_rows(self, table: str, key: str, columns: tuple[str, ...]) -> list[dict[str, Any]]:
+    def _select_rows(self, table: str, key: str, columns: tuple[str, ...],
+                     where: tuple[str, Any] | None = None) -> list[dict[str, Any]]:
         with self._open():
-            return [{c: r.get(c) for c in columns} for r in self._tables[table]]
+            return [{c: r.get(c) for c in columns} for r in self._tables[table]
+                    if where is None or r.get(where[0]) == where[1]]
+
+    def _last_key(self, table: str, key: str) -> int:
+        with self._open():
+            rows = self._tables[table]
+            return rows[-1][key] if rows else -1
 
     def get_snapshot(self, snapshot_id: str) -> WorldSnapshot:
         with self._open():
@@ -1453,11 +1475,20 @@ class SqliteJournal(Journal):
                             (new, *values.values()))
             return new
 
-    def _select_rows(self, table: str, key: str, columns: tuple[str, ...]) -> list[dict[str, Any]]:
+    def _select_rows(self, table: str, key: str, columns: tuple[str, ...],
+                     where: tuple[str, Any] | None = None) -> list[dict[str, Any]]:
+        self._ensure_ready()
+        # table and column names from CONFIG_TABLES / MEMORY_TABLES, never a caller's text; the value a parameter
+        sql = f"SELECT {', '.join(columns)} FROM {table}" + (f" WHERE {where[0]} = ?" if where else "")  # noqa: S608
+        with self._transaction(write=False) as tx:
+            rows = tx.conn.execute(f"{sql} ORDER BY {key}", (where[1],) if where else ()).fetchall()
+        return [dict(zip(columns, r)) for r in rows]
+
+    def _last_key(self, table: str, key: str) -> int:
         self._ensure_ready()
         with self._transaction(write=False) as tx:
-            rows = tx.conn.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY {key}").fetchall()  # noqa: S608
-        return [dict(zip(columns, r)) for r in rows]
+            last = tx.conn.execute(f"SELECT MAX({key}) FROM {table}").fetchone()[0]  # noqa: S608
+        return -1 if last is None else int(last)
 
     def get_snapshot(self, snapshot_id: str) -> WorldSnapshot:
         self._ensure_ready()

@@ -11,10 +11,16 @@ What is guaranteed:
 
 * **Nothing unverified is remembered as a success.** An episode is ``verified`` only when the mission
   ended SUCCEEDED and the verdict it ended on accepted done (``verified_done``) and was committed by the
-  gate; a provider outcome is ``succeeded`` only when the call's receipt says SUCCEEDED (for a physical
-  action, the receipt written with its verified terminal outcome, which must agree). An accepted action
-  with no verified outcome is ``unknown``, and ``unknown`` never counts as an attempt. An event that does
+  gate; a provider outcome is ``succeeded`` only when the call's receipt says SUCCEEDED and it is
+  evidence the verifier would accept: for a physical action, the receipt written with its verified
+  terminal outcome, which must agree; for a speech or a message, acknowledged by the device for exactly
+  what was sent; for an image, its artifact's uri and sha256 (the verifier's own predicates,
+  :func:`_evidence_accepted`). An accepted action with no verified outcome, and a speech or message
+  nobody acknowledged, are ``unknown``, and ``unknown`` never counts as an attempt. An event that does
   not read is skipped and named in the provenance; skipping can only lower what is claimed.
+* **A failure is the provider's only when the provider failed.** A goal the backend rejected before any
+  motion is a ``failed`` attempt of that provider; the harness's own refusals (a duplicate request, a
+  lease held, no provider) are nobody's attempt, and their receipts never replace another call's.
 * **Derivation is pure and deterministic.** :func:`derive` takes one mission's events and the time to
   stamp; the same mission gives the same records, ids included (``ep-``/``po-`` + sha256 of the mission
   id and its MISSION_STARTED event id, the mission's identity in its journal).
@@ -22,12 +28,18 @@ What is guaranteed:
   ``memory_provider_outcomes`` of the journal database, migration ``0005_memory``) never updates or
   deletes a row. Recording a mission again adds nothing when its derivation is unchanged, and a row
   that ``supersedes`` the previous one when it changed (a receipt journaled after the mission ended).
-  :meth:`MemoryStore.forget` appends a *forgetting*: a copy of the record with ``valid`` false, its own
-  id (``fg-``), ``supersedes`` the forgotten id, and who and why in ``recorded_by`` and ``reason``. A
+  :meth:`MemoryStore.forget` forgets a record's whole *chain* (the record, the ones it corrected and the
+  corrections of it): per member, a *forgetting*, a copy of it with ``valid`` false, its own id
+  (``fg-``), ``supersedes`` the forgotten id, and who and why in ``recorded_by`` and ``reason``. A
   forgotten record is never re-derived.
-* **Retrieval reads only current, verified memory.** :func:`current` keeps the records that are valid
-  and that no other record supersedes; :func:`retrieve` ranks current verified episodes by
-  :func:`similarity` to a contract; :func:`provider_stats` counts current provider outcomes.
+* **Retrieval reads only current, verified memory.** :func:`current` keeps the records that are valid,
+  that no other record supersedes and whose chain has no forgotten record; :func:`retrieve` ranks
+  current verified episodes by :func:`similarity` to a contract; :func:`provider_stats` counts current
+  provider outcomes.
+* **A row this code cannot read fails the read** (:class:`UnreadableMemory`, a ``JournalReadError``:
+  exit 5 in the CLI), naming the table, the memory id and the field. It is not skipped: a forgetting or a
+  correction skipped would bring back what it removed. :meth:`MemoryStore.record_mission` reads only
+  its own mission's rows, so another mission's bad row does not stop it.
 """
 from __future__ import annotations
 
@@ -38,11 +50,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .completion import Commit, CompletionContract, GoalVerdict, Receipt, ReceiptStatus, Verdict
+from .completion import (CAPTURE_SKILL, MESSAGE_SKILL, SPEAK_SKILL, Commit, CompletionContract, GoalVerdict, Receipt,
+                         ReceiptStatus, Verdict)
 from .errors import StaleRevision, UsageError
-from .journal import Journal
+from .journal import Journal, JournalReadError
 from .payloads import (
     CommitRecorded,
     ContractFrozen,
@@ -54,6 +67,7 @@ from .payloads import (
     ReceiptRecorded,
     RobotActionOutcome,
     RobotActionStarted,
+    RobotActionStateChanged,
     ToolCallRecorded,
     ToolResultRecorded,
     VerdictRecorded,
@@ -62,10 +76,13 @@ from .payloads import (
 from .records import ActionStatus, EventType, JournalEvent, MissionStatus
 from .routing import SKILL_CAPABILITY
 from .skills import BEHAVIOR_SKILLS
+# The verifier's own evidence predicates (what it accepts of a speech, a message, an image), so memory
+# and the verifier cannot disagree on what a capability call proved.
+from .verifier import _ack_problem, _arguments, _artifact_of, _io_result, _result_views
 
 __all__ = ["FORMAT_VERSION", "EPISODES", "OUTCOMES", "BUILTIN_PROVIDER", "Verification", "AttemptOutcome",
-           "UnknownMemory", "Signature", "PlanStep", "EpisodeRecord", "ProviderOutcome", "derive", "current",
-           "states", "similarity", "retrieve", "provider_stats", "provider_summary", "few_shot", "fit",
+           "UnknownMemory", "UnreadableMemory", "Signature", "PlanStep", "EpisodeRecord", "ProviderOutcome", "derive",
+           "current", "states", "similarity", "retrieve", "provider_stats", "provider_summary", "few_shot", "fit",
            "MemoryStore"]
 
 FORMAT_VERSION = 1
@@ -94,11 +111,12 @@ class AttemptOutcome(str, enum.Enum):
     """One provider's outcome of one call."""
 
     SUCCEEDED = "succeeded"
-    """The receipt says SUCCEEDED (for a physical action: written with its verified outcome)."""
+    """The receipt says SUCCEEDED and is evidence the verifier accepts (a verified physical outcome, an
+    acknowledged speech or message, an image with its sha256)."""
     FAILED = "failed"
-    """The receipt or the verified outcome says FAILED."""
+    """The receipt or the verified outcome says FAILED, or the backend rejected the goal before any motion."""
     UNKNOWN = "unknown"
-    """No verified outcome (accepted only, cut short, contradictory): not counted as an attempt."""
+    """No verified outcome (accepted only, cut short, contradictory, unacknowledged): not counted as an attempt."""
 
 
 class UnknownMemory(UsageError, KeyError):
@@ -112,6 +130,29 @@ class UnknownMemory(UsageError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return self.message
+
+
+class UnreadableMemory(JournalReadError):
+    """A memory row this code cannot read (a field a newer harness wrote, a hand edit): the read fails.
+
+    Exit 5 in the CLI (a journal that cannot be trusted). ``table``, ``memory_id`` ("" when the row could
+    not be told apart), ``field`` and ``seq`` say which row and what. Built as every ``HarnessError``
+    (message and details), so a decision tape can record and raise it again; :meth:`of` words it."""
+
+    code = "unreadable_memory"
+
+    def __init__(self, message: str, *, table: str, memory_id: str = "", field: str = "",
+                 seq: int | None = None) -> None:
+        super().__init__(message, table=table, memory_id=memory_id, field=field, seq=seq)
+        self.table, self.memory_id, self.field, self.seq = table, memory_id, field, seq
+
+    @classmethod
+    def of(cls, table: str, memory_id: str, field: str, why: str, *, seq: int | None = None,
+           hint: str = "robot-harness memory export lists the rows as stored") -> UnreadableMemory:
+        where = f"row {memory_id!r}" if memory_id else "a row"
+        return cls(f"{table} {where}{f' (seq {seq})' if seq is not None else ''} does not read: {field}: {why}; "
+                   f"memory cannot be used until it is fixed ({hint})",
+                   table=table, memory_id=memory_id, field=field, seq=seq)
 
 
 class _Frozen(BaseModel):
@@ -170,7 +211,7 @@ class PlanStep(_Frozen):
     receipt: str = ""
     """The receipt's status (SUCCEEDED, FAILED, UNKNOWN); "" when none was written."""
     verified: bool = False
-    """The receipt says SUCCEEDED (and, for a physical action, so does its verified outcome)."""
+    """The call's provider outcome is ``succeeded`` (:class:`AttemptOutcome`)."""
     tool_call_id: str = ""
     action_id: str = ""
     proposed_by: str = "planner"
@@ -262,6 +303,8 @@ class _Mission:
         self.action_of_call: dict[str, str] = {}
         """The robot action a tool call started (its last, were there several)."""
         self.action_outcomes: dict[str, tuple[JournalEvent, RobotActionOutcome]] = {}
+        self.rejected: dict[str, JournalEvent] = {}
+        """Robot actions the backend rejected before any motion (REQUESTED -> FAILED), by action id."""
         self.leases: dict[str, tuple[JournalEvent, dict[str, Any]]] = {}
         """A capability call's lease intent, by tool call id."""
         self.unreadable: list[str] = []
@@ -293,12 +336,18 @@ class _Mission:
             self.results[ev.tool_call_id] = payload_of(ev, ToolResultRecorded)
         elif t is EventType.RECEIPT_RECORDED:
             r = payload_of(ev, ReceiptRecorded).receipt
-            self.receipts[r.invocation_id] = (ev, r)
+            if _refusal_code(r) not in _HARNESS_REFUSALS:  # nobody's attempt, and it names another's action
+                self.receipts[r.invocation_id] = (ev, r)
         elif t is EventType.ROBOT_ACTION_STARTED:
             self.actions[ev.robot_action_id] = (ev, payload_of(ev, RobotActionStarted))
             self.action_of_call[ev.tool_call_id] = ev.robot_action_id
         elif t is EventType.ROBOT_ACTION_OUTCOME:
             self.action_outcomes[ev.robot_action_id] = (ev, payload_of(ev, RobotActionOutcome))
+        elif t is EventType.ROBOT_ACTION_STATE_CHANGED:
+            change = payload_of(ev, RobotActionStateChanged)
+            if change.to is ActionStatus.FAILED and change.from_ is ActionStatus.REQUESTED \
+                    and change.reason.startswith(_BACKEND_REJECTED):
+                self.rejected[ev.robot_action_id] = ev
         elif t is EventType.LEASE_ACQUIRED:
             intent = payload_of(ev, LeaseAcquired).intent
             if isinstance(intent, dict) and intent.get("tool_call_id"):
@@ -320,17 +369,67 @@ class _Mission:
             return None
         return found
 
+    def backend_rejected(self, receipt: Receipt, action_id: str) -> bool:
+        """The backend rejected the action's goal before any motion, and the call's receipt says so: the
+        lifecycle went REQUESTED -> FAILED ("rejected by the backend"), the receipt is REJECTED and names
+        this action, and no verified outcome exists (there was nothing to verify)."""
+        return (action_id in self.rejected and action_id not in self.action_outcomes
+                and receipt.status is ReceiptStatus.REJECTED and receipt.action_id == action_id)
+
     def verified(self, receipt: Receipt | None, action_id: str) -> AttemptOutcome:
-        """A call's outcome: its receipt, which for a physical action must agree with its verified outcome."""
+        """A call's outcome. A physical action: its receipt, which must agree with its verified outcome, or
+        FAILED when the backend rejected it. A capability call: SUCCEEDED only when the verifier would take
+        its SUCCEEDED receipt as evidence (:func:`_evidence_accepted`), FAILED when its receipt says FAILED."""
         if receipt is None:
             return AttemptOutcome.UNKNOWN
-        state = self.action_outcomes[action_id][1].state if action_id in self.action_outcomes else None
-        if receipt.status is ReceiptStatus.SUCCEEDED and state in (None, ActionStatus.SUCCEEDED) \
-                and (state is not None or not receipt.physical):
-            return AttemptOutcome.SUCCEEDED
-        if receipt.status is ReceiptStatus.FAILED or state is ActionStatus.FAILED:
-            return AttemptOutcome.FAILED
-        return AttemptOutcome.UNKNOWN
+        if receipt.physical or action_id:
+            state = self.action_outcomes[action_id][1].state if action_id in self.action_outcomes else None
+            if receipt.status is ReceiptStatus.SUCCEEDED and state is ActionStatus.SUCCEEDED:
+                return AttemptOutcome.SUCCEEDED
+            if receipt.status is ReceiptStatus.FAILED or state is ActionStatus.FAILED \
+                    or self.backend_rejected(receipt, action_id):
+                return AttemptOutcome.FAILED
+            return AttemptOutcome.UNKNOWN
+        if receipt.status is ReceiptStatus.SUCCEEDED:
+            return AttemptOutcome.SUCCEEDED if _evidence_accepted(receipt) else AttemptOutcome.UNKNOWN
+        return AttemptOutcome.FAILED if receipt.status is ReceiptStatus.FAILED else AttemptOutcome.UNKNOWN
+
+
+_BACKEND_REJECTED = "rejected by the backend"
+"""How the dispatcher words the lifecycle's REQUESTED -> FAILED when the backend refused the goal
+(core/execution/dispatch.py), as opposed to a goal it could not send at all."""
+_HARNESS_REFUSALS = frozenset({"duplicate_dispatch", "lease_conflict", "no_provider"})
+"""Result codes of the harness's own refusals: no provider was asked (a duplicate names an earlier action)."""
+
+
+def _refusal_code(receipt: Receipt) -> str:
+    return next((str(v["code"]) for v in _result_views(receipt) if isinstance(v.get("code"), str)), "")
+
+
+def _evidence_accepted(receipt: Receipt) -> bool:
+    """Whether the verifier would take this SUCCEEDED capability receipt as evidence of what the call did,
+    by its own predicates (core/verifier.py), with no contract text or recipient to hold it against:
+
+    * a speech or a message: the device's acknowledgement of exactly what was sent (``_ack_problem`` on
+      the I/O result, as ``Verifier._speech_problems`` / ``_message_problems`` read it); none, malformed
+      or of another payload is not evidence;
+    * an image: its artifact's uri and sha256 (``_artifact_of``). The verifier also re-hashes the file;
+      derivation reads the journal alone, so this is the receipt's claim, which the mission's verdict
+      checked when it cited it.
+
+    A skill the verifier has no such predicate for proves nothing here."""
+    if receipt.skill == CAPTURE_SKILL:
+        return _artifact_of(receipt) is not None
+    if receipt.skill not in (SPEAK_SKILL, MESSAGE_SKILL):
+        return False
+    io = _io_result(receipt)
+    if io is None:
+        return False
+    if receipt.skill == MESSAGE_SKILL:
+        return _ack_problem(receipt.receipt_id, io, sent_sha_key="sha256", message=True) is None
+    said = _arguments(receipt).get("text")
+    sent = hashlib.sha256(said.encode()).hexdigest() if isinstance(said, str) else None
+    return _ack_problem(receipt.receipt_id, io, sent_sha_key="text_sha256", expected_sha=sent, message=False) is None
 
 
 def _place(arguments: Mapping[str, Any]) -> dict[str, str]:
@@ -439,11 +538,13 @@ def _provider_outcomes(m: _Mission, identity: tuple[str, str], base: dict[str, A
         skill = started.action.skill or (m.calls[ev.tool_call_id][1].name if ev.tool_call_id in m.calls else "")
         arguments = intent.arguments if intent is not None else {}
         ended = m.action_outcomes.get(action_id)
+        rejected = {"action_rejected": m.rejected[action_id].event_id} if action_id in m.rejected else {}
         add(f"action:{action_id}", provider=str((intent.provider or intent.backend if intent else "")
                                                 or BUILTIN_PROVIDER),
             capability=str((intent.capability if intent else "") or "navigation"), context={"skill": skill, **_place(arguments)},
             action_id=action_id, tool_call_id=ev.tool_call_id, receipt=m.receipt_of(ev.tool_call_id, action_id),
-            provenance={"action_started": ev.event_id, "action_outcome": ended[0].event_id if ended else ""})
+            provenance={"action_started": ev.event_id, "action_outcome": ended[0].event_id if ended else "",
+                        **rejected})
 
     for call_id, (ev, call) in m.calls.items():
         lease = m.leases.get(call_id)
@@ -465,19 +566,48 @@ def _provider_outcomes(m: _Mission, identity: tuple[str, str], base: dict[str, A
 # --------------------------------------------------------------------------- reading memory
 
 
+def _roots(records: Sequence[Record]) -> dict[str, str]:
+    """Each record's chain, by memory id: the id of the first record of its chain (the one no valid record
+    before it was corrected into). A correction supersedes one record, so chains are trees under it; a
+    forgetting is a chain of its own."""
+    up = {r.memory_id: r.supersedes for r in records if r.valid and r.supersedes}
+    root: dict[str, str] = {}
+    for r in records:
+        path, x = [], r.memory_id
+        while x in up and x not in root and x not in path:  # ``not in path``: a hand-edited cycle ends here
+            path.append(x)
+            x = up[x]
+        top = root.get(x, x)
+        root.update(dict.fromkeys(path, top))
+        root.setdefault(r.memory_id, top)
+    return root
+
+
+def _forgotten(records: Sequence[Record]) -> set[str]:
+    """The ids of the records forgotten: every record of a chain that has a forgotten record (so a journal
+    written when ``forget`` forgot one record of a chain reads as if it had forgotten the chain)."""
+    gone = {r.supersedes for r in records if r.supersedes and not r.valid}
+    if not gone:
+        return gone
+    root = _roots(records)
+    dead = {root.get(g, g) for g in gone}
+    return {mid for mid, top in root.items() if top in dead} | gone
+
+
 def current(records: Iterable[R]) -> list[R]:
-    """The records in force: valid, and superseded by no record among ``records`` (a correction or a
-    forgetting), in their order."""
+    """The records in force: valid, superseded by no record among ``records`` (a correction or a
+    forgetting), and of a chain none of whose records is forgotten, in their order."""
     records = list(records)
     superseded = {r.supersedes for r in records if r.supersedes}
-    return [r for r in records if r.valid and r.memory_id not in superseded]
+    forgotten = _forgotten(records)
+    return [r for r in records if r.valid and r.memory_id not in superseded and r.memory_id not in forgotten]
 
 
 def states(records: Iterable[Record]) -> dict[str, str]:
     """Each record's state, by memory id: ``current``, ``superseded`` (by a correction), ``forgotten``
-    (a forgetting supersedes it) or ``forgetting`` (the forgetting itself)."""
+    (it or another record of its chain is forgotten) or ``forgetting`` (a forgetting itself)."""
     records = list(records)
-    forgotten = {r.supersedes for r in records if r.supersedes and not r.valid}
+    forgotten = _forgotten(records)
     replaced = {r.supersedes for r in records if r.supersedes and r.valid}
     return {r.memory_id: "forgetting" if not r.valid else "forgotten" if r.memory_id in forgotten
             else "superseded" if r.memory_id in replaced else "current" for r in records}
@@ -611,7 +741,10 @@ class MemoryStore:
         if not events:
             raise UsageError(f"no mission {mission_id!r} in the journal", mission_id=mission_id)
         episodes, outcomes = derive(events, now=now)
-        return len(self._append(EPISODES, episodes, by)), len(self._append(OUTCOMES, outcomes, by))
+        # a mission's records, their corrections and their forgettings all carry its id: its rows are all
+        # this needs (an indexed read, whatever the size of memory)
+        return (len(self._append(EPISODES, episodes, by, mission_id=mission_id)),
+                len(self._append(OUTCOMES, outcomes, by, mission_id=mission_id)))
 
     def record_all(self, *, now: float, by: str = "derive") -> dict[str, tuple[int, int]]:
         """``record_mission`` for every finished mission in the journal (a backfill), in journal order:
@@ -628,8 +761,10 @@ class MemoryStore:
         return {mid: (added_e.count(mid), added_o.count(mid)) for mid in finished}
 
     def forget(self, memory_id: str, *, by: str, reason: str, now: float) -> EpisodeRecord | ProviderOutcome:
-        """Append the forgetting of ``memory_id`` (who and why) and return it; nothing is deleted or changed.
-        Forgetting a forgotten record returns its forgetting. ``UnknownMemory`` for an id not in memory."""
+        """Forget ``memory_id`` and its whole chain (the records it corrected and the corrections of it):
+        append a forgetting (who and why) of each that has none, and return ``memory_id``'s. Nothing is
+        deleted or changed; forgetting again appends only what a chain grown since lacks, and returns the
+        same forgetting. ``UnknownMemory`` for an id not in memory."""
         if not by.strip() or not reason.strip():
             raise UsageError("a forgetting names who forgets and why (by, reason)")
         for table in (EPISODES, OUTCOMES):
@@ -640,26 +775,31 @@ class MemoryStore:
                     break
                 if not target.valid:
                     raise UsageError(f"{memory_id} is a forgetting, not a memory", memory_id=memory_id)
-                done = next((r for r in records if r.supersedes == memory_id and not r.valid), None)
-                if done is not None:
-                    return done
-                tomb = target.model_copy(update={"memory_id": "fg-" + _digest(memory_id), "supersedes": memory_id,
-                                                 "valid": False, "recorded_at": now, "recorded_by": by,
-                                                 "reason": reason})
+                done = {r.supersedes: r for r in records if r.supersedes and not r.valid}
+                root = _roots(records)
+                chain = [target, *(r for r in records if r.valid and r is not target
+                                   and root[r.memory_id] == root[memory_id])]
+                tombs = [r.model_copy(update={
+                    "memory_id": "fg-" + _digest(r.memory_id), "supersedes": r.memory_id, "valid": False,
+                    "recorded_at": now, "recorded_by": by,
+                    "reason": reason if r is target else f"{reason} (forgotten with {memory_id}, of its chain)"})
+                    for r in chain if r.memory_id not in done]
                 try:
-                    self.journal.add_memory_row(table, _row(tomb), expected_last_key=last)
+                    for tomb in tombs:
+                        last = self.journal.add_memory_row(table, _row(tomb), expected_last_key=last)
                 except StaleRevision:
-                    continue
-                return tomb
+                    continue  # another writer appended: read again (what this one appended counts as done)
+                return done.get(memory_id) or tombs[0]
             else:
                 raise StaleRevision(f"{table} kept moving while {memory_id} was being forgotten", table=table)
         raise UnknownMemory(memory_id)
 
-    def _append(self, table: str, derived: Sequence[R], by: str) -> list[R]:
-        """Append what ``derived`` adds to ``table`` (see ``_Chains.successor``); the rows appended."""
+    def _append(self, table: str, derived: Sequence[R], by: str, *, mission_id: str | None = None) -> list[R]:
+        """Append what ``derived`` adds to ``table`` (see ``_Chains.successor``); the rows appended.
+        ``mission_id``: every record of ``derived`` is that mission's, so only its rows are read."""
         added: list[R] = []
         for _ in range(_ATTEMPTS):
-            last, records = self._read(table)
+            last, records = self._read(table, mission_id=mission_id)
             chains = _Chains(records)
             try:
                 for rec in derived:
@@ -676,11 +816,24 @@ class MemoryStore:
 
     # -- reading --------------------------------------------------------------
 
-    def _read(self, table: str) -> tuple[int, list[Any]]:
-        rows = self.journal.memory_rows(table)
-        model = _MODELS[table]
-        return (rows[-1]["seq"] if rows else -1), [model.model_validate({k: v for k, v in r.items() if k != "seq"})
-                                                   for r in rows]
+    def _read(self, table: str, *, mission_id: str | None = None) -> tuple[int, list[Any]]:
+        """The table's last ``seq`` and its records (``mission_id``: only that mission's). The last seq is
+        read first: a row appended in between is then among the records, and the next append is refused
+        as stale either way. ``UnreadableMemory`` when a row does not read."""
+        if mission_id is None:
+            rows = self._rows(table)
+            last = rows[-1]["seq"] if rows else -1
+        else:
+            last = self.journal.memory_last_seq(table)
+            rows = self._rows(table, mission_id=mission_id)
+        return last, [_validate(table, r) for r in rows]
+
+    def _rows(self, table: str, **only: str) -> list[dict[str, Any]]:
+        try:
+            return self.journal.memory_rows(table, **only)
+        except json.JSONDecodeError as exc:  # a JSON column edited by hand: the journal cannot say which row
+            raise UnreadableMemory.of(table, "", "a JSON column", f"not JSON ({exc})",
+                                   hint=f"sqlite-utils rows JOURNAL {table} shows the text stored") from exc
 
     def episodes(self, include_forgotten: bool = False) -> list[EpisodeRecord]:
         """The current episodes in append order; ``include_forgotten``: every row (superseded ones, forgotten
@@ -704,7 +857,24 @@ class MemoryStore:
 
     def export(self) -> list[dict[str, Any]]:
         """Every row of both tables as stored (forgotten and superseded ones too), ``table`` added."""
-        return [{"table": table, **row} for table in (EPISODES, OUTCOMES) for row in self.journal.memory_rows(table)]
+        return [{"table": table, **row} for table in (EPISODES, OUTCOMES) for row in self._rows(table)]
+
+
+def _validate(table: str, row: dict[str, Any]) -> Record:
+    """One row as its record; ``UnreadableMemory`` naming the row and the first field that does not read
+    (a value a newer harness wrote, a hand edit), or a format newer than this code's."""
+    seq = row.pop("seq", None)
+    try:
+        record = _MODELS[table].model_validate(row)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "row"
+        raise UnreadableMemory.of(table, str(row.get("memory_id") or ""), field, first["msg"], seq=seq) from exc
+    if record.format_version > FORMAT_VERSION:
+        raise UnreadableMemory.of(table, record.memory_id, "format_version",
+                               f"format {record.format_version} is newer than this harness reads ({FORMAT_VERSION})",
+                               seq=seq)
+    return record
 
 
 class _Chains:

@@ -150,6 +150,40 @@ def test_a_users_mistake_exits_2_with_one_line_and_no_traceback(journal, args, e
         assert doc(p)["error"] == error and doc(p)["exit_code"] == 2
 
 
+@pytest.mark.parametrize("edit, table, field", [
+    ("UPDATE memory_provider_outcomes SET outcome = 'partially' WHERE seq = 1", "memory_provider_outcomes", "outcome"),
+    ("UPDATE memory_episodes SET format_version = 2 WHERE seq = 1", "memory_episodes", "format_version"),
+    ("UPDATE memory_episodes SET plan = '[{' WHERE seq = 1", "memory_episodes", "a JSON column"),
+], ids=["newer-value", "newer-format", "hand-edited-json"])
+def test_a_memory_row_this_harness_cannot_read_exits_5_with_one_line(journal, edit, table, field):
+    """A row a newer harness wrote, or a hand edit with sqlite-utils: the journal cannot be trusted (exit 5,
+    one line naming the table, the row and the field), never an internal error (70)."""
+    j = str(journal)
+    assert memory("record", "--journal", j).returncode == 0
+    con = sqlite3.connect(journal)
+    try:
+        con.execute(edit)  # noqa: S608 - the test's own statement
+        con.commit()
+    finally:
+        con.close()
+    p = memory("show", "--journal", j)
+    assert p.returncode == 5, (p.returncode, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert "Traceback" not in p.stderr and len(lines) == 1, p.stderr
+    assert "unreadable_memory" in lines[0] and table in lines[0] and field in lines[0]
+    if field != "a JSON column":
+        assert "(seq 1)" in lines[0]
+    pj = memory("show", "--journal", j, "--json")
+    assert pj.returncode == 5 and (doc(pj)["error"], doc(pj)["exit_code"], doc(pj)["table"], doc(pj)["field"]) == (
+        "unreadable_memory", 5, table, field)
+    e = memory("export", "--journal", j)  # the rows as stored (a value that does not validate), to see what is wrong
+    if field == "a JSON column":  # not even JSON: export cannot give it either
+        assert e.returncode == 5 and "Traceback" not in e.stderr and "sqlite-utils" in e.stderr, e.stderr
+    else:
+        assert e.returncode == 0 and len(e.stdout.splitlines()) == count(journal, "memory_episodes") + count(
+            journal, "memory_provider_outcomes")
+
+
 def test_no_journal_is_a_usage_error(tmp_path):
     p = memory("show", "--journal", str(tmp_path / "none.sqlite3"))
     assert p.returncode == 2 and "no journal at" in p.stderr and "Traceback" not in p.stderr

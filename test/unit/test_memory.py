@@ -13,17 +13,18 @@ import pytest
 from robot_harness.core.clock import IdGenerator, ManualClock
 from robot_harness.core.completion import ReceiptStatus
 from robot_harness.core.errors import UsageError
-from robot_harness.core.journal import MEMORY_TABLES, MemoryJournal, SqliteJournal
-from robot_harness.core.memory import (AttemptOutcome, EpisodeRecord, MemoryStore, PlanStep, ProviderOutcome, Signature,
-                                       UnknownMemory, Verification, current, derive, few_shot, fit, provider_stats,
-                                       retrieve, similarity, states)
+from robot_harness.core.journal import MEMORY_TABLES, JournalReadError, MemoryJournal, SqliteJournal
+from robot_harness.core.memory import (EPISODES, OUTCOMES, AttemptOutcome, EpisodeRecord, MemoryStore, PlanStep,
+                                       ProviderOutcome, Signature, UnknownMemory, UnreadableMemory, Verification,
+                                       current, derive, few_shot, fit, provider_stats, retrieve, similarity, states)
 from robot_harness.core.context import context_size
 from robot_harness.core.payloads import ModelTurnStarted, ReceiptRecorded, payload_of
 from robot_harness.core.records import EventDraft, EventType, JournalEvent
 from robot_harness.core.scenario import load_scenario
 from robot_harness.eval.modes import run_one
 
-EVAL = Path(__file__).resolve().parents[2] / "scenarios" / "eval"
+REPO = Path(__file__).resolve().parents[2]
+EVAL = REPO / "scenarios" / "eval"
 NOT_RECORDED = {"memory": {"record": False}}
 """The runner remembers each mission as it ends; these missions are left for the tests to record."""
 SCENARIOS = {"inspection": "inspection-none", "message": "message-none", "failed": "inspection-no_path",
@@ -192,6 +193,114 @@ def test_the_intent_names_the_provider_and_capability_when_it_carries_them(missi
         ("navigation", "alt_nav"), ("navigation", "sim/navigate_to_pose"), ("camera", "cam2")}
 
 
+def _run(tmp_path: Path, scenario: Path) -> tuple[str, list[JournalEvent]]:
+    """One more real mission, alone in a journal of its own: its status and its events."""
+    path = tmp_path / "journal.sqlite3"
+    r = run_one(load_scenario(scenario), "gated", workdir=tmp_path / "w", journal_path=path, overrides=NOT_RECORDED)
+    j = SqliteJournal(path, clock=ManualClock(0.0), ids=IdGenerator(None))
+    j.setup()
+    try:
+        return r.status, list(j.events(mission_id=r.mission_id))
+    finally:
+        j.close()
+
+
+@pytest.mark.parametrize("scenario, capability", [("message-no_ack", "messaging"), ("speech-no_ack", "speech")])
+def test_a_speech_or_message_nobody_acknowledged_is_not_a_success(tmp_path, scenario, capability):
+    """The robot's reply carries an ack error: the tool said ok and the receipt SUCCEEDED, the verifier
+    judged the delivery ambiguous and the mission ended UNKNOWN; memory must not count a success."""
+    status, events = _run(tmp_path, EVAL / f"{scenario}.yaml")
+    assert status == "UNKNOWN"
+    [ep], outcomes = derive(events, now=1.0)
+    [call] = [o for o in outcomes if o.capability == capability]
+    receipt = _by_id(events)[call.provenance["receipt"]].payload["receipt"]
+    assert receipt["status"] == "SUCCEEDED" and "ack_error" in json.dumps(receipt["result"])
+    assert call.outcome is AttemptOutcome.UNKNOWN
+    assert provider_stats(outcomes, capability) == {"builtin": (0, 0)}  # listed, never an attempt
+    assert not next(s for s in ep.plan if s.tool_call_id == call.tool_call_id).verified
+
+
+def test_a_capability_call_succeeds_only_on_evidence_the_verifier_accepts(missions):
+    def outcome(events: list[JournalEvent], capability: str, ev: JournalEvent, **change) -> AttemptOutcome:
+        changed = _replace(events, ev.event_id, {**ev.payload, "receipt": {**ev.payload["receipt"], **change}})
+        return next(o for o in derive(changed, now=1.0)[1] if o.capability == capability).outcome
+
+    events = _events(missions, "message")
+    [msg] = [o for o in derive(events, now=1.0)[1] if o.capability == "messaging"]
+    assert msg.outcome is AttemptOutcome.SUCCEEDED
+    ev = _by_id(events)[msg.provenance["receipt"]]
+    result = ev.payload["receipt"]["result"]
+    io = result["content"]["receipt"]
+
+    def delivered(new_io: dict) -> dict:
+        return {"result": {**result, "content": {"receipt": new_io}}}
+
+    unacknowledged = {**{k: v for k, v in io.items() if k != "ack"}, "ack_error": "no acknowledgement within 2 s"}
+    assert outcome(events, "messaging", ev, **delivered(unacknowledged)) is AttemptOutcome.UNKNOWN
+    other_payload = {**io, "ack": {**io["ack"], "sha256": "0" * 64}}
+    assert outcome(events, "messaging", ev, **delivered(other_payload)) is AttemptOutcome.UNKNOWN
+    other_message = {**io, "ack": {**io["ack"], "message_id": "msg-someone-elses"}}
+    assert outcome(events, "messaging", ev, **delivered(other_message)) is AttemptOutcome.UNKNOWN
+    assert outcome(events, "messaging", ev, status="FAILED") is AttemptOutcome.FAILED  # the call failed: an attempt
+
+    # an image: only with its artifact's uri and sha256
+    events = _events(missions, "inspection")
+    [cam] = [o for o in derive(events, now=1.0)[1] if o.capability == "camera"]
+    assert cam.outcome is AttemptOutcome.SUCCEEDED
+    ev = _by_id(events)[cam.provenance["receipt"]]
+    receipt = ev.payload["receipt"]
+    no_image = {"result": {**receipt["result"], "content": {}},
+                "evidence": [e for e in receipt["evidence"] if e["kind"] != "artifact"]}
+    assert outcome(events, "camera", ev, **no_image) is AttemptOutcome.UNKNOWN
+
+
+def test_a_goal_the_backend_rejected_is_a_failed_attempt_of_its_provider(tmp_path):
+    """routing_degraded_provider: nav_main (the robot's own Nav2) rejects every goal; the fallback ran the
+    same navigation on nav_backup. The rejection is nav_main's failed attempt."""
+    status, events = _run(tmp_path, REPO / "scenarios" / "routing_degraded_provider.yaml")
+    assert status == "SUCCEEDED"
+    _, outcomes = derive(events, now=1.0)
+    assert provider_stats(outcomes, "navigation") == {"nav_backup": (2, 2), "nav_main": (0, 1)}
+    [main] = [o for o in outcomes if o.provider == "nav_main"]
+    assert main.outcome is AttemptOutcome.FAILED and not main.provenance["action_outcome"]
+    by_id = _by_id(events)
+    rejected = by_id[main.provenance["action_rejected"]]
+    assert rejected.type is EventType.ROBOT_ACTION_STATE_CHANGED and rejected.robot_action_id == main.action_id
+    assert (rejected.payload["from"], rejected.payload["to"]) == ("REQUESTED", "FAILED")
+    receipt = by_id[main.provenance["receipt"]].payload["receipt"]
+    assert (receipt["status"], receipt["action_id"]) == ("REJECTED", main.action_id)
+
+    # a goal the harness could not send at all (no answer from the backend) is not the backend's rejection
+    not_sent = _replace(events, rejected.event_id, {**rejected.payload, "reason": "not sent: navigator gone"})
+    assert next(o for o in derive(not_sent, now=1.0)[1] if o.provider == "nav_main").outcome is AttemptOutcome.UNKNOWN
+
+
+@pytest.mark.parametrize("code", ["duplicate_dispatch", "lease_conflict"])
+def test_a_harness_refusal_is_nobodys_attempt_and_relabels_nothing(tmp_path, code):
+    """inspection-repeated_request: the second navigate_to is refused as a duplicate (REJECTED, naming the
+    earlier action, which succeeded). A refusal counts for no provider, even one journaled under the
+    earlier call's own id (the last receipt of a call otherwise counts)."""
+    status, events = _run(tmp_path, EVAL / "inspection-repeated_request.yaml")
+    assert status == "SUCCEEDED"
+    [dup] = [e for e in events if e.type is EventType.RECEIPT_RECORDED
+             and (e.payload["receipt"]["result"].get("content") or {}).get("code") == "duplicate_dispatch"]
+    earlier = dup.payload["receipt"]["action_id"]
+    _, outcomes = derive(events, now=1.0)
+    first = next(o for o in outcomes if o.action_id == earlier)
+    assert first.outcome is AttemptOutcome.SUCCEEDED and first.tool_call_id != dup.tool_call_id
+    assert dup.tool_call_id not in {o.tool_call_id for o in outcomes}
+    assert provider_stats(outcomes, "navigation") == {"sim/navigate_to_pose": (2, 2)}
+
+    receipt = dup.payload["receipt"]
+    refusal = {**receipt, "receipt_id": "rcpt-refusal", "invocation_id": first.tool_call_id,
+               "result": {**receipt["result"], "content": {**receipt["result"]["content"], "code": code}}}
+    forged = [*events, dup.model_copy(update={"event_id": "ev-refusal", "tool_call_id": first.tool_call_id,
+                                              "payload": {**dup.payload, "receipt": refusal}})]
+    _, again = derive(forged, now=1.0)
+    assert next(o for o in again if o.action_id == earlier).outcome is AttemptOutcome.SUCCEEDED
+    assert provider_stats(again, "navigation") == {"sim/navigate_to_pose": (2, 2)}
+
+
 # --------------------------------------------------------------------------- similarity and retrieval
 
 
@@ -252,6 +361,18 @@ def test_retrieve_leaves_out_unverified_superseded_and_forgotten_records():
     assert [e.memory_id for e in current(eps)] == ["ep-kept", "ep-fix", "ep-failed", "ep-unknown"]
     assert states(eps) == {"ep-kept": "current", "ep-old": "superseded", "ep-fix": "current", "ep-gone": "forgotten",
                            "fg-gone": "forgetting", "ep-failed": "current", "ep-unknown": "current"}
+
+
+def test_a_chain_with_a_forgotten_record_is_forgotten_whole():
+    """As a journal of the previous harness left it: the original forgotten, its correction not."""
+    q = _sig(("at_place",), ("lab",))
+    a, fix, again = _ep("ep-a", q), _ep("ep-fix", q, supersedes="ep-a"), _ep("ep-again", q, supersedes="ep-fix")
+    gone = _ep("fg-a", q, supersedes="ep-a", valid=False)
+    other = _ep("ep-other", q)
+    eps = [a, fix, again, gone, other]
+    assert current(eps) == [other] and retrieve(eps, q, 10) == [other]
+    assert states(eps) == {"ep-a": "forgotten", "ep-fix": "forgotten", "ep-again": "forgotten", "fg-a": "forgetting",
+                           "ep-other": "current"}
 
 
 # --------------------------------------------------------------------------- provider statistics
@@ -441,6 +562,103 @@ def test_a_changed_derivation_appends_a_correction_that_supersedes_the_record(jo
     assert store.provider_stats("camera") == {}
 
 
+def _rewrite_receipt(journal, mission_id: str, tool_call_id: str, receipt_id: str, status: ReceiptStatus) -> None:
+    """A call's receipt written again (a later writer's finding; the last receipt of a call counts)."""
+    ev = next(e for e in journal.events(mission_id=mission_id, types=[EventType.RECEIPT_RECORDED])
+              if e.tool_call_id == tool_call_id)
+    receipt = payload_of(ev, ReceiptRecorded).receipt.model_copy(update={"receipt_id": receipt_id, "status": status})
+    journal.append([EventDraft(type=EventType.RECEIPT_RECORDED, mission_id=mission_id, tool_call_id=tool_call_id,
+                               payload=ReceiptRecorded(receipt=receipt))])
+
+
+def test_forgetting_a_corrected_record_forgets_its_whole_chain(journal):
+    store = MemoryStore(journal)
+    mid = _mission(journal, "Go to office_storage", "SUCCEEDED")
+    store.record_mission(mid, now=1.0)
+    [original] = store.episodes()
+    cam = next(o for o in store.outcomes() if o.capability == "camera")
+    _rewrite_receipt(journal, mid, cam.tool_call_id, "rcpt-again", ReceiptStatus.FAILED)
+    assert store.record_mission(mid, now=2.0) == (1, 1)
+    [fix] = store.episodes()
+    assert fix.supersedes == original.memory_id and fix.verification is Verification.VERIFIED
+    assert [e["memory_id"] for e in store.examples(fix.contract, 5)] == [fix.memory_id]
+
+    before = journal.memory_rows(EPISODES)
+    tomb = store.forget(original.memory_id, by="alice", reason="the map changed", now=3.0)
+    after = journal.memory_rows(EPISODES)
+    assert after[:len(before)] == before and len(after) == len(before) + 2  # appended, nothing changed
+    assert {(r["supersedes"], r["valid"], r["recorded_by"]) for r in after[len(before):]} == {
+        (original.memory_id, 0, "alice"), (fix.memory_id, 0, "alice")}
+    assert (tomb.supersedes, tomb.reason) == (original.memory_id, "the map changed")
+    assert store.episodes() == [] and store.examples(fix.contract, 5) == []
+    assert {m: s for m, s in states(store.episodes(include_forgotten=True)).items() if m.startswith("ep-")} == {
+        original.memory_id: "forgotten", fix.memory_id: "forgotten"}
+    # idempotent, from either end of the chain; and never derived again
+    assert store.forget(original.memory_id, by="bob", reason="again", now=4.0) == tomb
+    assert store.forget(fix.memory_id, by="bob", reason="again", now=4.0).supersedes == fix.memory_id
+    assert store.record_mission(mid, now=5.0) == (0, 0)
+    assert len(journal.memory_rows(EPISODES)) == len(after)
+
+    # forgetting the correction forgets what it corrected too
+    fixed_cam = next(o for o in store.outcomes() if o.capability == "camera")
+    assert fixed_cam.supersedes == cam.memory_id
+    n = len(journal.memory_rows(OUTCOMES))
+    store.forget(fixed_cam.memory_id, by="alice", reason="a bad camera day", now=6.0)
+    assert {r["supersedes"] for r in journal.memory_rows(OUTCOMES)[n:]} == {fixed_cam.memory_id, cam.memory_id}
+    assert store.provider_stats("camera") == {}
+
+
+def test_a_row_this_code_cannot_read_fails_the_read_and_names_it(journal):
+    """A value a newer harness wrote (or a hand edit): a JournalReadError naming table, row and field, never
+    a bare ValidationError; another mission's recording, which reads only its own rows, goes on."""
+    store = MemoryStore(journal)
+    store.record_all(now=1.0)
+    nav = next(o for o in store.outcomes() if o.capability == "navigation")
+    newer = {**nav.model_dump(mode="json", exclude={"kind"}), "memory_id": "po-newer", "outcome": "partially",
+             "valid": 1}
+    journal.add_memory_row(OUTCOMES, newer)
+    for read in (lambda: store.provider_stats("navigation"), store.outcomes,
+                 lambda: store.record_mission(nav.mission_id, now=2.0)):
+        with pytest.raises(UnreadableMemory) as err:
+            read()
+        e = err.value
+        assert isinstance(e, JournalReadError) and e.code == "unreadable_memory"
+        assert (e.table, e.memory_id, e.field) == (OUTCOMES, "po-newer", "outcome")
+        assert all(w in e.message for w in (OUTCOMES, "po-newer", "outcome")) and "\n" not in e.message
+        assert e.to_dict()["field"] == "outcome"
+        assert type(e)(e.message, **e.details).to_dict() == e.to_dict()  # as a decision tape raises it again
+    other = next(m["mission_id"] for m in journal.missions() if m["mission_id"] != nav.mission_id and m["status"])
+    assert store.record_mission(other, now=2.0) == (0, 0)
+    assert store.episodes()  # the other table reads
+
+    journal.add_memory_row(EPISODES, {**store.episodes()[0].model_dump(mode="json", exclude={"kind"}),
+                                      "memory_id": "ep-future", "format_version": 99, "valid": 1})
+    with pytest.raises(UnreadableMemory, match="format_version") as err:
+        store.examples({"obligations": [{"kind": "at_place", "params": {"place": "dock"}}]}, 3)
+    assert err.value.memory_id == "ep-future"
+
+
+def test_recording_a_mission_reads_only_its_own_rows(journal, monkeypatch):
+    store = MemoryStore(journal)
+    assert journal.memory_last_seq(OUTCOMES) == -1 and journal.memory_rows(OUTCOMES, mission_id="m") == []
+    store.record_all(now=1.0)
+    mid = _mission(journal, "Go to lab", "SUCCEEDED")
+    every = journal.memory_rows(OUTCOMES)
+    mine = journal.memory_rows(OUTCOMES, mission_id=mid)
+    assert mine and mine == [r for r in every if r["mission_id"] == mid] and len(mine) < len(every)
+    assert journal.memory_last_seq(OUTCOMES) == every[-1]["seq"]
+
+    read, asked = journal.memory_rows, []
+
+    def spy(table, **only):
+        asked.append((table, only))
+        return read(table, **only)
+
+    monkeypatch.setattr(journal, "memory_rows", spy)
+    assert store.record_mission(mid, now=2.0) == (0, 0)
+    assert {t for t, _ in asked} == {EPISODES, OUTCOMES} and all(only == {"mission_id": mid} for _, only in asked)
+
+
 def test_a_writer_that_raced_another_appends_nothing_twice(journal, monkeypatch):
     """Another recorder (or forgetter) appends between this one's read and its append: the append is refused
     as stale, this one reads again and finds the work done."""
@@ -449,8 +667,8 @@ def test_a_writer_that_raced_another_appends_nothing_twice(journal, monkeypatch)
     read = journal.memory_rows
     race: list = []
 
-    def read_then_race(table):
-        rows = read(table)
+    def read_then_race(table, **only):
+        rows = read(table, **only)
         if race and race[0] is not None:
             other, race[0] = race[0], None
             other()
@@ -549,17 +767,19 @@ def test_each_mission_is_remembered_as_it_ends_and_the_next_similar_one_is_shown
     assert (first.status, failed.status, second.status) == ("SUCCEEDED", "FAILED", "SUCCEEDED")
     assert "verified_examples" not in _contexts(path, first.mission_id)[0]  # nothing remembered yet
     shown = _contexts(path, second.mission_id)[0]["verified_examples"]
-    # only the verified attempt, never the failed one
-    assert [e["memory_id"] for e in shown] and all(e.get("outcome") == "verified" for e in shown)
     j = SqliteJournal(path, clock=ManualClock(0.0), ids=IdGenerator(None))
     j.setup()
     try:
         store = MemoryStore(j)
-        missions = {e.mission_id: e.verification.value for e in store.episodes()}
+        episodes = {e.mission_id: e for e in store.episodes()}
     finally:
         j.close()
-    assert missions[first.mission_id] == "verified" and missions[failed.mission_id] == "failed"
-    assert missions[second.mission_id] == "verified"
+    assert episodes[first.mission_id].verification is Verification.VERIFIED
+    assert episodes[failed.mission_id].verification is Verification.FAILED
+    assert episodes[second.mission_id].verification is Verification.VERIFIED
+    # only the verified attempt, never the failed one (remembered before the second mission ran, same task)
+    assert [e["memory_id"] for e in shown] == [episodes[first.mission_id].memory_id]
+    assert episodes[failed.mission_id].memory_id not in {e["memory_id"] for e in shown}
 
 
 def test_the_examples_are_bounded_by_the_config_and_the_context_cap(tmp_path: Path) -> None:
