@@ -173,7 +173,8 @@ def test_the_bring_up_gives_the_aggregator_the_navigation_cards_namespaces(tmp_p
     alt = {"capability": "navigation", "namespace": "alt"}
     rear = {"capability": "camera", "namespace": "rear/image_raw"}
     assert given({"own": own, "quick": alt, "rear": rear}) == ["alt"]
-    assert given({"quick": alt}) is None, "one card is no choice: the robot's Nav2 as it is (routing's rule)"
+    assert given({"quick": alt}) == ["alt"], "one card under its own namespace: the robot is driven there"
+    assert given({"own": own}) is None, "one card for the robot's own Nav2 is no choice (routing's rule)"
     assert given({}) is None
     assert given({"own": own, "quick": alt}, {"nav_namespaces": ["other"]}) == ["other"], "an explicit value stands"
 

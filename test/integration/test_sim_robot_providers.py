@@ -161,7 +161,13 @@ def test_the_supervisors_navigation_port_routes_by_card_to_the_cards_namespace(
     wait_until(port.server_ready, 2.0, "a navigator discovered")
     one = d.own(navigation_port(d.node, NAV2_PARAMS, load_harness_config(overrides={"providers": {
         "quick": {"capability": "navigation", "namespace": "alt"}}}), clock=SystemClock()))
-    assert isinstance(one, Nav2NavigationPort) and not isinstance(one, ProviderNavigation)
+    # one card under its own namespace: the robot is driven through that stack alone, not its own Nav2
+    assert isinstance(one, ProviderNavigation) and one.providers == ("quick",)
+    ack = one.send_goal(target=Pose2D(x=0.0, y=0.0), frame_id="map", timeout_s=5.0, goal_id="c" * 32)
+    assert ack.accepted, "the own navigator rejects everything here: accepted means alt took it"
+    own = d.own(navigation_port(d.node, NAV2_PARAMS, load_harness_config(overrides={"providers": {
+        "mine": {"capability": "navigation"}}}), clock=SystemClock()))
+    assert isinstance(own, Nav2NavigationPort) and not isinstance(own, ProviderNavigation)
 
 
 def test_a_second_camera_is_published_and_read_by_topic_until_it_dies(
