@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 from _loopback import require_loopback  # bench/_loopback.py (the script's own folder)
 from _policy import plan_steps  # bench/_policy.py
+from _suite import eval_paths  # bench/_suite.py
 
 REPO = Path(__file__).resolve().parents[1]
 _MOVES = ("navigate_to", "navigate_through", "follow_waypoints")
@@ -148,18 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(REPO))
     from robot_harness.core.scenario import load_scenario
 
-    paths = sorted((REPO / "scenarios" / "eval").glob("*.yaml"))
-    if args.family:
-        paths = [p for p in paths if p.stem.split("-")[0] in args.family]
-    if args.limit:
-        seen: dict[str, int] = {}
-        kept = []
-        for p in paths:
-            fam = p.stem.split("-")[0]
-            seen[fam] = seen.get(fam, 0) + 1
-            if seen[fam] <= args.limit:
-                kept.append(p)
-        paths = kept
+    paths = eval_paths(REPO, args.family, args.limit)
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="robot_harness-plan-gate-") as tmp:

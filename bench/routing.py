@@ -37,6 +37,7 @@ from typing import Any
 
 from _loopback import require_loopback  # bench/_loopback.py (the script's own folder)
 from _policy import policy  # bench/_policy.py
+from _suite import eval_paths  # bench/_suite.py
 
 REPO = Path(__file__).resolve().parents[1]
 DEGRADED: dict[str, list[dict[str, Any]]] = {
@@ -102,17 +103,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from robot_harness.sim.world import PROVIDER_FAULT_KINDS
 
-    paths = sorted((REPO / "scenarios" / "eval").glob("*.yaml"))
+    paths = eval_paths(REPO, args.family, args.limit)
     stack_faults = [p for p in paths if any(f.kind in PROVIDER_FAULT_KINDS for f in load_scenario(p).robot.faults)]
     print(f"left out: {len(stack_faults)} scenarios whose own fault is a navigation stack's "
           f"({', '.join(sorted({p.stem.split('-', 1)[1] for p in stack_faults}))})")
     paths = [p for p in paths if p not in stack_faults]
-    if args.family:
-        paths = [p for p in paths if p.stem.split("-")[0] in args.family]
-    if args.limit:
-        seen: dict[str, int] = {}
-        paths = [p for p in paths if seen.setdefault(p.stem.split("-")[0], 0) < args.limit
-                 and not seen.__setitem__(p.stem.split("-")[0], seen[p.stem.split("-")[0]] + 1)]
     rows: list[dict[str, Any]] = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="robot_harness-routing-") as tmp:

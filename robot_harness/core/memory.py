@@ -74,6 +74,7 @@ from .payloads import (
     payload_of,
 )
 from .records import ActionStatus, EventType, JournalEvent, MissionStatus
+from .execution.results import BACKEND_REJECTED, HARNESS_REFUSALS
 from .routing import SKILL_CAPABILITY
 from .skills import BEHAVIOR_SKILLS
 # The verifier's own evidence predicates (what it accepts of a speech, a message, an image), so memory
@@ -336,7 +337,7 @@ class _Mission:
             self.results[ev.tool_call_id] = payload_of(ev, ToolResultRecorded)
         elif t is EventType.RECEIPT_RECORDED:
             r = payload_of(ev, ReceiptRecorded).receipt
-            if _refusal_code(r) not in _HARNESS_REFUSALS:  # nobody's attempt, and it names another's action
+            if _refusal_code(r) not in HARNESS_REFUSALS:  # nobody's attempt, and it names another's action
                 self.receipts[r.invocation_id] = (ev, r)
         elif t is EventType.ROBOT_ACTION_STARTED:
             self.actions[ev.robot_action_id] = (ev, payload_of(ev, RobotActionStarted))
@@ -346,7 +347,7 @@ class _Mission:
         elif t is EventType.ROBOT_ACTION_STATE_CHANGED:
             change = payload_of(ev, RobotActionStateChanged)
             if change.to is ActionStatus.FAILED and change.from_ is ActionStatus.REQUESTED \
-                    and change.reason.startswith(_BACKEND_REJECTED):
+                    and change.reason.startswith(BACKEND_REJECTED):
                 self.rejected[ev.robot_action_id] = ev
         elif t is EventType.LEASE_ACQUIRED:
             intent = payload_of(ev, LeaseAcquired).intent
@@ -395,11 +396,6 @@ class _Mission:
         return AttemptOutcome.FAILED if receipt.status is ReceiptStatus.FAILED else AttemptOutcome.UNKNOWN
 
 
-_BACKEND_REJECTED = "rejected by the backend"
-"""How the dispatcher words the lifecycle's REQUESTED -> FAILED when the backend refused the goal
-(core/execution/dispatch.py), as opposed to a goal it could not send at all."""
-_HARNESS_REFUSALS = frozenset({"duplicate_dispatch", "lease_conflict", "no_provider"})
-"""Result codes of the harness's own refusals: no provider was asked (a duplicate names an earlier action)."""
 
 
 def _refusal_code(receipt: Receipt) -> str:

@@ -262,7 +262,7 @@ class Dispatcher:
         if not ack.accepted:
             action.backend_goal_id = ack.goal_id
             self._end_before_motion(action, skill, ActionStatus.FAILED,
-                                    f"rejected by the backend: {ack.reason or 'no reason given'}")
+                                    f"{results.BACKEND_REJECTED}: {ack.reason or 'no reason given'}")
             return results.rejected(call, ack.reason or "rejected by the navigation backend",
                                     action_id=action.action_id), None
         action.backend_goal_id = ack.goal_id

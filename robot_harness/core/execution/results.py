@@ -5,7 +5,15 @@ from typing import Any
 
 from ..records import ToolCall, ToolResult, ToolResultStatus
 
-__all__ = ["result", "error", "rejected", "cancelled"]
+__all__ = ["result", "error", "rejected", "cancelled", "HARNESS_REFUSALS", "BACKEND_REJECTED"]
+
+BACKEND_REJECTED = "rejected by the backend"
+"""How the dispatcher words an action's REQUESTED -> FAILED when the backend refused the goal (as opposed to a
+goal it could not send at all); core/memory.py reads it back."""
+
+HARNESS_REFUSALS = frozenset({"duplicate_dispatch", "lease_conflict", "no_provider"})
+"""Result codes of a call the harness itself refused before any provider was asked (a repeat, a held lease,
+no provider may act): never a provider's failure, and asking again unchanged is refused again."""
 
 
 def result(call: ToolCall, status: ToolResultStatus, content: dict[str, Any] | None = None, *,

@@ -63,7 +63,7 @@ class PlanDesk:
         try:
             self.skills.get(PROPOSE_PLAN).validate(call.arguments)
             plan = Plan.model_validate({"steps": call.arguments.get("steps")})
-        except (ValidationError, Exception) as exc:  # noqa: BLE001 - a model's malformed plan is its error, named
+        except Exception as exc:  # noqa: BLE001 - a model's malformed plan is its error, named (UsageError, ValidationError)
             message = getattr(exc, "message", None) or str(exc).splitlines()[0]
             return results.error(call, "invalid_arguments", f"propose_plan: {message}",
                                  getattr(exc, "details", None) or {})

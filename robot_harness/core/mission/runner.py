@@ -43,6 +43,7 @@ from ..verifier import Verifier, VerifierConfig
 from ..authority.done import DoneAuthority
 from ..authority.receipts import Receipts
 from ..execution.dispatch import Blocked, Dispatcher
+from ..execution.results import HARNESS_REFUSALS
 from ..execution.leases import Leases
 from ..execution.supervise import ActionSupervisor
 from .behaviors import BehaviorRunner
@@ -679,12 +680,8 @@ def _no_artifact_check(uri: str, sha256: str) -> None:
     """The progress verifier only shapes planning: it does not re-hash artifacts (the real verifier does)."""
 
 
-_HARNESS_REFUSALS = frozenset({"duplicate_dispatch", "lease_conflict", "no_provider"})
-"""Result codes of a call the harness itself refused before any provider was asked."""
-
-
 def _refused_by_harness(results: Any, tool_call_id: str) -> bool:
     """The call's result is the harness's own refusal (a duplicate, a held lease, no provider): not a
     provider's failure, and asking again unchanged would be refused again."""
     return any(r.tool_call_id == tool_call_id and isinstance(r.content, dict)
-               and r.content.get("code") in _HARNESS_REFUSALS for r in results)
+               and r.content.get("code") in HARNESS_REFUSALS for r in results)
