@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 # where the generated msg/srv/action packages live.
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+pytest_plugins = ["test.pg"]  # pg_server, pg_url: a throw-away PostgreSQL server (test/pg.py)
 
 os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] = str(REPO / "config" / "fastdds_loopback.xml")
 os.environ.setdefault("RMW_IMPLEMENTATION", "rmw_fastrtps_cpp")

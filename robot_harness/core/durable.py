@@ -19,6 +19,14 @@ journal's write transaction, against state folded from committed events:
   speaker) with owner and expiry. Acquiring a resource someone else holds is
   refused with ``LeaseConflict``; a lease whose owner's outcome is unknown is
   *blocked* and stays so until reconciled or cleared by an operator.
+* **Fleets.** Many robots may write one database (each event carries its
+  ``robot_id``). A robot's own resources are leased per robot (the index key
+  is ``robot_id/resource``); a ``site`` resource (an elevator, a door) is one
+  lease for the whole fleet. Every lease's **fencing token** is the seq of the
+  event that acquired it, so tokens only grow; a release, a block or a
+  hand-over that presents a token other than the lease's current one is
+  refused (``StaleFence``): a robot resumed after a pause cannot act on a
+  lease it lost.
 
 ``DurableIndex`` is pure (no I/O); the journal feeds it committed events and
 asks it to ``validate`` each batch before committing. A SQLite journal used by
@@ -59,6 +67,9 @@ __all__ = [
     "LeaseConflict",
     "LeaseState",
     "ReleaseReason",
+    "SITE",
+    "StaleFence",
+    "lease_key",
     "TRANSITION_TYPES",
     "goal_uuid_for",
 ]
@@ -127,6 +138,22 @@ class LeaseConflict(RefusalError):
         state = "blocked by an action of unknown outcome" if lease.state is LeaseState.BLOCKED else "held"
         return cls(f"resource {lease.resource!r} is {state} ({lease.owner}, mission {lease.mission_id})"
                    + (f": {detail}" if detail else ""), lease)
+
+
+class StaleFence(RefusalError):
+    """A write presented a fencing token that is not the lease's current one: the writer lost the lease."""
+
+    code = "stale_fencing_token"
+
+
+SITE = "site"
+"""The lease scope of a resource the whole fleet shares."""
+
+
+def lease_key(resource: str, robot_id: str, scope: str) -> str:
+    """Where the index keeps a lease: a site resource under its name, a robot's own resource under
+    ``robot_id/resource`` (its bare name for a robot without an id)."""
+    return resource if scope == SITE or not robot_id else f"{robot_id}/{resource}"
 
 
 class _Frozen(BaseModel):
@@ -213,6 +240,16 @@ class Lease(_Frozen):
     skill: str = ""
     since_seq: int = 0
     reason: str = ""
+    robot_id: str = ""
+    """The robot whose harness holds it ("" for a robot without an id)."""
+    scope: str = ""
+    """``site`` for a resource the fleet shares, "" for the robot's own."""
+    token: int = 0
+    """The fencing token: the seq of the event that acquired it (0 until committed)."""
+
+    @property
+    def key(self) -> str:
+        return lease_key(self.resource, self.robot_id, self.scope)
 
     def expired(self, now: float) -> bool:
         return self.state is LeaseState.HELD and self.expires_at > 0 and now > self.expires_at
@@ -229,6 +266,8 @@ class DurableIndex:
         self.leases: dict[str, Lease] = {}
         self.open_missions: dict[str, int] = {}
         """Missions started and not finished, with their MISSION_STARTED seq."""
+        self.mission_robot: dict[str, str] = {}
+        """Each started mission's robot (the robot id of its MISSION_STARTED)."""
 
     # -- reads --------------------------------------------------------------
 
@@ -241,8 +280,15 @@ class DurableIndex:
 
     # -- validation (before commit) -----------------------------------------
 
-    def validate(self, drafts: Sequence[EventDraft], *, expected_revision: int | None = None) -> None:
-        """Raise if committing ``drafts`` now would break an invariant; changes nothing."""
+    def leases_of(self, robot_id: str) -> dict[str, Lease]:
+        """The leases a robot sees under its resources' names: its own resources' and the site's."""
+        return {lease.resource: lease for lease in self.leases.values()
+                if lease.scope == SITE or lease.robot_id == robot_id}
+
+    def validate(self, drafts: Sequence[EventDraft], *, expected_revision: int | None = None,
+                 robot_id: str = "") -> None:
+        """Raise if committing ``drafts`` (written by ``robot_id``'s harness) now would break an invariant;
+        changes nothing."""
         if expected_revision is not None:
             missions = {d.mission_id for d in drafts}
             if len(missions) != 1 or "" in missions:
@@ -288,19 +334,30 @@ class DurableIndex:
                              new_revision=p.revision)
                 actions[d.robot_action_id] = (p.to, revision + 1)
             elif isinstance(p, LeaseAcquired):
-                resource, owner = p.resource, p.owner
-                held = leases[resource] if resource in leases else self.leases.get(resource)
-                if held is not None and held.owner != owner:
+                key, owner = lease_key(p.resource, robot_id, p.scope), p.owner
+                held = leases[key] if key in leases else self.leases.get(key)
+                if held is not None and (held.owner != owner or held.robot_id != robot_id):
                     raise LeaseConflict.of(held)
-                leases[resource] = self._lease(d, p, 0)
+                leases[key] = self._lease(d, p, 0, robot_id)
             elif isinstance(p, (LeaseReleased, LeaseBlocked)):
-                resource, owner = p.resource, p.owner
-                held = leases[resource] if resource in leases else self.leases.get(resource)
+                key, owner = lease_key(p.resource, robot_id, p.scope), p.owner
+                held = leases[key] if key in leases else self.leases.get(key)
+                if p.token and (held is None or held.token != p.token):
+                    raise StaleFence(
+                        f"{d.type.value}: fencing token {p.token} for {p.resource!r} is stale; the lease is now "
+                        + (f"token {held.token} of {held.robot_id or 'this robot'} ({held.owner})" if held is not None
+                           else "free"), resource=p.resource, token=p.token,
+                        current=held.token if held is not None else 0,
+                        holder_robot=held.robot_id if held is not None else "")
                 if held is None or held.owner != owner:
-                    raise StaleRevision(f"{d.type.value}: resource {resource!r} is not leased to {owner}",
-                                        resource=resource, owner=owner,
+                    raise StaleRevision(f"{d.type.value}: resource {p.resource!r} is not leased to {owner}",
+                                        resource=p.resource, owner=owner,
                                         holder=held.owner if held is not None else "")
-                leases[resource] = None if d.type is EventType.LEASE_RELEASED else held
+                if held.scope == SITE and not p.token and held.token:
+                    raise StaleFence(f"{d.type.value}: a site lease ({p.resource!r}) is ended only by a writer that"
+                                     " presents its fencing token", resource=p.resource, token=0,
+                                     current=held.token, holder_robot=held.robot_id)
+                leases[key] = None if d.type is EventType.LEASE_RELEASED else held
 
     # -- folding (after commit) ----------------------------------------------
 
@@ -317,6 +374,7 @@ class DurableIndex:
     def _fold(self, ev: JournalEvent) -> None:
         if ev.type is EventType.MISSION_STARTED:
             self.open_missions[ev.mission_id] = ev.seq
+            self.mission_robot.setdefault(ev.mission_id, ev.robot_id)
             return
         if ev.type is EventType.MISSION_FINISHED:
             self.open_missions.pop(ev.mission_id, None)
@@ -341,16 +399,18 @@ class DurableIndex:
             if rec is not None:
                 self.dispatches[rec.key] = rec.model_copy(update={"reconciled": p.finding})
         elif isinstance(p, LeaseAcquired):
-            self.leases[p.resource] = self._lease(ev, p, ev.seq)
+            lease = self._lease(ev, p, ev.seq, ev.robot_id)
+            self.leases[lease.key] = lease
         elif isinstance(p, LeaseBlocked):
-            held = self.leases.get(p.resource)
+            key = lease_key(p.resource, ev.robot_id, p.scope)
+            held = self.leases.get(key)
             if held is not None:
-                self.leases[p.resource] = held.model_copy(update={
+                self.leases[key] = held.model_copy(update={
                     "state": LeaseState.BLOCKED, "reason": p.reason, "since_seq": ev.seq})
         elif isinstance(p, LeaseReleased):
-            self.leases.pop(p.resource, None)
+            self.leases.pop(lease_key(p.resource, ev.robot_id, p.scope), None)
 
     @staticmethod
-    def _lease(d: EventDraft | JournalEvent, p: LeaseAcquired, seq: int) -> Lease:
+    def _lease(d: EventDraft | JournalEvent, p: LeaseAcquired, seq: int, robot_id: str) -> Lease:
         return Lease(resource=p.resource, owner=p.owner, mission_id=d.mission_id, expires_at=p.expires_at,
-                     skill=p.skill, since_seq=seq)
+                     skill=p.skill, since_seq=seq, robot_id=robot_id, scope=p.scope, token=seq)

@@ -104,6 +104,9 @@ __all__ = [
     "summarize_missions",
     "connect_read_only",
     "event_from_row",
+    "index_event",
+    "is_database_url",
+    "robot_id_of",
     "CONFIG_TABLES",
     "MEMORY_TABLES",
     "EVENT_COLUMNS",
@@ -350,6 +353,13 @@ MIGRATIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "CREATE INDEX memory_provider_outcomes_capability ON memory_provider_outcomes (capability, provider)",
         ),
     ),
+    (
+        "0006_robot_id",
+        (
+            "ALTER TABLE events ADD COLUMN robot_id TEXT NOT NULL DEFAULT '' /* the writing robot (namespace) */",
+            "CREATE INDEX events_robot_id ON events (robot_id, seq)",
+        ),
+    ),
 )
 """Named schema migrations, applied in order, each recorded in ``migrations``
 in the same transaction as its change. Append only: never edit a shipped one."""
@@ -366,13 +376,38 @@ EVENT_COLUMNS = (
     "robot_action_id",
     "snapshot_id",
     "payload",
+    "robot_id",
 )
 """Columns of the ``events`` table, in order (also the CSV export's columns)."""
 _COLUMNS = EVENT_COLUMNS
 
 
+ROBOT_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(/[A-Za-z][A-Za-z0-9_]*)*$")
+"""A robot id: a ROS namespace without its leading and trailing slashes (``robot1``, ``site_a/robot1``)."""
+
+
+def robot_id_of(namespace: str | None) -> str:
+    """The robot id of a ROS namespace (``/robot1`` -> ``robot1``; "" or ``/`` -> ""); a ``UsageError``
+    for anything that is not a namespace."""
+    text = (namespace or "").strip().strip("/")
+    if text and not ROBOT_ID.match(text):
+        raise UsageError(f"robot id {namespace!r} is not a ROS namespace (letters, digits, '_', segments by '/',"
+                         " each starting with a letter)", robot_id=namespace)
+    return text
+
+
+def index_event(seq: int, type_: str, mission_id: str, tool_call_id: str, action_id: str, payload: str,
+                robot_id: str) -> JournalEvent:
+    """The part of an ``events`` row the durable index folds (a backend's catch-up query: seq, type,
+    mission id, tool call id, action id, the payload of an ``INDEXED_TYPES`` event or '{}', robot id)."""
+    return JournalEvent.model_construct(seq=seq, type=EventType(type_), mission_id=mission_id,
+                                        tool_call_id=tool_call_id, robot_action_id=action_id,
+                                        payload=json.loads(payload), robot_id=robot_id)
+
+
 def event_from_row(row: Sequence[Any]) -> JournalEvent:
-    """One ``events`` row (``EVENT_COLUMNS``, in order) as its record; raises ValueError/ValidationError."""
+    """One ``events`` row (``EVENT_COLUMNS``, in order; an old reader's row may lack the trailing
+    ``robot_id``) as its record; raises ValueError/ValidationError."""
     data = dict(zip(EVENT_COLUMNS, row))
     data["payload"] = json.loads(data["payload"])
     return JournalEvent.model_validate(data)
@@ -437,13 +472,15 @@ REFUSED = "REFUSED"
 
 
 def summarize_missions(
-    spans: Iterable[tuple[str, int, int, int]], marks: Iterable[JournalEvent]
+    spans: Iterable[tuple[Any, ...]], marks: Iterable[JournalEvent]
 ) -> list[dict[str, Any]]:
-    """One summary per mission, ordered by first seq; unknown fields are None."""
+    """One summary per mission, ordered by first seq; unknown fields are None. A span is (mission id,
+    first seq, last seq, event count[, robot id])."""
     out: dict[str, dict[str, Any]] = {}
-    for mission_id, first, last, count in spans:
+    for mission_id, first, last, count, *robot in spans:
         out[mission_id] = {
             "mission_id": mission_id,
+            "robot_id": robot[0] if robot else "",
             "first_seq": first,
             "last_seq": last,
             "event_count": count,
@@ -492,7 +529,9 @@ class Journal(abc.ABC):
     the ROS supervisor calls in from executor threads.
     """
 
-    def __init__(self, *, clock: Clock, ids: IdGenerator, redact: Redactor = default_redactor) -> None:
+    def __init__(self, *, clock: Clock, ids: IdGenerator, redact: Redactor = default_redactor,
+                 robot_id: str = "") -> None:
+        self._robot_id = robot_id_of(robot_id)
         self._clock = clock
         self._ids = ids
         self._redact = redact
@@ -502,6 +541,12 @@ class Journal(abc.ABC):
         self._delivery_lock = threading.Lock()
         self._delivering = False
         self._index = DurableIndex()
+
+    @property
+    def robot_id(self) -> str:
+        """The robot this journal object writes for: every event it commits carries it ("" for a harness
+        not under a namespace). Many robots' journal objects may share one database."""
+        return self._robot_id
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -577,7 +622,14 @@ class Journal(abc.ABC):
         raise AssertionError("unreachable")
 
     def leases(self) -> dict[str, Lease]:
-        """Resource leases in force (held or blocked), by resource."""
+        """Resource leases in force (held or blocked) that this journal's robot sees, by resource: its own
+        resources' and the site's (whoever holds them; ``Lease.robot_id`` says who)."""
+        with self._indexed() as index:
+            return index.leases_of(self._robot_id)
+
+    def all_leases(self) -> dict[str, Lease]:
+        """Every lease in force in the database, every robot's, by ``Lease.key`` (``robot1/base``,
+        ``elevator_1``): the fleet's view, for operators and the dashboard."""
         with self._indexed() as index:
             return dict(index.leases)
 
@@ -595,10 +647,14 @@ class Journal(abc.ABC):
         with self._indexed() as index:
             return sorted((r for r in index.dispatches.values() if r.mission_id == mission_id), key=lambda r: r.seq)
 
-    def open_missions(self) -> list[str]:
-        """Missions started and never finished (in start order): candidates for reconciliation."""
+    def open_missions(self, *, robot_id: str | None = None, all_robots: bool = False) -> list[str]:
+        """Missions started and never finished (in start order): candidates for reconciliation. Only this
+        journal's robot's (or ``robot_id``'s) unless ``all_robots``: a harness reconciles its own robot's
+        missions, never another robot's."""
+        robot = self._robot_id if robot_id is None else robot_id_of(robot_id)
         with self._indexed() as index:
-            return sorted(index.open_missions, key=index.open_missions.__getitem__)
+            return sorted((m for m in index.open_missions if all_robots or index.mission_robot.get(m, "") == robot),
+                          key=index.open_missions.__getitem__)
 
     @abc.abstractmethod
     def _indexed(self) -> contextlib.AbstractContextManager[DurableIndex]:
@@ -649,7 +705,8 @@ class Journal(abc.ABC):
         and stamp. Called by ``_commit`` under the lock."""
         if expected_last_seq is not None and expected_last_seq != last_seq:
             raise _stale(expected_last_seq, last_seq)
-        self._index.validate([p.draft for p in prepared], expected_revision=expected_revision)
+        self._index.validate([p.draft for p in prepared], expected_revision=expected_revision,
+                             robot_id=self._robot_id)
         if not prepared:
             return [], []
         stamp = self._clock.now()
@@ -668,6 +725,7 @@ class Journal(abc.ABC):
                 robot_action_id=d.robot_action_id,
                 snapshot_id=d.snapshot_id or (p.snapshot.snapshot_id if p.snapshot else ""),
                 payload=p.payload,
+                robot_id=self._robot_id,
             )
             prime(ev, p.typed)
             events.append(ev)
@@ -750,17 +808,20 @@ class Journal(abc.ABC):
         after_seq: int = 0,
         types: Iterable[EventType] | None = None,
         limit: int | None = None,
+        robot_id: str | None = None,
     ) -> list[JournalEvent]:
-        """Events with ``seq > after_seq``, ordered by seq, optionally filtered (by mission, by type, at
-        most ``limit``). A negative limit or an unknown type is a ``UsageError``."""
+        """Events with ``seq > after_seq``, ordered by seq, optionally filtered (by mission, by type, by the
+        robot that wrote them, at most ``limit``). A negative limit, an unknown type or a robot id that is
+        not a namespace is a ``UsageError``."""
         wanted = self._check_query(types, limit)
+        robot = None if robot_id is None else robot_id_of(robot_id)
         if wanted == () or limit == 0:
             return []
-        return self._events(mission_id=mission_id, after_seq=after_seq, wanted=wanted, limit=limit)
+        return self._events(mission_id=mission_id, after_seq=after_seq, wanted=wanted, limit=limit, robot_id=robot)
 
     @abc.abstractmethod
     def _events(self, *, mission_id: str | None, after_seq: int, wanted: tuple[EventType, ...] | None,
-                limit: int | None) -> list[JournalEvent]:
+                limit: int | None, robot_id: str | None = None) -> list[JournalEvent]:
         """The backend's query behind ``events``, with the arguments checked."""
 
     @abc.abstractmethod
@@ -856,11 +917,11 @@ class Journal(abc.ABC):
         """``table``'s highest key, -1 when it has no row."""
 
     @abc.abstractmethod
-    def missions(self) -> list[dict[str, Any]]:
-        """One dict per mission id, ordered by first seq: ``mission_id``,
-        ``first_seq``, ``last_seq``, ``event_count``, ``started_at``, ``goal``
+    def missions(self, *, robot_id: str | None = None) -> list[dict[str, Any]]:
+        """One dict per mission id, ordered by first seq: ``mission_id``, ``robot_id`` (of the mission's
+        first event), ``first_seq``, ``last_seq``, ``event_count``, ``started_at``, ``goal``
         (from MISSION_STARTED), ``finished_at``, ``status``, ``summary`` (from
-        MISSION_FINISHED); None where unknown."""
+        MISSION_FINISHED); None where unknown. ``robot_id``: only that robot's missions."""
 
     @staticmethod
     def _check_query(types: Iterable[EventType] | None, limit: int | None) -> tuple[EventType, ...] | None:
@@ -884,8 +945,9 @@ class MemoryJournal(Journal):
     JSON text so readers get fresh copies, exactly as from SQLite.
     """
 
-    def __init__(self, *, clock: Clock, ids: IdGenerator, redact: Redactor = default_redactor) -> None:
-        super().__init__(clock=clock, ids=ids, redact=redact)
+    def __init__(self, *, clock: Clock, ids: IdGenerator, redact: Redactor = default_redactor,
+                 robot_id: str = "") -> None:
+        super().__init__(clock=clock, ids=ids, redact=redact, robot_id=robot_id)
         self._rows: list[tuple[JournalEvent, str]] = []
         self._event_ids: set[str] = set()
         self._snapshots: dict[str, _SnapshotRow] = {}
@@ -941,7 +1003,7 @@ class MemoryJournal(Journal):
             yield self._index
 
     def _events(self, *, mission_id: str | None, after_seq: int, wanted: tuple[EventType, ...] | None,
-                limit: int | None) -> list[JournalEvent]:
+                limit: int | None, robot_id: str | None = None) -> list[JournalEvent]:
         out: list[JournalEvent] = []
         with self._open():
             start = bisect.bisect_right(self._rows, after_seq, key=lambda row: row[0].seq)  # rows are in seq order
@@ -949,6 +1011,8 @@ class MemoryJournal(Journal):
                 if limit is not None and len(out) >= limit:
                     break
                 if mission_id is not None and ev.mission_id != mission_id:
+                    continue
+                if robot_id is not None and ev.robot_id != robot_id:
                     continue
                 if wanted is not None and ev.type not in wanted:
                     continue
@@ -998,19 +1062,20 @@ class MemoryJournal(Journal):
             raise UnknownSnapshot(snapshot_id)
         return WorldSnapshot.model_validate_json(row.json)
 
-    def missions(self) -> list[dict[str, Any]]:
-        spans: dict[str, list[int]] = {}
+    def missions(self, *, robot_id: str | None = None) -> list[dict[str, Any]]:
+        robot = None if robot_id is None else robot_id_of(robot_id)
+        spans: dict[str, list[Any]] = {}
         marks: list[JournalEvent] = []
         with self._open():
             for ev, payload_json in self._rows:
-                if not ev.mission_id:
+                if not ev.mission_id or (robot is not None and ev.robot_id != robot):
                     continue
-                span = spans.setdefault(ev.mission_id, [ev.seq, ev.seq, 0])
+                span = spans.setdefault(ev.mission_id, [ev.seq, ev.seq, 0, ev.robot_id])
                 span[1] = ev.seq
                 span[2] += 1
                 if ev.type in _MISSION_MARKS:
                     marks.append(ev.model_copy(update={"payload": json.loads(payload_json)}))
-        return summarize_missions(((m, a, b, n) for m, (a, b, n) in spans.items()), marks)
+        return summarize_missions(((m, *span) for m, span in spans.items()), marks)
 
 
 # --------------------------------------------------------------------------- sqlite
@@ -1079,8 +1144,9 @@ class SqliteJournal(Journal):
         redact: Redactor = default_redactor,
         busy_timeout_ms: int = 2000,
         max_pages: int | None = None,
+        robot_id: str = "",
     ) -> None:
-        super().__init__(clock=clock, ids=ids, redact=redact)
+        super().__init__(clock=clock, ids=ids, redact=redact, robot_id=robot_id)
         if int(busy_timeout_ms) < 0:
             raise UsageError("busy_timeout_ms must be >= 0", busy_timeout_ms=busy_timeout_ms)
         if max_pages is not None and int(max_pages) < 1:
@@ -1380,6 +1446,7 @@ class SqliteJournal(Journal):
                         ev.robot_action_id,
                         ev.snapshot_id,
                         p.payload_json,
+                        ev.robot_id,
                     )
                     for ev, p in zip(events, prepared)
                 ],
@@ -1398,13 +1465,9 @@ class SqliteJournal(Journal):
         indexed = ", ".join(f"'{t.value}'" for t in INDEXED_TYPES)
         rows = conn.execute(
             "SELECT seq, type, mission_id, tool_call_id, robot_action_id,"
-            f" CASE WHEN type IN ({indexed}) THEN payload ELSE '{{}}' END"
+            f" CASE WHEN type IN ({indexed}) THEN payload ELSE '{{}}' END, robot_id"
             " FROM events WHERE seq > ? ORDER BY seq", (self._index.seq,)).fetchall()
-        self._index.apply(
-            JournalEvent.model_construct(seq=seq, type=EventType(type_), mission_id=mission_id,
-                                         tool_call_id=tool_call_id, robot_action_id=action_id,
-                                         payload=json.loads(payload))
-            for seq, type_, mission_id, tool_call_id, action_id, payload in rows)
+        self._index.apply(index_event(*row) for row in rows)
 
     @contextlib.contextmanager
     def _indexed(self) -> Iterator[DurableIndex]:
@@ -1420,12 +1483,15 @@ class SqliteJournal(Journal):
         return event_from_row(row)
 
     def _events(self, *, mission_id: str | None, after_seq: int, wanted: tuple[EventType, ...] | None,
-                limit: int | None) -> list[JournalEvent]:
+                limit: int | None, robot_id: str | None = None) -> list[JournalEvent]:
         where = ["seq > ?"]
         params: list[Any] = [int(after_seq)]
         if mission_id is not None:
             where.append("mission_id = ?")
             params.append(mission_id)
+        if robot_id is not None:
+            where.append("robot_id = ?")
+            params.append(robot_id)
         if wanted is not None:
             where.append(f"type IN ({', '.join('?' * len(wanted))})")
             params.extend(t.value for t in wanted)
@@ -1498,17 +1564,20 @@ class SqliteJournal(Journal):
             raise UnknownSnapshot(snapshot_id)
         return WorldSnapshot.model_validate_json(row[0])
 
-    def missions(self) -> list[dict[str, Any]]:
+    def missions(self, *, robot_id: str | None = None) -> list[dict[str, Any]]:
+        robot = None if robot_id is None else robot_id_of(robot_id)
+        by_robot, params = ("", []) if robot is None else (" AND robot_id = ?", [robot])
         self._ensure_ready()
         with self._transaction(write=False) as tx:
             spans = tx.conn.execute(
-                "SELECT mission_id, MIN(seq), MAX(seq), COUNT(*) FROM events"
-                " WHERE mission_id != '' GROUP BY mission_id"
+                "SELECT mission_id, MIN(seq), MAX(seq), COUNT(*),"
+                " (SELECT e.robot_id FROM events e WHERE e.mission_id = events.mission_id ORDER BY e.seq LIMIT 1)"
+                f" FROM events WHERE mission_id != ''{by_robot} GROUP BY mission_id", params
             ).fetchall()
             marks = tx.conn.execute(
                 f"SELECT {', '.join(_COLUMNS)} FROM events WHERE type IN ({', '.join('?' * len(_MISSION_MARKS))})"
-                " AND mission_id != '' ORDER BY seq",
-                [t.value for t in _MISSION_MARKS],
+                f" AND mission_id != ''{by_robot} ORDER BY seq",
+                [*(t.value for t in _MISSION_MARKS), *params],
             ).fetchall()
         return summarize_missions(spans, (self._row_to_event(r) for r in marks))
 
@@ -1526,15 +1595,27 @@ def default_journal_path() -> Path:
     return home / "robot_harness" / "journal.sqlite3"
 
 
+def is_database_url(target: str | Path | None) -> bool:
+    """Whether a journal target names a PostgreSQL database (``postgresql://`` or ``postgres://``)
+    rather than a SQLite file."""
+    return isinstance(target, str) and target.startswith(("postgresql://", "postgres://"))
+
+
 def open_journal(path: str | Path | None, **kw: Any) -> Journal:
     """Open and set up a journal: ``None`` or ``":memory:"`` gives a ``MemoryJournal``
-    (SQLite-only options are ignored), anything else a ``SqliteJournal`` file.
-    ``clock`` and ``ids`` are required keywords; ``redact`` is optional."""
+    (SQLite-only options are ignored), a ``postgresql://`` URL a ``PostgresJournal`` (the fleet's
+    shared database; ``busy_timeout_ms`` bounds its waits too), anything else a ``SqliteJournal`` file.
+    ``clock`` and ``ids`` are required keywords; ``redact`` and ``robot_id`` are optional."""
     journal: Journal
     if path is None or str(path) == ":memory:":
         for key in _SQLITE_ONLY:
             kw.pop(key, None)
         journal = MemoryJournal(**kw)
+    elif is_database_url(path):
+        from .journal_pg import PostgresJournal  # psycopg is needed only by a fleet's harness
+
+        kw.pop("max_pages", None)
+        journal = PostgresJournal(str(path), **kw)
     else:
         journal = SqliteJournal(path, **kw)
     journal.setup()

@@ -706,6 +706,10 @@ class LeaseAcquired(EventPayload):
     """The skill its owner runs."""
     intent: dict[str, Any] | None = None
     """A keyed capability's dispatch intent (``key``, ``tool_call_id``, ...); absent for physical actions."""
+    scope: str = ""
+    """``site``: a resource the whole fleet shares (``durable.SITE``: an elevator, a door), leased across
+    robots; "" a resource of the writing robot's own body (its base, camera...). The lease's fencing token
+    is this event's seq."""
 
 
 class LeaseReleased(EventPayload):
@@ -723,6 +727,11 @@ class LeaseReleased(EventPayload):
     """What ended it, in words."""
     operator: str = ""
     """Who cleared it (``operator_cleared`` only)."""
+    scope: str = ""
+    """As ``LeaseAcquired.scope``."""
+    token: int = 0
+    """The fencing token the writer holds the lease under (a site lease's acquisition seq); a write that
+    presents any other token than the lease's current one is refused (``durable.StaleFence``)."""
 
 
 class LeaseBlocked(EventPayload):
@@ -736,6 +745,10 @@ class LeaseBlocked(EventPayload):
     """The owner whose outcome is unknown; always present."""
     reason: str = ""
     """Why the outcome is unknown, in words."""
+    scope: str = ""
+    """As ``LeaseAcquired.scope``."""
+    token: int = 0
+    """As ``LeaseReleased.token``."""
 
 
 class StopRequested(EventPayload):

@@ -8,7 +8,7 @@ import enum
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, model_serializer
 
 __all__ = [
     "FORMAT_VERSION",
@@ -434,6 +434,10 @@ class JournalEvent(_Frozen):
     snapshot_id: str = ""
     payload: dict[str, Any] = Field(default_factory=dict)
     """The payload as stored (JSON); read it typed with ``payloads.payload_of(event, Model)``, never by key."""
+    robot_id: str = ""
+    """The robot whose harness wrote it (its ROS namespace without slashes, e.g. ``robot1``); "" for a
+    harness not under a namespace. Stamped by the journal, never by a draft; serialized only when set,
+    so a single robot's records read (and digest) as before fleets existed."""
     _typed_payload: Any = PrivateAttr(default=None)
     """``payloads.payload_of``'s cache: (type, payload object, model) of the last parse."""
 
@@ -445,6 +449,13 @@ class JournalEvent(_Frozen):
 
     def __hash__(self) -> int:
         return hash((self.seq, self.event_id, self.type))
+
+    @model_serializer(mode="wrap")
+    def _drop_empty_robot(self, handler: Any) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and not data.get("robot_id"):
+            data.pop("robot_id", None)
+        return data
 
 
 Record = Annotated[

@@ -252,6 +252,7 @@ def test_missions_summarize_start_and_finish(journal: Journal, clock: ManualCloc
     a, b = journal.missions()
     assert a == {
         "mission_id": "m-a",
+        "robot_id": "",
         "first_seq": 1,
         "last_seq": 5,
         "event_count": 3,
@@ -480,9 +481,10 @@ def test_tables_are_plain_for_sqlite_utils(tmp_path: Path, clock: ManualClock):
     assert rows[0]["payload"] == '{"goal":"dock"}'
     assert set(db["events"].columns_dict) == {
         "seq", "event_id", "format_version", "type", "stamp", "mission_id",
-        "model_turn_id", "tool_call_id", "robot_action_id", "snapshot_id", "payload",
+        "model_turn_id", "tool_call_id", "robot_action_id", "snapshot_id", "payload", "robot_id",
     }
-    assert {tuple(ix.columns) for ix in db["events"].indexes} >= {("mission_id",), ("type",), ("event_id",)}
+    assert {tuple(ix.columns) for ix in db["events"].indexes} >= {("mission_id",), ("type",), ("event_id",),
+                                                                  ("robot_id", "seq")}
     (snap_row,) = db["snapshots"].rows
     assert (snap_row["snapshot_id"], snap_row["seq"], snap_row["reason"]) == ("ws-1", 2, "pre_dispatch")
     assert WorldSnapshot.model_validate_json(snap_row["json"]) == snapshot("ws-1")
