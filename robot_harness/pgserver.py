@@ -137,7 +137,9 @@ class PgServer:
         if port is not None and not 0 < port < 65536:
             raise UsageError(f"port {port} is outside 1-65535", port=port)
         self._owns_directory = directory is None
-        self.directory = Path(tempfile.mkdtemp(prefix="rh-pg-", dir="/tmp")) if directory is None else Path(directory).absolute()
+        # /tmp, not tempfile's default: as root the server runs as postgres, which must reach the directory.
+        self.directory = (Path(tempfile.mkdtemp(prefix="rh-pg-", dir="/tmp")) if directory is None
+                          else Path(directory).absolute())
         self.fsync = fsync
         self._wanted_port = port
         self._bindir = Path(bindir) if bindir is not None else None

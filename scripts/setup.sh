@@ -88,4 +88,29 @@ if [ -z "${RH_NO_BROWSER:-}" ] && ! command -v chromium >/dev/null 2>&1 && [ ! -
   fi
   touch "$VENV/.rh_browser_tried"
 fi
+
+# 5. A PostgreSQL server for the journal's PostgreSQL backend tests (robot_harness/pgserver.py starts
+# throw-away ones): Debian's, installed once when no server binaries are found and this is root with
+# apt (best effort; without it those tests skip and say why). RH_NO_POSTGRES=1 skips this step.
+pg_bindir() {  # robot_harness.pgserver.find_bindir, in bash
+  local d
+  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k5,5 -rV); do
+    [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ] && [ -x "$d/postgres" ] && { echo "$d"; return 0; }
+  done
+  d=$(pg_config --bindir 2>/dev/null) && [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ] && [ -x "$d/postgres" ] \
+    && { echo "$d"; return 0; }
+  d=$(command -v initdb 2>/dev/null) && d=$(dirname "$(readlink -f "$d")") && [ -x "$d/pg_ctl" ] \
+    && [ -x "$d/postgres" ] && { echo "$d"; return 0; }
+  return 1
+}
+if [ -z "${RH_NO_POSTGRES:-}" ] && ! pg_bindir >/dev/null && [ ! -f "$VENV/.rh_postgres_tried" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "installing Debian's postgresql for the PostgreSQL journal tests (apt-get)"
+    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends postgresql; } \
+      >"$VENV/.rh_postgres.log" 2>&1 || log "postgresql not installed (see $VENV/.rh_postgres.log); the PostgreSQL tests will skip"
+  else
+    log "no PostgreSQL server and no root apt: the PostgreSQL tests will skip (apt-get install postgresql)"
+  fi
+  touch "$VENV/.rh_postgres_tried"
+fi
 log "ready: source scripts/env.sh"
