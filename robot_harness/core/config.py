@@ -376,6 +376,58 @@ class MemoryConfig(_Cfg):
     """Routing reads the providers' remembered verified outcomes (else only the cards and this mission)."""
 
 
+ROBOT_RESOURCES = frozenset({"base", "camera", "speaker", "messenger"})
+"""The resources of one robot's own body the skills lease (``skills.Skill.resources``); a site resource
+may not take one of these names."""
+
+
+class SiteResource(_Cfg):
+    """One resource the robots of a site share (an elevator, a door, a corridor, a dock)."""
+
+    places: list[str] = Field(default_factory=list)
+    """Places that need it: a robot holds it while it is inside one (within ``radius_m`` of the place), from
+    the navigation that goes in to the one that comes out."""
+    skills: list[str] = Field(default_factory=list)
+    """Skills that need it for as long as one of their calls runs (e.g. ``dock`` for ``dock_2``)."""
+    radius_m: float = Field(default=1.0, gt=0.0, le=100.0)
+    """How far from a place's pose a robot counts as inside it."""
+
+
+class SiteConfig(_Cfg):
+    """The fleet's shared resources (issue 19): leased across every robot writing one journal database."""
+
+    resources: dict[str, SiteResource] = Field(default_factory=dict)
+    lease_wait_s: float = Field(default=30.0, ge=0.0, le=3600.0)
+    """How long a robot waits (journaled) for a shared resource another robot holds before the call is
+    refused with the holder named; 0: refused at once."""
+    poll_s: float = Field(default=0.5, gt=0.0, le=10.0)
+    """How often a waiting robot looks again."""
+
+    @model_validator(mode="after")
+    def _names(self) -> "SiteConfig":
+        for name in self.resources:
+            if name in ROBOT_RESOURCES:
+                raise ValueError(f"site resource {name!r} takes the name of a robot's own resource "
+                                 f"({', '.join(sorted(ROBOT_RESOURCES))})")
+            if not _ROS_NAME.fullmatch(name) or "/" in name:
+                raise ValueError(f"site resource {name!r} must be a name of letters, digits and underscores")
+        return self
+
+
+class JournalConfig(_Cfg):
+    """Where the journal lives when the supervisor is not told (its ``journal_path`` parameter, ``up --journal``)."""
+
+    url: str = Field(default="", max_length=2000)
+    """A ``postgresql://`` URL: the fleet's shared journal database (every robot's harness writes its events
+    there, each under its namespace). "": the SQLite file ``$ROS_HOME/robot_harness/journal.sqlite3``."""
+
+    @model_validator(mode="after")
+    def _a_database(self) -> "JournalConfig":
+        if self.url and not self.url.startswith(("postgresql://", "postgres://")):
+            raise ValueError("journal.url must be a postgresql:// URL (a SQLite file is given with --journal)")
+        return self
+
+
 class HarnessConfig(_Cfg):
     frame_id: str = "map"
     context_byte_cap: int = Field(default=6000, ge=512)
@@ -397,8 +449,20 @@ class HarnessConfig(_Cfg):
     """Capability cards, one per provider (issue 18); none: every capability has its one built-in provider."""
     routing: RoutingConfig = RoutingConfig()
     memory: MemoryConfig = MemoryConfig()
+    site: SiteConfig = SiteConfig()
+    journal: JournalConfig = JournalConfig()
+    """Resources shared with the other robots of a fleet (one journal database for all of them)."""
     artifacts_dir: str = ""
     """Where capture_image writes artifacts; empty: beside the journal."""
+
+    @model_validator(mode="after")
+    def _site_places_exist(self) -> "HarnessConfig":
+        for name, res in self.site.resources.items():
+            unknown = sorted(set(res.places) - set(self.places))
+            if unknown:
+                raise ValueError(f"site resource {name!r} names unknown place(s) {', '.join(unknown)}"
+                                 f" (places: {', '.join(sorted(self.places)) or 'none'})")
+        return self
 
 
 def navigation_workspace(nav: NavigationConfig, places: Mapping[str, Pose2D]) -> Workspace | None:

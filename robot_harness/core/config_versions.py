@@ -66,6 +66,8 @@ PROTECTED: dict[str, str] = {
     "routing.fallback": "whether a failed provider's call is re-run on another provider",
     "memory.record": "whether missions are remembered (what is remembered is fixed: verified outcomes only)",
     "memory.routing_stats": "whether routing reads remembered outcomes",
+    "journal": "where the journal (the source of truth) lives",
+    "site": "the fleet's shared resources, which places and skills need them, and how long a robot waits for one",
 }
 """Keys no revision may change (a dotted key, or every key under it), each with why."""
 

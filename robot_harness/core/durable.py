@@ -225,6 +225,8 @@ class ReleaseReason(str, enum.Enum):
     """Reconciliation found the backend idle and the robot stationary."""
     OPERATOR_CLEARED = "operator_cleared"
     """An operator took responsibility for the resource's state."""
+    HANDED_OVER = "handed_over"
+    """A site lease passed from one ended action of a robot to its next (the robot is still inside the place)."""
 
 
 class Lease(_Frozen):
@@ -244,8 +246,9 @@ class Lease(_Frozen):
     """The robot whose harness holds it ("" for a robot without an id)."""
     scope: str = ""
     """``site`` for a resource the fleet shares, "" for the robot's own."""
-    token: int = 0
-    """The fencing token: the seq of the event that acquired it (0 until committed)."""
+    fence: int = 0
+    """The fencing token: the seq of the event that acquired it (0 until committed). (Not named ``token``:
+    the journal's redactor hides every field so named.)"""
 
     @property
     def key(self) -> str:
@@ -342,21 +345,21 @@ class DurableIndex:
             elif isinstance(p, (LeaseReleased, LeaseBlocked)):
                 key, owner = lease_key(p.resource, robot_id, p.scope), p.owner
                 held = leases[key] if key in leases else self.leases.get(key)
-                if p.token and (held is None or held.token != p.token):
+                if p.fence and (held is None or held.fence != p.fence):
                     raise StaleFence(
-                        f"{d.type.value}: fencing token {p.token} for {p.resource!r} is stale; the lease is now "
-                        + (f"token {held.token} of {held.robot_id or 'this robot'} ({held.owner})" if held is not None
-                           else "free"), resource=p.resource, token=p.token,
-                        current=held.token if held is not None else 0,
+                        f"{d.type.value}: fencing token {p.fence} for {p.resource!r} is stale; the lease is now "
+                        + (f"fence {held.fence} of {held.robot_id or 'this robot'} ({held.owner})" if held is not None
+                           else "free"), resource=p.resource, fence=p.fence,
+                        current=held.fence if held is not None else 0,
                         holder_robot=held.robot_id if held is not None else "")
                 if held is None or held.owner != owner:
                     raise StaleRevision(f"{d.type.value}: resource {p.resource!r} is not leased to {owner}",
                                         resource=p.resource, owner=owner,
                                         holder=held.owner if held is not None else "")
-                if held.scope == SITE and not p.token and held.token:
+                if held.scope == SITE and not p.fence and held.fence:
                     raise StaleFence(f"{d.type.value}: a site lease ({p.resource!r}) is ended only by a writer that"
-                                     " presents its fencing token", resource=p.resource, token=0,
-                                     current=held.token, holder_robot=held.robot_id)
+                                     " presents its fencing token", resource=p.resource, fence=0,
+                                     current=held.fence, holder_robot=held.robot_id)
                 leases[key] = None if d.type is EventType.LEASE_RELEASED else held
 
     # -- folding (after commit) ----------------------------------------------
@@ -413,4 +416,4 @@ class DurableIndex:
     @staticmethod
     def _lease(d: EventDraft | JournalEvent, p: LeaseAcquired, seq: int, robot_id: str) -> Lease:
         return Lease(resource=p.resource, owner=p.owner, mission_id=d.mission_id, expires_at=p.expires_at,
-                     skill=p.skill, since_seq=seq, robot_id=robot_id, scope=p.scope, token=seq)
+                     skill=p.skill, since_seq=seq, robot_id=robot_id, scope=p.scope, fence=seq)

@@ -106,6 +106,7 @@ __all__ = [
     "event_from_row",
     "index_event",
     "is_database_url",
+    "redact_url",
     "robot_id_of",
     "CONFIG_TABLES",
     "MEMORY_TABLES",
@@ -1593,6 +1594,14 @@ def default_journal_path() -> Path:
 
     home = Path(os.environ.get("ROS_HOME", Path.home() / ".ros"))
     return home / "robot_harness" / "journal.sqlite3"
+
+
+def redact_url(target: str | Path) -> str:
+    """A journal target fit to print: a database URL's password replaced by ``***`` (a path as it is)."""
+    text = str(target)
+    if not is_database_url(text):
+        return text
+    return re.sub(r"^([a-z]+://[^:/@]*):[^@]*@", r"\1:***@", re.sub(r"(password=)[^&\s]*", r"\1***", text))
 
 
 def is_database_url(target: str | Path | None) -> bool:

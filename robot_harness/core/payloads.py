@@ -101,6 +101,7 @@ __all__ = [
     "LeaseAcquired",
     "LeaseReleased",
     "LeaseBlocked",
+    "LeaseWaited",
     "StopRequested",
     "InteractionRequested",
     "InteractionResolved",
@@ -729,9 +730,10 @@ class LeaseReleased(EventPayload):
     """Who cleared it (``operator_cleared`` only)."""
     scope: str = ""
     """As ``LeaseAcquired.scope``."""
-    token: int = 0
+    fence: int = 0
     """The fencing token the writer holds the lease under (a site lease's acquisition seq); a write that
-    presents any other token than the lease's current one is refused (``durable.StaleFence``)."""
+    presents any other token than the lease's current one is refused (``durable.StaleFence``). Not named
+    ``token``: the journal's redactor hides every field so named."""
 
 
 class LeaseBlocked(EventPayload):
@@ -747,8 +749,27 @@ class LeaseBlocked(EventPayload):
     """Why the outcome is unknown, in words."""
     scope: str = ""
     """As ``LeaseAcquired.scope``."""
-    token: int = 0
-    """As ``LeaseReleased.token``."""
+    fence: int = 0
+    """As ``LeaseReleased.fence``."""
+
+
+class LeaseWaited(EventPayload):
+    """``LEASE_WAITED``: a call needs a site resource another robot holds; the wait (bounded by
+    ``site.lease_wait_s``) began (``outcome: waiting``) or ended (``free``, ``refused``, ``stopped``)."""
+
+    EVENT_TYPE: ClassVar[EventType] = EventType.LEASE_WAITED
+    event_type: Literal[EventType.LEASE_WAITED] = Field(EventType.LEASE_WAITED, exclude=True, repr=False)
+    resource: str
+    """Always present."""
+    outcome: Literal["waiting", "free", "refused", "stopped"]
+    holder_robot: str = ""
+    holder_mission: str = ""
+    holder_owner: str = ""
+    fence: int = 0
+    """The holder's fencing token when last seen."""
+    waited_s: float = 0.0
+    limit_s: float = 0.0
+    """How long the robot would wait."""
 
 
 class StopRequested(EventPayload):
@@ -889,7 +910,7 @@ PAYLOAD_MODELS: Mapping[EventType, type[EventPayload]] = {
         ActionPreconditionChecked, ToolResultRecorded, RobotActionStarted, RobotActionStateChanged,
         RobotActionProgress, RobotActionOutcome, BackendEventUncorrelated, RuntimeEventDelivered, ContractFrozen,
         ReceiptRecorded, DoneProposed, VerdictRecorded, CommitRecorded, GateRejected, RecoveryDecided, FactRecorded,
-        RobotActionReconciled, LeaseAcquired, LeaseReleased, LeaseBlocked, StopRequested, InteractionRequested,
+        RobotActionReconciled, LeaseAcquired, LeaseReleased, LeaseBlocked, LeaseWaited, StopRequested, InteractionRequested,
         InteractionResolved, MissionFinished, MissionRefused, ResponseDropped,
     )
 }

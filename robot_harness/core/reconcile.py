@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .clock import Clock
 from .config import OutcomeTolerance
-from .durable import TRANSITION_TYPES, DispatchRecord, Lease, LeaseState, ReleaseReason
+from .durable import SITE, TRANSITION_TYPES, DispatchRecord, Lease, LeaseState, ReleaseReason
 from .errors import HarnessError, IllegalTransition, StaleRevision
 from .journal import Journal, UnknownSnapshot
 from .lifecycle import ALLOWED_TRANSITIONS
@@ -66,6 +66,7 @@ from .payloads import (
     payload_of,
 )
 from .ports import NavigationPort, SnapshotPort
+from .site import Site
 from .records import (
     ActionStatus,
     ActionView,
@@ -136,7 +137,8 @@ class Reconciler:
 
     def __init__(self, *, journal: Journal, navigation: NavigationPort, snapshots: SnapshotPort, clock: Clock,
                  lookup_timeout_s: float = 2.0, on_events: Callable[[list[Any]], None] | None = None,
-                 outcome: OutcomeTolerance | None = None, sleep: Callable[[float], None] | None = None) -> None:
+                 outcome: OutcomeTolerance | None = None, sleep: Callable[[float], None] | None = None,
+                 site: Site | None = None) -> None:
         """``outcome`` is the tolerance the engine judges navigation with (``config.navigation.outcome``);
         ``sleep`` paces the bounded wait for a pose observed after a lookup (without it the snapshots
         are asked again at once, up to a small budget)."""
@@ -148,6 +150,8 @@ class Reconciler:
         self.outcome = outcome or OutcomeTolerance()
         self._sleep = sleep
         self._on_events = on_events
+        self.site = site
+        """The fleet's shared resources: a place's lease is kept while the robot is inside the place."""
 
     # -- asking ---------------------------------------------------------------
 
@@ -444,16 +448,23 @@ class Reconciler:
         why = (ReleaseReason.CONFIRMED_STOPPED if finding is Finding.NOT_TRACKED_STOPPED
                else ReleaseReason.CONFIRMED_TERMINAL)
         released, blocked = [], []
+        inside: tuple[str, ...] | None = None
         for lease in leases:
+            fence = {"scope": lease.scope, "fence": lease.fence} if lease.scope == SITE else {}
+            if release and lease.scope == SITE and self.site is not None and self.site.place_bound(lease.resource):
+                if inside is None:
+                    inside = self._inside(mission_id)
+                if lease.resource in inside:  # the robot is still in the place: held on (its next action hands it on)
+                    continue
             if release:
                 drafts.append(EventDraft(type=EventType.LEASE_RELEASED, mission_id=mission_id, payload=payload_dict(
-                    LeaseReleased(resource=lease.resource, owner=lease.owner, why=why.value, detail=detail))))
+                    LeaseReleased(resource=lease.resource, owner=lease.owner, why=why.value, detail=detail, **fence))))
                 released.append(lease.resource)
             else:
                 blocked.append(lease.resource)
                 if lease.state is not LeaseState.BLOCKED:
                     drafts.append(EventDraft(type=EventType.LEASE_BLOCKED, mission_id=mission_id, payload=payload_dict(
-                        LeaseBlocked(resource=lease.resource, owner=lease.owner, reason=detail))))
+                        LeaseBlocked(resource=lease.resource, owner=lease.owner, reason=detail, **fence))))
         try:
             self._append(mission_id, drafts, revision=revision)
         except StaleRevision:
@@ -461,6 +472,18 @@ class Reconciler:
         return Settlement(action_id=action_id, mission_id=mission_id, finding=finding, backend_status=status,
                           released=tuple(released), blocked=tuple(blocked), detail=detail, action_state=state,
                           reason=reason)
+
+    def _inside(self, mission_id: str) -> tuple[str, ...]:
+        """The site resources whose place the robot is inside now; every place-bound one when its pose
+        cannot be read (it may be inside: the lease is kept, never released on a guess)."""
+        assert self.site is not None
+        try:
+            snap = self.snapshots.capture(reason="reconcile_site", mission_id=mission_id)
+        except HarnessError:
+            snap = None
+        if snap is None or snap.pose is None or snap.pose_meta.availability is not Availability.AVAILABLE:
+            return tuple(r for r in self.site.resources if self.site.place_bound(r))
+        return self.site.inside(snap.pose)
 
     def _append(self, mission_id: str, drafts: list[EventDraft], *, revision: list[int] | None = None) -> None:
         """Append, revision-checked: against ``revision[0]`` (the revision this reconciler last knew,
@@ -510,7 +533,8 @@ def clear_resource(journal: Journal, *, resource: str, reason: str, operator: st
                                detail=f"{operator}: {reason}"))),
                 EventDraft(type=EventType.LEASE_RELEASED, mission_id=lease.mission_id, payload=payload_dict(
                     LeaseReleased(resource=resource, owner=lease.owner, why=ReleaseReason.OPERATOR_CLEARED.value,
-                                  detail=reason, operator=operator)))]
+                                  detail=reason, operator=operator,
+                                  **({"scope": lease.scope, "fence": lease.fence} if lease.scope == SITE else {}))))]
 
     journal.transition(first.mission_id, build)
     return cleared[0]

@@ -387,6 +387,8 @@ class EventType(str, enum.Enum):
     """A lease ended on confirmed terminal or stopped state, or an operator cleared it."""
     LEASE_BLOCKED = "LEASE_BLOCKED"
     """The lease's owner ended with an unknown outcome: the resource is blocked until reconciled."""
+    LEASE_WAITED = "LEASE_WAITED"
+    """A robot waited for a site resource another robot held: when the wait began, and how it ended."""
     STOP_REQUESTED = "STOP_REQUESTED"
     """An operator Stop (service or Mission cancel) reached the harness."""
     INTERACTION_REQUESTED = "INTERACTION_REQUESTED"

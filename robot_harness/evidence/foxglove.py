@@ -246,6 +246,7 @@ _ROLE: dict[EventType, str] = {
     E.LEASE_ACQUIRED: "dispatcher",
     E.LEASE_RELEASED: "dispatcher",
     E.LEASE_BLOCKED: "dispatcher",
+    E.LEASE_WAITED: "dispatcher",
     E.VERDICT_RECORDED: "verifier",
     E.COMMIT_RECORDED: "gate",
     E.GATE_REJECTED: "gate",
@@ -273,6 +274,7 @@ _FIXED_LEVEL: dict[EventType, LogLevel] = {
     E.ROBOT_ACTION_RECONCILED: L.WARN,
     E.BACKEND_EVENT_UNCORRELATED: L.WARN,
     E.LEASE_BLOCKED: L.WARN,
+    E.LEASE_WAITED: L.WARN,
 }
 _ACTION_LEVEL = {ActionStatus.FAILED.value: L.ERROR, ActionStatus.UNKNOWN.value: L.WARN}
 _MISSION_LEVEL = {"SUCCEEDED": L.INFO, "FAILED": L.ERROR, "BLOCKED": L.ERROR}

@@ -12,6 +12,7 @@ import json
 import os
 import threading
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,15 @@ from ..core.errors import (HarnessError, HarnessTimeout, JournalWriteError, Miss
 from ..core.mission_spec import MissionSpec, StructuredCoverageReviewer, structured_compiler
 from ..operator.session import ExternalPlanner, SessionContractCompiler, SessionHost
 from ..core.memory import MemoryStore
-from ..core.journal import Journal, SqliteJournal, default_journal_path
+from ..core.journal import (
+    Journal,
+    SqliteJournal,
+    default_journal_path,
+    is_database_url,
+    open_journal,
+    redact_url,
+    robot_id_of,
+)
 from ..core.payloads import ContractFrozen, MissionFinished, PayloadReadError, payload_of
 from ..core.preconditions import check_preconditions, not_ready
 from ..core.interactions import CredentialSet, TokenHasher, interactions, load_token_key, resolve, token_key_path
@@ -206,9 +215,20 @@ class SupervisorNode(HarnessLifecycleNode):
         except (OSError, ValueError, UsageError, yaml.YAMLError) as exc:
             raise ConfigureError("harness configuration", exc) from exc
         seed = int(p["id_seed"])
-        self._ids = IdGenerator(None if seed < 0 else seed)
-        path = Path(p["journal_path"]).expanduser() if p["journal_path"] else default_journal_path()
-        self.journal_path = str(path)
+        try:
+            robot_id = robot_id_of(self.get_namespace())
+        except UsageError as exc:
+            raise ConfigureError("robot namespace", exc) from exc
+        # Robots sharing one database draw ids from different sequences even under one seed (ids are unique there).
+        self._ids = IdGenerator(None if seed < 0 else (seed ^ zlib.crc32(robot_id.encode()) if robot_id else seed))
+        target = p["journal_path"] or self._config.journal.url
+        if is_database_url(target):
+            # the fleet's database: this robot's events carry its namespace; its files stay on this machine
+            path = default_journal_path().parent / (robot_id or "robot") / "journal"  # artifacts beside: <robot>/artifacts
+            self.journal_path = redact_url(target)
+        else:
+            path = Path(target).expanduser() if target else default_journal_path()
+            self.journal_path = str(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -216,17 +236,22 @@ class SupervisorNode(HarnessLifecycleNode):
                 f"cannot create the journal's directory: {exc.strerror} ({exc.filename})", path=str(path),
                 errno=exc.errno)) from exc
         try:
-            journal = SqliteJournal(path, clock=self._wall, ids=self._ids, busy_timeout_ms=int(p["journal_busy_timeout_ms"]))
-            try:
-                journal.setup()
-            except BaseException:
-                journal.close()
-                raise
+            if is_database_url(target):
+                journal = open_journal(target, clock=self._wall, ids=self._ids, robot_id=robot_id,
+                                       busy_timeout_ms=int(p["journal_busy_timeout_ms"]))
+            else:
+                journal = SqliteJournal(path, clock=self._wall, ids=self._ids, robot_id=robot_id,
+                                        busy_timeout_ms=int(p["journal_busy_timeout_ms"]))
+                try:
+                    journal.setup()
+                except BaseException:
+                    journal.close()
+                    raise
         except HarnessError as exc:  # the journal's message names the file, the SQLite error and what to do
             raise ConfigureError("", exc) from exc
         except OSError as exc:
-            raise ConfigureError(f"journal {path}", JournalWriteError(
-                f"cannot open the journal: {exc.strerror or exc}", path=str(path), errno=exc.errno)) from exc
+            raise ConfigureError(f"journal {self.journal_path}", JournalWriteError(
+                f"cannot open the journal: {exc.strerror or exc}", path=self.journal_path, errno=exc.errno)) from exc
         self._journal = journal
         artifacts = Path(p["artifacts_dir"] or self._config.artifacts_dir or (path.parent / "artifacts")).expanduser()
         reliable = QoSProfile(depth=200, reliability=QoSReliabilityPolicy.RELIABLE)

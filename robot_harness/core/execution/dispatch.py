@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from ..clock import Clock, IdGenerator
 from ..config import HarnessConfig, navigation_workspace
-from ..durable import DispatchKey, DuplicateDispatch, LeaseConflict, ReleaseReason, goal_uuid_for
+from ..durable import DispatchKey, DuplicateDispatch, LeaseConflict, ReleaseReason, StaleFence, goal_uuid_for
 from ..errors import HarnessError, HarnessTimeout, UsageError
 from ..lifecycle import ManagedAction
 from ..ports import FeasibilityPort, NavigationPort, RobotIO
@@ -87,6 +87,10 @@ class Dispatcher:
         conflict = self.leases.free(skill)
         if conflict is not None:
             return _lease_conflict(call, conflict), None
+        site = self.leases.site_needs(skill, decision.pose, goal_decision.poses)
+        conflict = self.leases.free_site(site, deadline=s.deadline)
+        if conflict is not None:
+            return _lease_conflict(call, conflict), None
         # Last, right before dispatch: the fresh-state check (reconciling a lease may have taken a while).
         fresh, snap_draft = self.observations.capture("pre_dispatch")
         goal = nav_goal_for(skill, args, s.places)
@@ -127,7 +131,7 @@ class Dispatcher:
             self.ledger.append_many([snap_draft, check_draft])
             return results.rejected(call, f"no navigation provider may act: {routing.reason}", code="no_provider",
                                     routing=routing.as_dict()), None
-        refused = self._commit_intent(turn_id, call, skill, key, action, [snap_draft, check_draft], routing)
+        refused = self._commit_intent(turn_id, call, skill, key, action, [snap_draft, check_draft], routing, site)
         if refused is not None:
             return refused, None
         return self._send(call, skill, action, goal_uuid_for(key.text))
@@ -200,7 +204,8 @@ class Dispatcher:
         return outcomes
 
     def _commit_intent(self, turn_id: str, call: ToolCall, skill: Skill, key: DispatchKey, action: ManagedAction,
-                       checked: list[EventDraft], routing: RoutingDecision | None = None) -> ToolResult | None:
+                       checked: list[EventDraft], routing: RoutingDecision | None = None,
+                       site: tuple[str, ...] = ()) -> ToolResult | None:
         """Make the fresh snapshot, the passing check, the dispatch intent (keyed, so a repeat is
         refused) and the resource leases durable, in one revision-checked commit, before anything
         is sent. None when committed; else the call's result (a duplicate, a lease conflict, a Stop)."""
@@ -215,7 +220,8 @@ class Dispatcher:
                            # which provider acts, and every candidate's score (issue 18): same commit
                            **({"provider": routing.chosen, "capability": "navigation", "routing": routing.as_dict()}
                               if routing is not None else {})},
-                "dispatch": {"key": key.text, "goal_id": goal_uuid_for(key.text), "resources": list(skill.resources),
+                "dispatch": {"key": key.text, "goal_id": goal_uuid_for(key.text),
+                             "resources": [*skill.resources, *site],
                              "node": key.node, "attempt": key.attempt, "state_version": key.state_version},
                 # under which policy decision: the passing pre-dispatch check (same commit),
                 # the operator's approval, and the recovery attempt that authorized it
@@ -226,11 +232,15 @@ class Dispatcher:
         expires = action.requested_at + action.timeout_s + nav.cancel_timeout_s + LEASE_MARGIN_S
         try:
             committed = self.ledger.append_many([*checked, started,
-                                                 *self.leases.acquire_drafts(skill, action.action_id, expires)])
+                                                 *self.leases.acquire_drafts(skill, action.action_id, expires,
+                                                                             site=site)])
         except DuplicateDispatch as exc:
             return _duplicate(call, exc)
         except LeaseConflict as exc:
             return _lease_conflict(call, exc)
+        except StaleFence as exc:  # this robot lost a site lease it meant to hand on: nothing is sent
+            return results.rejected(call, f"lease lost: {exc.message}; nothing was sent", code=exc.code,
+                                    **exc.details)
         except StoppedBeforeDispatch as stop:
             return results.cancelled(call, f"stopped before dispatch: {stop}; nothing was sent")
         s.evidence.append(next(e.seq for e in committed if e.type is EventType.ROBOT_ACTION_STARTED))
@@ -327,6 +337,9 @@ class Dispatcher:
             if existing is not None:
                 return _duplicate_capability(call, existing)
             conflict = self.leases.free(skill)
+            site = self.leases.site_needs(skill)
+            if conflict is None:
+                conflict = self.leases.free_site(site, deadline=s.deadline)
             # The intent (keyed, under which policy decision) rides on the leases: durable before the call runs.
             intent = {"key": key.text, "node": key.node, "attempt": key.attempt, "state_version": key.state_version,
                       "tool_call_id": call.id, "skill": skill.name,
@@ -341,9 +354,12 @@ class Dispatcher:
                 if conflict is not None:
                     raise conflict
                 self.ledger.append_many(self.leases.acquire_drafts(skill, call.id, self.clock.now() + LEASE_MARGIN_S,
-                                                                     intent=intent))
+                                                                     intent=intent, site=site))
             except LeaseConflict as exc:
                 return _lease_conflict(call, exc)
+            except StaleFence as exc:
+                return results.rejected(call, f"lease lost: {exc.message}; nothing was run", code=exc.code,
+                                        **exc.details)
             except StoppedBeforeDispatch as stop:
                 return results.cancelled(call, f"stopped before the call ran: {stop}; nothing was run")
         if skill.resources and routing is not None and routing.chosen:

@@ -5,20 +5,34 @@ lease on each of its skill's resources before it runs (durable, with the
 keyed dispatch intent), and ends it on a confirmed end (released) or an
 unknown one (blocked until reconciled). The dispatch key (task, plan node,
 attempt, state version) makes the same request twice the same request.
+
+Site resources (``core/site.py``, issue 19) are leased the same way, across
+every robot writing the journal database: a call that needs one another robot
+holds waits for it (bounded by ``site.lease_wait_s``, each wait journaled as
+``LEASE_WAITED``) and is refused with the holder named when it stays taken; a
+place's resource stays leased while the robot is inside the place and is
+handed from action to action of the same robot by presenting its fencing
+token, so a robot that lost it (a pause past its expiry, an operator's clear)
+cannot act on it again. Another robot's lease is never settled here: only its
+own harness (which can ask its robot) or an operator ends it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 
 from typing import Any
 
 from pydantic import BaseModel
 
-from ..durable import DispatchKey, LeaseConflict, ReleaseReason
+from ..clock import Clock
+from ..durable import SITE, DispatchKey, Lease, LeaseConflict, LeaseState, ReleaseReason
 from ..lifecycle import ManagedAction
 from ..payloads import LeaseAcquired, ReceiptRecorded, RobotActionStarted, ToolResultRecorded, payload_of
 from ..reconcile import Reconciler
-from ..records import ActionStatus, EventDraft, EventType, ToolResultStatus
+from ..payloads import LeaseWaited
+from ..records import ActionStatus, EventDraft, EventType, Pose2D, ToolResultStatus
+from ..site import Site
 from ..skills import Skill
 from ..mission.ledger import MissionLedger
 from ..mission.state import MissionState
@@ -34,23 +48,141 @@ class Leases:
     state: MissionState
     ledger: MissionLedger
     reconciler: Reconciler
+    site: Site = field(default_factory=Site)
+    clock: Clock | None = None
+    sleep: Callable[[float], None] | None = None
+    """Paces a wait for a site resource another robot holds (None: no waiting, refused at once)."""
+    _handover: dict[str, Lease] = field(default_factory=dict)
+    """Site leases this robot holds under an ended owner (it is still inside their place), found by
+    ``free_site`` for the next ``acquire_drafts`` to hand on."""
 
     def acquire_drafts(self, skill: Skill, owner: str, expires_at: float, *,
-                       intent: dict[str, Any] | None = None) -> list[EventDraft]:
-        """``intent``: a capability call's keyed dispatch intent, carried by each of its leases."""
-        return [self.ledger.draft(EventType.LEASE_ACQUIRED, robot_action_id=owner if skill.physical else "",
-                                   tool_call_id="" if skill.physical or intent is None else owner, payload={
-            "resource": r, "owner": owner, "expires_at": round(expires_at, 3), "skill": skill.name,
-            **({"intent": intent} if intent is not None else {})})
-            for r in skill.resources]
+                       intent: dict[str, Any] | None = None, site: Iterable[str] = ()) -> list[EventDraft]:
+        """``intent``: a capability call's keyed dispatch intent, carried by each of its leases. ``site``: the
+        site resources the call needs (``free_site`` looked at them first); one this robot still holds
+        under an ended owner is handed on: released by its token and acquired anew, in the same commit."""
+        ids = {"robot_action_id": owner if skill.physical else "",
+               "tool_call_id": "" if skill.physical or intent is None else owner}
+        common = {"owner": owner, "expires_at": round(expires_at, 3), "skill": skill.name,
+                  **({"intent": intent} if intent is not None else {})}
+        drafts = [self.ledger.draft(EventType.LEASE_ACQUIRED, **ids, payload={"resource": r, **common})
+                  for r in skill.resources]
+        for r in site:
+            old = self._handover.pop(r, None)
+            if old is not None:
+                drafts.append(self.ledger.draft(EventType.LEASE_RELEASED, payload={
+                    "resource": r, "owner": old.owner, "why": ReleaseReason.HANDED_OVER.value, "scope": SITE,
+                    "fence": old.fence, "detail": f"handed on to {owner} (the robot is still inside)"}))
+            drafts.append(self.ledger.draft(EventType.LEASE_ACQUIRED, **ids,
+                                            payload={"resource": r, **common, "scope": SITE}))
+        return drafts
 
-    def end_drafts(self, skill: Skill, owner: str, why: ReleaseReason | None, detail: str) -> list[EventDraft]:
-        """Release (``why`` given: confirmed terminal or stopped) or block (None: outcome unknown) a call's leases."""
+    def end_drafts(self, skill: Skill, owner: str, why: ReleaseReason | None, detail: str, *,
+                   pose: Pose2D | None = None) -> list[EventDraft]:
+        """Release (``why`` given: confirmed terminal or stopped) or block (None: outcome unknown) a call's leases.
+
+        Its site leases end the same way, each presenting its fencing token, except a place's resource the
+        robot is still inside (at ``pose``, by default the last pose of the mission's trajectory; an unknown
+        pose counts as inside): that one stays held until an action of this robot leaves the place."""
         if why is None:
-            return [self.ledger.draft(EventType.LEASE_BLOCKED, payload={"resource": r, "owner": owner, "reason": detail})
-                    for r in skill.resources]
-        return [self.ledger.draft(EventType.LEASE_RELEASED, payload={"resource": r, "owner": owner, "why": why.value,
-                                                                       "detail": detail}) for r in skill.resources]
+            drafts = [self.ledger.draft(EventType.LEASE_BLOCKED, payload={"resource": r, "owner": owner,
+                                                                           "reason": detail})
+                      for r in skill.resources]
+        else:
+            drafts = [self.ledger.draft(EventType.LEASE_RELEASED, payload={"resource": r, "owner": owner,
+                                                                            "why": why.value, "detail": detail})
+                      for r in skill.resources]
+        mine = [lease for lease in self._site_leases() if lease.owner == owner]
+        if not mine:
+            return drafts
+        if pose is None and self.state.trajectory:
+            pose = self.state.trajectory[-1].pose
+        inside = set(self.site.inside(pose)) if pose is not None else None
+        for lease in mine:
+            if why is None:
+                drafts.append(self.ledger.draft(EventType.LEASE_BLOCKED, payload={
+                    "resource": lease.resource, "owner": owner, "reason": detail, "scope": SITE, "fence": lease.fence}))
+            elif self.site.place_bound(lease.resource) and (inside is None or lease.resource in inside):
+                continue  # still inside its place: held on, handed to this robot's next action
+            else:
+                drafts.append(self.ledger.draft(EventType.LEASE_RELEASED, payload={
+                    "resource": lease.resource, "owner": owner, "why": why.value, "detail": detail, "scope": SITE,
+                    "fence": lease.fence}))
+        return drafts
+
+    def _site_leases(self) -> list[Lease]:
+        if not self.site.resources:
+            return []
+        journal = self.ledger.journal
+        return [lease for lease in journal.leases().values()
+                if lease.scope == SITE and lease.robot_id == journal.robot_id]
+
+    def site_needs(self, skill: Skill, start: Pose2D | None = None, poses: Iterable[Pose2D] = ()) -> tuple[str, ...]:
+        """The site resources a call needs (its skill's; for a motion also the places it starts in, passes and
+        ends in)."""
+        if not self.site.resources:
+            return ()
+        if skill.physical:
+            return self.site.for_motion(skill.name, start, poses)
+        return self.site.for_skill(skill.name)
+
+    def free_site(self, needs: Iterable[str], *, deadline: float = float("inf")) -> LeaseConflict | None:
+        """Make sure each needed site resource is free or this robot's to hand on; wait (journaled, bounded
+        by ``site.lease_wait_s`` and ``deadline``, a monotonic time) while another robot holds one. The
+        conflict that remains, if any: the holder named (robot, mission, owner, token)."""
+        self._handover = {}
+        journal = self.ledger.journal
+        for resource in needs:
+            started: float | None = None
+            while True:
+                lease = journal.leases().get(resource)
+                if lease is not None and lease.robot_id == journal.robot_id:
+                    lease, conflict = self._own(lease)
+                    if conflict is not None:
+                        return conflict
+                if lease is None or lease.robot_id == journal.robot_id:
+                    if lease is not None:
+                        self._handover[resource] = lease
+                    if started is not None:
+                        self._waited(resource, "free", None, started)
+                    break
+                now = self.clock.monotonic() if self.clock is not None else 0.0
+                if started is None:
+                    started = now
+                    self._waited(resource, "waiting", lease, started)
+                limit = min(started + self.site.config.lease_wait_s, deadline)
+                stop = self.ledger.stop_reason()
+                if stop is not None or now >= limit or self.sleep is None or self.clock is None:
+                    waited = self._waited(resource, "stopped" if stop is not None else "refused", lease, started)
+                    return LeaseConflict.of(lease, f"held by robot {lease.robot_id or '(unnamed)'} under fencing token"
+                                                   f" {lease.fence}; waited {waited:.1f} s"
+                                                   + (f", stopped: {stop}" if stop is not None else ""))
+                self.sleep(min(self.site.config.poll_s, max(limit - now, 0.0)))
+        return None
+
+    def _own(self, lease: Lease) -> tuple[Lease | None, LeaseConflict | None]:
+        """This robot's own site lease: (the lease to hand on, or None once it was settled; a conflict)."""
+        active = self.state.active
+        if lease.state is LeaseState.HELD and active is not None and not active.terminal \
+                and active.action_id == lease.owner:
+            return lease, LeaseConflict.of(lease, "this robot's running action holds it")
+        if lease.state is LeaseState.BLOCKED:
+            settled = self.reconciler.settle_lease(lease)
+            now = self.ledger.journal.leases().get(lease.resource)
+            if now is not None and now.state is LeaseState.BLOCKED:
+                return now, LeaseConflict.of(now, settled.detail if settled else "")
+            return (now if now is not None and now.robot_id == lease.robot_id else None), None
+        return lease, None
+
+    def _waited(self, resource: str, outcome: str, lease: Lease | None, started: float) -> float:
+        now = self.clock.monotonic() if self.clock is not None else started
+        self.ledger.append_many([self.ledger.draft(EventType.LEASE_WAITED, payload=LeaseWaited(
+            resource=resource, outcome=outcome,  # type: ignore[arg-type]
+            holder_robot=lease.robot_id if lease is not None else "",
+            holder_mission=lease.mission_id if lease is not None else "",
+            holder_owner=lease.owner if lease is not None else "", fence=lease.fence if lease is not None else 0,
+            waited_s=round(now - started, 3), limit_s=self.site.config.lease_wait_s))])
+        return now - started
 
     def free(self, skill: Skill) -> LeaseConflict | None:
         """Settle leases on the skill's resources left by ended owners; the conflict that remains, if any."""

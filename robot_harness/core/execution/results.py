@@ -11,7 +11,7 @@ BACKEND_REJECTED = "rejected by the backend"
 """How the dispatcher words an action's REQUESTED -> FAILED when the backend refused the goal (as opposed to a
 goal it could not send at all); core/memory.py reads it back."""
 
-HARNESS_REFUSALS = frozenset({"duplicate_dispatch", "lease_conflict", "no_provider"})
+HARNESS_REFUSALS = frozenset({"duplicate_dispatch", "lease_conflict", "no_provider", "stale_fencing_token"})
 """Result codes of a call the harness itself refused before any provider was asked (a repeat, a held lease,
 no provider may act): never a provider's failure, and asking again unchanged is refused again."""
 

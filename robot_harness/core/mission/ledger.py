@@ -65,6 +65,10 @@ class MissionLedger:
 
     # -- writing ----------------------------------------------------------------
 
+    def stop_reason(self) -> str | None:
+        """The pending Stop's reason, or None."""
+        return self._stop.reason
+
     def draft(self, type_: EventType, **fields: Any) -> EventDraft:
         return EventDraft(type=type_, mission_id=self.mission_id, **fields)
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..clock import Clock, IdGenerator
 from ..config import HarnessConfig, place_poses
+from ..site import Site
 from ..config_versions import ConfigPin
 from ..context import compile_planner_context, context_size
 from ..contracts import START_PLACE, ContractCompiler, CoverageReviewer
@@ -171,7 +172,8 @@ class MissionRunner:
         self._m: _Mission | None = None
         self.reconciler = Reconciler(journal=self.journal, navigation=self.navigation, snapshots=self.snapshots,
                                      clock=self.clock, lookup_timeout_s=self.config.navigation.lookup_timeout_s,
-                                     outcome=self.config.navigation.outcome, on_events=self._notify)
+                                     outcome=self.config.navigation.outcome, on_events=self._notify,
+                                     site=Site(self.config.site, place_poses(self.config)))
 
     def _wait(self, seconds: float) -> None:
         if self.sleep is not None:
@@ -227,7 +229,8 @@ class MissionRunner:
                                     navigation=self.navigation, clock=self.clock)
         receipts = Receipts(state=state, ledger=ledger, observations=observations, ids=self.ids, clock=self.clock,
                             physical_skills=self._physical_skills)
-        leases = Leases(state=state, ledger=ledger, reconciler=self.reconciler)
+        leases = Leases(state=state, ledger=ledger, reconciler=self.reconciler,
+                        site=Site(self.config.site, state.places), clock=self.clock, sleep=self._wait)
         done = DoneAuthority(config=self.config, state=state, ledger=ledger, observations=observations, views=None,
                              usage=self._usage, compiler=self.contract_compiler, reviewer=self.coverage_reviewer,
                              verifier=self.verifier, progress_verifier=self._progress_verifier, gate=self.gate,

@@ -1,0 +1,163 @@
+"""Fleet leases: two robots' harnesses writing one journal database (two SQLite connections to one
+file, and two PostgreSQL sessions on one database). A robot's own resources are its own; a site
+resource is one lease for the fleet; fencing tokens only grow, and a write presenting a stale one is
+refused, whoever wrote it."""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from robot_harness.core.clock import IdGenerator, ManualClock
+from robot_harness.core.durable import SITE, LeaseConflict, LeaseState, StaleFence
+from robot_harness.core.errors import StaleRevision, UsageError
+from robot_harness.core.journal import Journal, SqliteJournal, open_journal
+from robot_harness.core.reconcile import clear_resource
+from robot_harness.core.records import EventDraft, EventType
+
+E = EventType
+
+
+def d(type_: EventType, mission: str, **kw) -> EventDraft:
+    return EventDraft(type=type_, mission_id=mission, **kw)
+
+
+def acquire(resource: str, owner: str, mission: str, *, site: bool = True, expires_at: float = 0.0) -> EventDraft:
+    return d(E.LEASE_ACQUIRED, mission, payload={"resource": resource, "owner": owner, "expires_at": expires_at,
+                                                  **({"scope": SITE} if site else {})})
+
+
+def release(resource: str, owner: str, mission: str, *, token: int = 0, site: bool = True,
+            why: str = "confirmed_terminal") -> EventDraft:
+    return d(E.LEASE_RELEASED, mission, payload={"resource": resource, "owner": owner, "why": why,
+                                                  **({"scope": SITE, "fence": token} if site else {})})
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def fleet(request, tmp_path: Path):
+    """robot1's and robot2's journals on one database, and a clock they share."""
+    clock = ManualClock()
+    if request.param == "sqlite":
+        target: str = str(tmp_path / "fleet.db")
+    else:
+        target = request.getfixturevalue("pg_url")
+    journals = [open_journal(target, clock=clock, ids=IdGenerator(seed=n), robot_id=name)
+                for n, name in ((1, "robot1"), (2, "/robot2"))]
+    yield (*journals, clock)
+    for j in journals:
+        j.close()
+
+
+def test_each_event_carries_its_robot_and_reads_filter_by_robot(fleet):
+    r1, r2, _ = fleet
+    r1.append([d(E.MISSION_STARTED, "m-a", payload={"goal": "go to the lab"})])
+    r2.append([d(E.MISSION_STARTED, "m-b", payload={"goal": "go to the dock"})])
+    assert r2.robot_id == "robot2"  # a namespace's slashes are not part of the id
+    assert [(e.mission_id, e.robot_id) for e in r1.events()] == [("m-a", "robot1"), ("m-b", "robot2")]
+    assert [e.mission_id for e in r1.events(robot_id="robot2")] == ["m-b"]
+    assert [(m["mission_id"], m["robot_id"]) for m in r2.missions(robot_id="/robot1/")] == [("m-a", "robot1")]
+    assert [m["robot_id"] for m in r2.missions()] == ["robot1", "robot2"]
+    assert r1.open_missions() == ["m-a"] and r2.open_missions() == ["m-b"]  # each reconciles only its own
+    assert r1.open_missions(all_robots=True) == ["m-a", "m-b"]
+    with pytest.raises(UsageError):
+        r1.events(robot_id="robot 1")
+
+
+def test_a_robots_own_resources_are_its_own_and_a_site_resource_is_the_fleets(fleet):
+    r1, r2, _ = fleet
+    r1.append([acquire("base", "act-1", "m-a", site=False), acquire("elevator_1", "act-1", "m-a")])
+    r2.append([acquire("base", "act-2", "m-b", site=False)])  # robot2's base is not robot1's
+    with pytest.raises(LeaseConflict) as err:
+        r2.append([acquire("elevator_1", "act-2", "m-b")])
+    assert err.value.lease.robot_id == "robot1" and err.value.lease.owner == "act-1"
+    seen = r2.leases()
+    assert seen["base"].robot_id == "robot2" and seen["elevator_1"].robot_id == "robot1"
+    assert set(r1.all_leases()) == {"robot1/base", "robot2/base", "elevator_1"}
+    assert r2.events(types=[E.LEASE_ACQUIRED], robot_id="robot2")[-1].payload["resource"] == "base"
+
+
+def test_fencing_tokens_grow_and_a_stale_token_is_refused(fleet):
+    r1, r2, _ = fleet
+    r1.append([acquire("elevator_1", "act-1", "m-a")])
+    t1 = r1.leases()["elevator_1"].fence
+    assert t1 == r1.last_seq()  # the token is the acquisition's seq
+    with pytest.raises(StaleFence):
+        r1.append([release("elevator_1", "act-1", "m-a", token=t1 + 1)])
+    with pytest.raises(StaleFence):  # a site lease is ended only by a writer presenting its token
+        r1.append([release("elevator_1", "act-1", "m-a", token=0)])
+    # handed over from one action of robot1 to its next, in one commit: a new, larger token
+    r1.append([release("elevator_1", "act-1", "m-a", token=t1, why="handed_over"), acquire("elevator_1", "act-3", "m-a")])
+    t3 = r1.leases()["elevator_1"].fence
+    assert t3 > t1
+    with pytest.raises(StaleFence):  # act-1's token is history: it acts on nothing any more
+        r1.append([release("elevator_1", "act-1", "m-a", token=t1)])
+    r1.append([release("elevator_1", "act-3", "m-a", token=t3)])
+    r2.append([acquire("elevator_1", "act-2", "m-b")])
+    assert r2.leases()["elevator_1"].fence > t3
+
+
+def test_a_robot_resumed_after_losing_its_lease_cannot_act_on_it(fleet):
+    """robot1 pauses holding the elevator past expiry; an operator clears it (journaled, who and why);
+    robot2 takes it; robot1 wakes and presents its old token: refused, and robot2's lease stands."""
+    r1, r2, clock = fleet
+    r1.append([d(E.MISSION_STARTED, "m-a"), acquire("elevator_1", "act-1", "m-a", expires_at=clock.now() + 5)])
+    old = r1.leases()["elevator_1"].fence
+    with pytest.raises(UsageError):  # held by a live action: not an operator's to clear
+        clear_resource(r2, resource="elevator_1", reason="stuck?", operator="ops", clock=clock)
+    clock.advance(10)
+    cleared = clear_resource(r2, resource="elevator_1", reason="robot1 frozen by the lift", operator="dana",
+                             clock=clock)
+    assert cleared.robot_id == "robot1"
+    ev = r1.events(types=[E.LEASE_RELEASED])[-1]
+    assert ev.payload["operator"] == "dana" and ev.payload["why"] == "operator_cleared" and ev.robot_id == "robot2"
+    r2.append([acquire("elevator_1", "act-2", "m-b")])
+    for stale in ([release("elevator_1", "act-1", "m-a", token=old, why="handed_over"), acquire("elevator_1", "act-9", "m-a")],
+                  [release("elevator_1", "act-1", "m-a", token=old)]):
+        with pytest.raises((StaleFence, StaleRevision)):
+            r1.append(stale)
+    held = r1.leases()["elevator_1"]
+    assert (held.robot_id, held.owner, held.state) == ("robot2", "act-2", LeaseState.HELD)
+
+
+def test_racing_robots_never_both_hold_a_site_resource(fleet):
+    r1, r2, _ = fleet
+    wins: list[str] = []
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(2)
+
+    def take(j: Journal, n: int) -> None:
+        barrier.wait()
+        for k in range(30):
+            try:
+                j.append([acquire("dock_2", f"{j.robot_id}-{k}", f"m-{n}")])
+            except LeaseConflict:
+                continue
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+                return
+            wins.append(j.robot_id)
+            token = j.leases()["dock_2"].fence
+            j.append([release("dock_2", f"{j.robot_id}-{k}", f"m-{n}", token=token)])
+
+    threads = [threading.Thread(target=take, args=(j, n)) for n, j in enumerate((r1, r2))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    # replay the journal: at no seq do two owners hold dock_2
+    holder = None
+    for ev in r1.events(types=[E.LEASE_ACQUIRED, E.LEASE_RELEASED]):
+        if ev.type is E.LEASE_ACQUIRED:
+            assert holder is None, f"double holder at seq {ev.seq}"
+            holder = ev.payload["owner"]
+        else:
+            assert holder == ev.payload["owner"]
+            holder = None
+    assert len(wins) >= 2 and not r1.leases()
+
+
+def test_a_robot_id_that_is_not_a_namespace_is_refused(tmp_path: Path):
+    with pytest.raises(UsageError):
+        SqliteJournal(tmp_path / "j.db", clock=ManualClock(), ids=IdGenerator(seed=1), robot_id="robot-1")
