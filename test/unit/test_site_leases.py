@@ -1,0 +1,119 @@
+"""Site resources in a mission (issue 19), in-process on the simulated robot: a place's resource is held
+from the navigation that goes in to the one that comes out (handed on by its fencing token), a call waits
+for a resource another robot holds and is refused with the holder named when it stays taken, and the
+configuration refuses what cannot work."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from robot_harness.core.clock import IdGenerator, ManualClock
+from robot_harness.core.config import load_harness_config
+from robot_harness.core.durable import SITE
+from robot_harness.core.errors import UsageError
+from robot_harness.core.journal import SqliteJournal
+from robot_harness.core.payloads import ToolResultRecorded, payload_of
+from robot_harness.core.records import EventDraft, EventType, Pose2D
+from robot_harness.core.scenario import load_scenario
+from robot_harness.core.site import Site
+from robot_harness.eval.modes import run_one
+
+E = EventType
+SITE_CFG = {"resources": {"elevator_1": {"places": ["elevator"], "radius_m": 0.6}}, "lease_wait_s": 5.0,
+            "poll_s": 0.5}
+
+
+def _scenario(tmp_path: Path, turns: list[dict[str, Any]], goal: str, site: dict[str, Any] | None = None) -> Path:
+    data = {
+        "name": "site_elevator", "description": "a place that needs a site resource", "goal": goal,
+        "world": {"frame": "map", "places": {"dock": {"x": 0.0, "y": 0.0}, "elevator": {"x": 2.0, "y": 0.0},
+                                             "lab": {"x": 4.0, "y": 1.0}}, "start": "dock"},
+        "robot": {"speed": 2.0, "pose_rate_hz": 20},
+        "planner": {"turns": turns}, "limits": {"mission_timeout_s": 120},
+        "harness": {"navigation": {"timeout_s": 10.0, "timeout_per_m_s": 2.0}, "site": site or SITE_CFG},
+        "expect": {"status": "SUCCEEDED"},
+    }
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _run(tmp_path: Path, path: Path, journal: Path) -> tuple[Any, list]:
+    result = run_one(load_scenario(path), "gated", workdir=tmp_path / "w", journal_path=journal)
+    j = SqliteJournal(journal, clock=ManualClock(0.0), ids=IdGenerator(None))
+    try:
+        return result, list(j.events(mission_id=result.mission_id))
+    finally:
+        j.close()
+
+
+THROUGH = [{"tool_calls": [{"name": "navigate_to", "arguments": {"place": "elevator"}}]},
+           {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "lab"}}]},
+           {"done": "Through the elevator, at the lab."}]
+
+
+def test_a_places_resource_is_held_while_inside_and_handed_on_by_its_fence(tmp_path: Path) -> None:
+    result, events = _run(tmp_path, _scenario(tmp_path, THROUGH, "Go to the elevator, then go to the lab."),
+                          tmp_path / "j.sqlite3")
+    assert result.status == "SUCCEEDED", result.summary
+    lease = [(e.type, e.payload) for e in events
+             if e.type in (E.LEASE_ACQUIRED, E.LEASE_RELEASED) and e.payload["resource"] == "elevator_1"]
+    acquired_in, handed, acquired_out, released = lease
+    assert acquired_in[0] is E.LEASE_ACQUIRED and acquired_in[1]["scope"] == SITE
+    # arriving in the elevator ended the first navigation, but not its hold on the elevator
+    assert handed[0] is E.LEASE_RELEASED and handed[1]["why"] == "handed_over"
+    assert handed[1]["owner"] == acquired_in[1]["owner"]
+    acquired_in_seq = next(e.seq for e in events if e.type is E.LEASE_ACQUIRED and e.payload["resource"] == "elevator_1")
+    assert handed[1]["fence"] == acquired_in_seq
+    assert acquired_out[0] is E.LEASE_ACQUIRED and acquired_out[1]["owner"] != acquired_in[1]["owner"]
+    assert released[0] is E.LEASE_RELEASED and released[1]["why"] == "confirmed_terminal"  # left: released
+    started = [e for e in events if e.type is E.ROBOT_ACTION_STARTED]
+    assert ["elevator_1" in e.payload["dispatch"]["resources"] for e in started] == [True, True]
+
+
+def test_a_call_waits_for_another_robots_hold_and_is_refused_with_the_holder_named(tmp_path: Path) -> None:
+    journal = tmp_path / "j.sqlite3"
+    other = SqliteJournal(journal, clock=ManualClock(), ids=IdGenerator(seed=99), robot_id="robot9")
+    other.setup()
+    other.append([EventDraft(type=E.MISSION_STARTED, mission_id="m-other"),
+                  EventDraft(type=E.LEASE_ACQUIRED, mission_id="m-other", payload={
+                      "resource": "elevator_1", "owner": "act-other", "scope": SITE, "expires_at": 0.0})])
+    fence = other.leases()["elevator_1"].fence
+    other.close()
+    turns = [THROUGH[0], {"done": "I could not get into the elevator."}]
+    result, events = _run(tmp_path, _scenario(tmp_path, turns, "Go to the elevator."), journal)
+    assert result.status != "SUCCEEDED"
+    waited = [e.payload for e in events if e.type is E.LEASE_WAITED]
+    assert [w["outcome"] for w in waited] == ["waiting", "refused"]
+    assert waited[0]["holder_robot"] == "robot9" and waited[0]["fence"] == fence
+    assert 5.0 <= waited[1]["waited_s"] <= 6.0  # bounded by site.lease_wait_s
+    (res,) = [payload_of(e, ToolResultRecorded) for e in events if e.type is E.TOOL_RESULT_RECORDED]
+    assert res.status.value == "rejected" and res.content["code"] == "lease_conflict"
+    assert "robot9" in res.content["reason"] and res.content["lease"]["owner"] == "act-other"
+    assert not [e for e in events if e.type is E.ROBOT_ACTION_STARTED]  # nothing moved
+
+
+def test_site_configuration_is_checked() -> None:
+    with pytest.raises(UsageError, match="unknown place"):
+        load_harness_config(overrides={"places": {"dock": {"x": 0, "y": 0}},
+                                       "site": {"resources": {"elevator_1": {"places": ["elevator"]}}}})
+    with pytest.raises(UsageError, match="robot's own resource"):
+        load_harness_config(overrides={"site": {"resources": {"base": {}}}})
+    with pytest.raises(UsageError, match="postgresql"):
+        load_harness_config(overrides={"journal": {"url": "/tmp/j.sqlite3"}})
+
+
+def test_where_a_robot_is_inside_and_what_a_motion_needs() -> None:
+    cfg = load_harness_config(overrides={
+        "places": {"elevator": {"x": 2.0, "y": 0.0}, "dock": {"x": 0.0, "y": 0.0}},
+        "site": {"resources": {"elevator_1": {"places": ["elevator"], "radius_m": 0.5},
+                               "dock_2": {"skills": ["dock"]}}}})
+    site = Site(cfg.site, {"elevator": Pose2D(x=2.0, y=0.0), "dock": Pose2D(x=0.0, y=0.0)})
+    assert site.inside(Pose2D(x=2.3, y=0.3)) == ("elevator_1",) and site.inside(Pose2D(x=2.6, y=0.0)) == ()
+    assert site.for_motion("navigate_to", Pose2D(x=0, y=0), [Pose2D(x=2, y=0)]) == ("elevator_1",)
+    assert site.for_motion("navigate_to", Pose2D(x=2, y=0), [Pose2D(x=0, y=0)]) == ("elevator_1",)  # leaving
+    assert site.for_motion("dock", Pose2D(x=0, y=0), []) == ("dock_2",)
+    assert site.place_bound("elevator_1") and not site.place_bound("dock_2")
