@@ -5,7 +5,7 @@ SHELL := /bin/bash
 ENV := source scripts/env.sh
 PYTEST_ARGS ?=
 
-.PHONY: help setup demo test test-unit test-integration bench crash-test kill-test clean
+.PHONY: help setup demo test test-unit test-integration bench crash-test kill-test fleet-db fleet-up fleet-db-stop clean
 
 help:
 	@echo "make setup   venv + ROS 2 Kilted wheels + colcon build (idempotent)"
@@ -14,6 +14,8 @@ help:
 	@echo "make bench   harness overhead benchmarks"
 	@echo "make crash-test  SIGKILL supervisor/sim_robot/verifier across 100 missions (~12 min)"
 	@echo "make kill-test   SIGKILL robot-harness up itself (sim inside, sim outside) under mission clients (~4 min)"
+	@echo "make fleet-db    a PostgreSQL for a fleet's journal under runs/fleet-db (loopback; prints its URL)"
+	@echo "make fleet-up NS=robot1   one robot of the fleet (simulated) on that journal, sharing config/fleet.yaml's elevator"
 
 setup:
 	@bash scripts/setup.sh
@@ -38,6 +40,20 @@ crash-test: setup
 
 kill-test: setup
 	@$(ENV) && python scripts/kill_test.py --missions $${MISSIONS:-10} --out runs/kill-test-$$(date +%Y%m%d-%H%M%S)
+
+FLEET_DB ?= runs/fleet-db
+
+fleet-db: setup
+	@$(ENV) && python -m robot_harness.pgserver start --dir $(FLEET_DB)
+
+fleet-db-stop:
+	@$(ENV) && python -m robot_harness.pgserver stop --dir $(FLEET_DB)
+
+fleet-up: setup
+	@test -n "$(NS)" || { echo "make fleet-up NS=robot1 (each robot its own namespace)"; exit 2; }
+	@$(ENV) && url=$$(python -m robot_harness.pgserver url --dir $(FLEET_DB)) && \
+	  robot-harness up --namespace $(NS) --journal "$$url" --harness-config config/fleet.yaml \
+	    --planner-script config/fleet_script.yaml
 
 clean:
 	rm -rf .ws runs

@@ -220,7 +220,8 @@ class ReplayJournal(MemoryJournal):
 
     def __init__(self, before: Sequence[JournalEvent], mission: Sequence[JournalEvent]) -> None:
         self._clock_fixed = _FixedClock()
-        super().__init__(clock=self._clock_fixed, ids=IdGenerator(0))
+        # the runner replays as the robot that ran the mission (a fleet's database holds several)
+        super().__init__(clock=self._clock_fixed, ids=IdGenerator(0), robot_id=mission[0].robot_id if mission else "")
         self._recorded = {e.seq: e for e in [*before, *mission]}
         self.setup()
         for event in before:
@@ -233,7 +234,12 @@ class ReplayJournal(MemoryJournal):
                           snapshot_id=event.snapshot_id, payload=event.payload)
 
     def _put(self, event: JournalEvent) -> None:
-        super().append([self._draft(event)])
+        """Put a recorded event back as the robot that wrote it (its leases are that robot's)."""
+        mine, self._robot_id = self._robot_id, event.robot_id
+        try:
+            super().append([self._draft(event)])
+        finally:
+            self._robot_id = mine
 
     def append(self, drafts: Sequence[EventDraft], *, expected_last_seq: int | None = None,
                expected_revision: int | None = None) -> list[JournalEvent]:

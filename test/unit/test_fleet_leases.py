@@ -161,3 +161,27 @@ def test_racing_robots_never_both_hold_a_site_resource(fleet):
 def test_a_robot_id_that_is_not_a_namespace_is_refused(tmp_path: Path):
     with pytest.raises(UsageError):
         SqliteJournal(tmp_path / "j.db", clock=ManualClock(), ids=IdGenerator(seed=1), robot_id="robot-1")
+
+
+def test_a_decision_replay_runs_as_the_robot_that_ran_the_mission(tmp_path: Path):
+    """The replay journal holds the recorded database as it was (another robot's leases its own) and stamps
+    the replayed events with the mission's robot, so a fleet's mission compares event for event."""
+    from robot_harness.core.decisions import ReplayJournal
+
+    clock = ManualClock()
+    r1, r2 = (SqliteJournal(tmp_path / "f.db", clock=clock, ids=IdGenerator(seed=n), robot_id=f"robot{n}")
+              for n in (1, 2))
+    for j in (r1, r2):
+        j.setup()
+    r2.append([d(E.MISSION_STARTED, "m-b"), acquire("base", "act-b", "m-b", site=False), acquire("elevator_1", "act-b", "m-b")])
+    mission = r1.append([d(E.MISSION_STARTED, "m-a"), acquire("base", "act-a", "m-a", site=False)])
+    before = r1.events()[: mission[0].seq - 1]
+    replay = ReplayJournal(before, mission)
+    assert replay.robot_id == "robot1"
+    assert {k: lease.robot_id for k, lease in replay.all_leases().items()} == {"robot2/base": "robot2", "elevator_1": "robot2"}
+    out = replay.append([d(E.MISSION_STARTED, "m-a"), acquire("base", "act-a", "m-a", site=False)])
+    assert [(e.seq, e.event_id, e.robot_id) for e in out] == [(e.seq, e.event_id, e.robot_id) for e in mission]
+    with pytest.raises(LeaseConflict):  # robot2 holds the elevator in the replay as it did then
+        replay.append([acquire("elevator_1", "act-x", "m-a")])
+    for j in (r1, r2):
+        j.close()
