@@ -14,6 +14,7 @@ from robot_harness.core.config_versions import (EVOLVABLE, PROTECTED, Candidate,
                                                 content_hash, judge, propose, set_key)
 from robot_harness.core.errors import StaleRevision, UsageError
 from robot_harness.core.journal import MemoryJournal, SqliteJournal
+from robot_harness.core.journal_pg import PostgresJournal
 from robot_harness.core.scenario import load_scenario
 from robot_harness.eval.modes import run_one
 
@@ -140,10 +141,12 @@ def test_judge_holds_costs_and_rates_to_the_tolerance():
 # --------------------------------------------------------------------------- the store
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def journal(request, tmp_path):
     clock = ManualClock(1000.0)
     j = (MemoryJournal(clock=clock, ids=IdGenerator(1)) if request.param == "memory"
+         else PostgresJournal(request.getfixturevalue("pg_url"), clock=clock, ids=IdGenerator(1))
+         if request.param == "postgres"
          else SqliteJournal(tmp_path / "j.sqlite3", clock=clock, ids=IdGenerator(1)))
     j.setup()
     yield j

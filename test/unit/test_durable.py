@@ -17,6 +17,7 @@ from robot_harness.core.durable import (
 )
 from robot_harness.core.errors import StaleRevision, UsageError
 from robot_harness.core.journal import Journal, MemoryJournal, SqliteJournal
+from robot_harness.core.journal_pg import PostgresJournal
 from robot_harness.core.records import EventDraft, EventType
 
 E = EventType
@@ -42,10 +43,12 @@ def lease(type_: EventType, resource: str, owner: str, mission: str = "m-1", **p
     return d(type_, mission, payload={"resource": resource, "owner": owner, **payload})
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def journal(request, tmp_path: Path):
     if request.param == "memory":
         j: Journal = MemoryJournal(clock=ManualClock(), ids=IdGenerator(seed=1))
+    elif request.param == "postgres":
+        j = PostgresJournal(request.getfixturevalue("pg_url"), clock=ManualClock(), ids=IdGenerator(seed=1))
     else:
         j = SqliteJournal(tmp_path / "j.db", clock=ManualClock(), ids=IdGenerator(seed=1))
     j.setup()

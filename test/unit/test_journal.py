@@ -24,6 +24,7 @@ from robot_harness.core.journal import (
     default_redactor,
     open_journal,
 )
+from robot_harness.core.journal_pg import PostgresJournal
 from robot_harness.core.records import (
     Availability,
     EventDraft,
@@ -63,10 +64,12 @@ def clock() -> ManualClock:
     return ManualClock()
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def journal(request, tmp_path: Path, clock: ManualClock):
     if request.param == "memory":
         j: Journal = MemoryJournal(clock=clock, ids=IdGenerator(seed=7))
+    elif request.param == "postgres":
+        j = PostgresJournal(request.getfixturevalue("pg_url"), clock=clock, ids=IdGenerator(seed=7))
     else:
         j = SqliteJournal(tmp_path / "journal.db", clock=clock, ids=IdGenerator(seed=7))
     j.setup()
@@ -201,14 +204,15 @@ def test_default_redactor_returns_a_deep_copy():
     assert out["Token"] == "***"
 
 
-@pytest.mark.parametrize("backend", ["memory", "sqlite"])
-def test_custom_redactor_is_applied_and_a_failing_one_writes_nothing(backend: str, tmp_path: Path, clock):
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "postgres"])
+def test_custom_redactor_is_applied_and_a_failing_one_writes_nothing(backend: str, tmp_path: Path, clock, request):
     def hide_goal(p: dict) -> dict:
         if p.get("explode"):
             raise RuntimeError("redactor bug")
         return {**p, "goal": "[hidden]"}
 
-    path = None if backend == "memory" else tmp_path / "j.db"
+    path = (None if backend == "memory" else tmp_path / "j.db" if backend == "sqlite"
+            else request.getfixturevalue("pg_url"))
     j = open_journal(path, clock=clock, ids=IdGenerator(seed=1), redact=hide_goal)
     (ev,) = j.append([draft(payload={"goal": "the vault", "token": "kept by this redactor"})])
     assert ev.payload == {"goal": "[hidden]", "token": "kept by this redactor"}

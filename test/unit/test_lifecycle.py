@@ -10,6 +10,7 @@ from robot_harness.core.clock import IdGenerator, ManualClock
 from robot_harness.core.durable import goal_uuid_for
 from robot_harness.core.errors import IllegalTransition, StaleRevision
 from robot_harness.core.journal import Journal, MemoryJournal, SqliteJournal
+from robot_harness.core.journal_pg import PostgresJournal
 from robot_harness.core.lifecycle import ALLOWED_TRANSITIONS, ManagedAction, check_change
 from robot_harness.core.records import ActionStatus, EventDraft, EventType
 
@@ -34,9 +35,11 @@ def change(a: ManagedAction, payload: dict) -> EventDraft:
                       tool_call_id=a.tool_call_id, payload=payload)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def journal(request, tmp_path: Path):
     j: Journal = (MemoryJournal(clock=ManualClock(), ids=IdGenerator(seed=1)) if request.param == "memory"
+                  else PostgresJournal(request.getfixturevalue("pg_url"), clock=ManualClock(), ids=IdGenerator(seed=1))
+                  if request.param == "postgres"
                   else SqliteJournal(tmp_path / "j.db", clock=ManualClock(), ids=IdGenerator(seed=1)))
     j.setup()
     yield j

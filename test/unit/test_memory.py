@@ -13,7 +13,8 @@ import pytest
 from robot_harness.core.clock import IdGenerator, ManualClock
 from robot_harness.core.completion import ReceiptStatus
 from robot_harness.core.errors import UsageError
-from robot_harness.core.journal import MEMORY_TABLES, JournalReadError, MemoryJournal, SqliteJournal
+from robot_harness.core.journal import MEMORY_TABLES, Journal, JournalReadError, MemoryJournal, SqliteJournal
+from robot_harness.core.journal_pg import PostgresJournal
 from robot_harness.core.memory import (EPISODES, OUTCOMES, AttemptOutcome, EpisodeRecord, MemoryStore, PlanStep,
                                        ProviderOutcome, Signature, UnknownMemory, UnreadableMemory, Verification,
                                        current, derive, few_shot, fit, provider_stats, retrieve, similarity, states)
@@ -436,8 +437,9 @@ def test_few_shot_gives_verified_steps_of_verified_episodes_and_fit_trims_from_t
 # --------------------------------------------------------------------------- the store
 
 
-def _copy_into_memory(events: list[JournalEvent]) -> MemoryJournal:
-    j = MemoryJournal(clock=ManualClock(1000.0), ids=IdGenerator(3))
+def _copy_into(events: list[JournalEvent], j: Journal | None = None) -> Journal:
+    """``events`` appended again (new seqs and ids) to ``j``, a fresh ``MemoryJournal`` by default."""
+    j = j if j is not None else MemoryJournal(clock=ManualClock(1000.0), ids=IdGenerator(3))
     j.setup()
     for e in events:
         j.append([EventDraft(type=e.type, mission_id=e.mission_id, model_turn_id=e.model_turn_id,
@@ -446,10 +448,14 @@ def _copy_into_memory(events: list[JournalEvent]) -> MemoryJournal:
     return j
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def journal(request, missions, tmp_path):
     if request.param == "memory":
-        j = _copy_into_memory([e for n in SCENARIOS for e in _events(missions, n)])
+        j = _copy_into([e for n in SCENARIOS for e in _events(missions, n)])
+    elif request.param == "postgres":
+        j = _copy_into([e for n in SCENARIOS for e in _events(missions, n)],
+                              PostgresJournal(request.getfixturevalue("pg_url"), clock=ManualClock(1000.0),
+                                              ids=IdGenerator(3)))
     else:
         path = tmp_path / "journal.sqlite3"
         shutil.copy(missions["path"], path)

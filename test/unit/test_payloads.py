@@ -21,10 +21,11 @@ PACKAGE = ROOT / "robot_harness"
 RECORDED = sorted((ROOT / "test" / "replay" / "regression").glob("*.jsonl"))
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def journal(request, tmp_path):
-    j = open_journal(None if request.param == "memory" else tmp_path / "j.db", clock=ManualClock(),
-                     ids=IdGenerator(seed=3))
+    target = (None if request.param == "memory" else tmp_path / "j.db" if request.param == "sqlite"
+              else request.getfixturevalue("pg_url"))
+    j = open_journal(target, clock=ManualClock(), ids=IdGenerator(seed=3))
     yield j
     j.close()
 

@@ -118,13 +118,15 @@ def test_a_taped_port_has_exactly_the_methods_the_port_has():
     assert not isinstance(taped, InteractivePlanner)
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
-def test_a_tape_is_kept_beside_its_mission_once_and_read_back_exactly(kind, tmp_path):
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+def test_a_tape_is_kept_beside_its_mission_once_and_read_back_exactly(kind, tmp_path, request):
     from robot_harness.core.errors import JournalWriteError
     from robot_harness.core.journal import MemoryJournal, SqliteJournal
+    from robot_harness.core.journal_pg import PostgresJournal
 
     clock, ids = ManualClock(5.0), IdGenerator(1)
     journal = (SqliteJournal(tmp_path / "j.sqlite3", clock=clock, ids=ids) if kind == "sqlite"
+               else PostgresJournal(request.getfixturevalue("pg_url"), clock=clock, ids=ids) if kind == "postgres"
                else MemoryJournal(clock=clock, ids=ids))
     journal.setup()
     tape, _ = _record()
