@@ -106,6 +106,7 @@ __all__ = [
     "event_from_row",
     "index_event",
     "is_database_url",
+    "local_state_path",
     "redact_url",
     "robot_id_of",
     "CONFIG_TABLES",
@@ -1601,7 +1602,19 @@ def redact_url(target: str | Path) -> str:
     text = str(target)
     if not is_database_url(text):
         return text
-    return re.sub(r"^([a-z]+://[^:/@]*):[^@]*@", r"\1:***@", re.sub(r"(password=)[^&\s]*", r"\1***", text))
+    text = re.sub(r"(?i)(password=)[^&\s]*", r"\1***", text)
+    return re.sub(r"^([a-z]+://[^:/@]*):[^/]*@", r"\1:***@", text)  # greedy: an unescaped @ in a password too
+
+
+def local_state_path(target: str | Path | None, robot_id: str = "") -> Path:
+    """Where a harness keeps what belongs beside its journal on this machine (the interactions' token key,
+    artifacts, bags: ``<this>.parent``, named from ``<this>``): the journal file itself, or, for a fleet's
+    database, ``$ROS_HOME/robot_harness/<robot>/journal`` (each robot's own)."""
+    if target is None or str(target) == "":
+        return default_journal_path()
+    if is_database_url(target):
+        return default_journal_path().parent / (robot_id_of(robot_id) or "robot") / "journal"
+    return Path(target).expanduser()
 
 
 def is_database_url(target: str | Path | None) -> bool:

@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ..core.journal import is_database_url
+
 __all__ = ["Level", "Check", "Diagnostics", "FieldAge", "lifecycle_check", "journal_check",
            "snapshot_freshness_check", "navigator_check", "planner_check", "mission_check", "field_ages"]
 
@@ -86,7 +88,7 @@ def journal_facts(journal: Any) -> dict[str, Any]:
     health = journal.health() if hasattr(journal, "health") else {}  # SqliteJournal's; other journals say nothing
     facts: dict[str, Any] = {"path": path, "is_open": True, "closed": bool(health.get("closed", False)),
                              "corrupt": health.get("corrupt"), "reconnect_pending": bool(health.get("reconnect_pending"))}
-    if path != ":memory:":
+    if path != ":memory:" and not is_database_url(path):  # a fleet's database has no file here to check
         facts["dir_writable"] = os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
         facts["file_writable"] = os.access(path, os.W_OK) if os.path.exists(path) else None
     return facts

@@ -42,6 +42,7 @@ from ..core.journal import (
     SqliteJournal,
     default_journal_path,
     is_database_url,
+    local_state_path,
     open_journal,
     redact_url,
     robot_id_of,
@@ -222,13 +223,10 @@ class SupervisorNode(HarnessLifecycleNode):
         # Robots sharing one database draw ids from different sequences even under one seed (ids are unique there).
         self._ids = IdGenerator(None if seed < 0 else (seed ^ zlib.crc32(robot_id.encode()) if robot_id else seed))
         target = p["journal_path"] or self._config.journal.url
-        if is_database_url(target):
-            # the fleet's database: this robot's events carry its namespace; its files stay on this machine
-            path = default_journal_path().parent / (robot_id or "robot") / "journal"  # artifacts beside: <robot>/artifacts
-            self.journal_path = redact_url(target)
-        else:
-            path = Path(target).expanduser() if target else default_journal_path()
-            self.journal_path = str(path)
+        # a fleet's database: this robot's events carry its namespace; its files (token key, artifacts, bags)
+        # stay on this machine, under its own directory
+        path = local_state_path(target, robot_id)
+        self.journal_path = redact_url(target) if is_database_url(target) else str(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
