@@ -362,7 +362,9 @@ def _register_run_commands(sub: Any) -> None:
         run=_up, json_output=False, exit_codes=(ExitCode.UNAVAILABLE, ExitCode.EVIDENCE))
     up.add_argument("--no-sim", action="store_true", help="do not start the simulated robot (use a real Nav2 robot)")
     namespace_arg(up)
-    up.add_argument("--journal", type=Path, help="journal file (default $ROS_HOME/robot_harness/journal.sqlite3)")
+    journal_arg(up, what="the journal the supervisor writes",
+                default=f"${JOURNAL_ENV}, else the harness config's journal.url, else "
+                        "$ROS_HOME/robot_harness/journal.sqlite3")
     up.add_argument("--harness-config", type=Path, help="harness configuration YAML (default config/harness.yaml)")
     up.add_argument("--params-dir", type=Path, help="directory with the nodes' parameter files (default: the package's config/)")
     up.add_argument("--params-file", type=Path,
@@ -453,8 +455,10 @@ def _require_success_arg(p: argparse.ArgumentParser) -> None:
 
 def _run_args(p: argparse.ArgumentParser) -> None:
     _require_success_arg(p)
-    p.add_argument("--journal", type=Path, help="journal file (default $ROBOT_HARNESS_RUNS/<time>/journal.sqlite3, "
-                                                "$ROBOT_HARNESS_RUNS defaulting to runs/)")
+    p.add_argument("--journal", type=_journal_type, metavar="FILE|URL",
+                   help=f"the journal to write: a SQLite file or a postgresql:// URL (default ${JOURNAL_ENV}, else "
+                        "$ROBOT_HARNESS_RUNS/<time>/journal.sqlite3, $ROBOT_HARNESS_RUNS defaulting to runs/; with "
+                        "a URL the bags and artifacts go to that folder)")
     p.add_argument("--report", type=Path, help="also write the JSON report to this file")
     _planner_args(p.add_argument_group("planner (default: the scenario's recorded turns)"))
 
@@ -485,6 +489,7 @@ def _register_journal_commands(sub: Any) -> None:
                   "robot-harness journal show --journal /tmp/rh/journal.sqlite3 --mission last --json"],
         run=_journal_show, exit_codes=(ExitCode.EVIDENCE,))
     _journal_arg(show)
+    robot_arg(show)
     show.add_argument("--mission", default="last", help="mission id, or 'last' (default), or 'list'")
 
     ex = add_command(
@@ -496,6 +501,7 @@ def _register_journal_commands(sub: Any) -> None:
                   "robot-harness journal export --journal /tmp/rh/journal.sqlite3 --mission last --json"],
         run=_journal_export, exit_codes=(ExitCode.EVIDENCE,))
     _journal_arg(ex)
+    robot_arg(ex, what="only the events this robot wrote (with --mission: one of its missions)")
     ex.add_argument("--mission", default="", help="only this mission id, or 'last' (default: every mission)")
     ex.add_argument("--format", choices=("jsonl", "csv"), default="jsonl", help="(default jsonl; --json: one array)")
     ex.add_argument("--out", type=Path, help="file to write (default stdout)")
@@ -509,12 +515,10 @@ def _register_journal_commands(sub: Any) -> None:
                   "--bags /tmp/rh/bags --json"],
         run=_journal_verify, exit_codes=(ExitCode.EVIDENCE,))
     _journal_arg(ver)
+    robot_arg(ver, what="a mission of this robot (--mission last: its newest)")
     ver.add_argument("--mission", default="last", help="mission id, or 'last' (default)")
-    ver.add_argument("--bags", type=Path, help="bag directory (default: bags/ beside the journal)")
-
-
-def _journal_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--journal", type=Path, help="journal file (default $ROS_HOME/robot_harness/journal.sqlite3)")
+    ver.add_argument("--bags", type=Path, help="bag directory (default: bags/ beside the journal; for a database, "
+                                               "beside the robot's files, $ROS_HOME/robot_harness/<robot>/bags)")
 
 
 def _register_eval_commands(sub: Any) -> None:
@@ -531,7 +535,10 @@ def _register_eval_commands(sub: Any) -> None:
         run=_replay, progress=True, exit_codes=(ExitCode.NOT_SUCCEEDED, ExitCode.EVIDENCE),
         notes="--json: one bag gives its replay document; several give {\"identical\": ..., \"replays\": [...]}")
     rp.add_argument("bag", nargs="*", type=Path, help="mission bags (folder or .mcap) written by the harness")
-    rp.add_argument("--journal", type=Path, help="the journal (default: beside each bag's bags/ folder)")
+    rp.add_argument("--journal", type=_journal_type, metavar="FILE|URL",
+                    help=f"the journal, a file or a postgresql:// URL (default: beside each bag's bags/ folder, "
+                         f"else ${JOURNAL_ENV}, else $ROS_HOME/robot_harness/journal.sqlite3)")
+    robot_arg(rp, what="a mission of this robot (--mission last: its newest)")
     rp.add_argument("--mission", default="", help="mission id, or 'last' (default: the bag's mission)")
     rp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="change the harness config for the replay (e.g. a verifier tolerance)")
@@ -555,6 +562,7 @@ def _register_eval_commands(sub: Any) -> None:
         run=_report, exit_codes=(ExitCode.EVIDENCE,))
     rep.add_argument("mission_arg", nargs="?", metavar="MISSION", help="mission id, or 'last' (default)")
     _journal_arg(rep)
+    robot_arg(rep, what="a mission of this robot (last: its newest)")
     rep.add_argument("--mission", default=None, help="the same as MISSION")
     rep.add_argument("--out", type=Path, help="the HTML file (default: report-<mission>.html here)")
     rep.add_argument("--artifacts", type=Path, help="look cited images up by file name here (a recording moved)")
@@ -607,7 +615,7 @@ def main(argv: list[str] | None = None) -> int:
             return _fail(console, ExitCode.EVIDENCE, f"the journal cannot be read: {exc}",
                          {"error": "journal_read_failed"})
         console.progress.clear()
-        traceback.print_exc(file=console.stderr)
+        console.stderr.write(_scrub(traceback.format_exc()))
         return _fail(console, ExitCode.BUG,
                      f"internal error in robot_harness {__version__}: {type(exc).__name__}: {exc}\n"
                      "this is a bug: please report it with the command line and the traceback above",
@@ -643,62 +651,214 @@ def _interruptible() -> Iterator[None]:
 
 
 def _is_journal_error(exc: BaseException) -> bool:
+    """A storage driver's own error that reached the command (the journal wraps what it expects): SQLite's,
+    or psycopg's for a journal database (only when psycopg is loaded: it never is for a file)."""
     import sqlite3
 
-    return isinstance(exc, sqlite3.DatabaseError)
+    psycopg = sys.modules.get("psycopg")
+    return isinstance(exc, sqlite3.DatabaseError) or (psycopg is not None and isinstance(exc, psycopg.Error))
 
 
 def _fail(console: Console, code: ExitCode, message: str, doc: dict[str, Any]) -> int:
     console.progress.clear()
+    message = _scrub(message).rstrip()  # a database URL's password is never printed
     print(f"robot-harness: error: {message}", file=console.stderr)
     if console.json:
         with contextlib.suppress(OSError):
-            console.write(json.dumps({"message": message.splitlines()[0], **doc, "exit_code": int(code)},
+            console.write(json.dumps(_scrubbed({"message": message.splitlines()[0], **doc, "exit_code": int(code)}),
                                      indent=2, default=str) + "\n")
     return int(code)
 
 
 # --------------------------------------------------------------------------- journal helpers
 
+JOURNAL_ENV = "ROBOT_HARNESS_JOURNAL"
+"""The journal every command uses when ``--journal`` is not given, a SQLite file or a ``postgresql://`` URL;
+when it is unset too, ``$ROS_HOME/robot_harness/journal.sqlite3``."""
 
-def _journal_path(p: Path | None) -> Path:
+_SECRETS: set[str] = set()
+"""Passwords of the database URLs this process was given: never printed (``_scrub``)."""
+
+
+_URL_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:/")
+
+
+def journal_target(text: str) -> str | Path:
+    """``--journal``'s type: a ``postgresql://`` (``postgres://``) URL as given (a ``Path`` would fold its
+    ``//``), anything else a file path. The URL's password is remembered so no error prints it. Text that
+    looks like another URL (``postgresql:/...``, ``mysql://...``) is a usage error, never a file name."""
+    from .core.journal import is_database_url
+
+    if is_database_url(text):
+        _remember_secrets(text)
+        return text
+    if _URL_LIKE.match(text):
+        _remember_secrets(text)
+        raise UsageError(f"journal {_scrub(text)!r} is not a postgresql:// URL (nor a SQLite file's path)",
+                         journal=_scrub(text))
+    return Path(text)
+
+
+def _journal_type(text: str) -> str | Path:
+    """``journal_target`` for argparse (a bad target is its usage error, exit 2)."""
+    try:
+        return journal_target(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
+
+
+def _remember_secrets(url: str) -> None:
+    """Keep every spelling (as written, percent-decoded) of a URL's passwords: ``user:PASSWORD@`` and
+    ``password=`` / ``sslpassword=`` parameters."""
+    from urllib.parse import unquote
+
+    rest = _URL_LIKE.sub("", url).lstrip("/")
+    found = {rest.partition("/")[0].partition("?")[0].rpartition("@")[0].partition(":")[2]}
+    for part in rest.partition("?")[2].split("&"):
+        key, _, value = part.partition("=")
+        if key.lower() in ("password", "sslpassword"):
+            found.add(value)
+    _SECRETS.update(s for f in found for s in (f, unquote(f)) if s)
+
+
+def _scrub(text: str) -> str:
+    """``text`` with every remembered password replaced by ``***`` (longest first): anywhere, or, one of
+    under four characters, where a URL holds a password (after ``:`` or ``=``, before ``@``, ``&`` or
+    the end), so that ``p`` does not take every p out of the message."""
+    for secret in sorted(_SECRETS, key=len, reverse=True):
+        if len(secret) >= 4:
+            text = text.replace(secret, "***")
+        else:
+            text = re.sub(rf"(?<=[:=]){re.escape(secret)}(?=[@&\s\"']|$)", "***", text)
+    return text
+
+
+def _scrubbed(value: Any) -> Any:
+    """``_scrub`` over every string of a JSON-ready document."""
+    if isinstance(value, str):
+        return _scrub(value)
+    if isinstance(value, dict):
+        return {k: _scrubbed(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_scrubbed(v) for v in value]
+    return value
+
+
+def journal_arg(p: argparse.ArgumentParser, *, what: str = "the journal",
+                default: str = f"${JOURNAL_ENV}, else $ROS_HOME/robot_harness/journal.sqlite3") -> None:
+    """``--journal FILE|URL`` (default ``$ROBOT_HARNESS_JOURNAL``, else the supervisor's default file)."""
+    p.add_argument("--journal", type=_journal_type, metavar="FILE|URL",
+                   help=f"{what}: a SQLite file or a postgresql:// URL (a fleet's database); default {default}")
+
+
+_journal_arg = journal_arg  # the name command modules import
+
+
+def robot_arg(p: argparse.ArgumentParser, *,
+              what: str = "only this robot's missions (default: every robot's)") -> None:
+    """``--robot NAME``: a robot of a fleet's journal, by its namespace (``robot1``, ``/robot1``; ``/`` for a
+    robot without one)."""
+    p.add_argument("--robot", default=None, metavar="NAME",
+                   help=f"{what}; NAME is the robot's namespace: robot1 or /robot1, '/' for a robot without one")
+
+
+def robot_of(args: argparse.Namespace) -> str | None:
+    """``--robot`` as a robot id (None: every robot); a name that is not a namespace is a usage error."""
+    from .core.journal import robot_id_of
+
+    given = getattr(args, "robot", None)
+    return None if given is None else robot_id_of(given)
+
+
+def journal_target_of(given: str | Path | None) -> str | Path:
+    """The journal a command means: ``--journal``, else ``$ROBOT_HARNESS_JOURNAL``, else the supervisor's
+    default file. A URL stays a string, a file is a ``Path``."""
     from .core.journal import default_journal_path
 
-    path = p or default_journal_path()
-    if not path.is_file():
-        hint = "" if p else " (pass --journal PATH, or run a mission first)"
-        raise UsageError(f"no journal at {path}{hint}", path=str(path))
-    return path
+    if given is not None and str(given):
+        return given if isinstance(given, Path) else journal_target(str(given))
+    env = os.environ.get(JOURNAL_ENV, "").strip()
+    return journal_target(env) if env else default_journal_path()
 
 
-def _open_journal(path: Path) -> Any:
-    from .core.clock import IdGenerator, SystemClock
-    from .core.journal import SqliteJournal
+def _journal_path(given: str | Path | None) -> str | Path:
+    """The journal a command reads: a database URL as it is, or a file that must exist (a usage error)."""
+    target = journal_target_of(given)
+    if isinstance(target, str):
+        return target
+    if not target.is_file():
+        if given:
+            hint = ""
+        elif os.environ.get(JOURNAL_ENV, "").strip():
+            hint = f" (from ${JOURNAL_ENV})"
+        else:
+            hint = " (pass --journal PATH, or run a mission first)"
+        raise UsageError(f"no journal at {target}{hint}", path=str(target))
+    return target
 
-    return SqliteJournal(path, clock=SystemClock(), ids=IdGenerator(None))
+
+def graph_journal(target: str | Path) -> str:
+    """The journal as the supervisor's ``journal_path`` parameter (``up``, ``run``): a database URL without
+    its password, which goes to this process's ``$PGPASSWORD`` instead (libpq reads it, and the in-process
+    nodes share the environment). A node's parameters are readable by anyone on the ROS domain (``ros2
+    param get``); the environment is not."""
+    from .core.journal import is_database_url
+
+    text = str(target)
+    if not is_database_url(text):
+        return text
+    scheme, _, rest = text.partition("://")
+    netloc, slash, tail = rest.partition("/")
+    userinfo, at, hosts = netloc.rpartition("@")
+    password = ""
+    if at and ":" in userinfo:
+        user, _, password = userinfo.partition(":")
+        netloc = f"{user}@{hosts}"
+    path, q, query = tail.partition("?")
+    kept = []
+    for part in query.split("&") if q else ():
+        key, _, value = part.partition("=")
+        if key.lower() == "password":
+            password = password or value
+        else:
+            kept.append(part)
+    if password:
+        from urllib.parse import unquote
+
+        os.environ["PGPASSWORD"] = unquote(password)
+    return f"{scheme}://{netloc}{slash}{path}" + (f"?{'&'.join(kept)}" if kept else "")
 
 
 @contextlib.contextmanager
-def open_journal(path: Path | None) -> Iterator[Any]:
-    """The journal at ``path`` (or the default one), set up and closed again; a missing file is a usage error."""
-    journal = _open_journal(_journal_path(path))
+def open_journal(given: str | Path | None, *, robot_id: str = "") -> Iterator[Any]:
+    """The journal ``--journal`` (or ``$ROBOT_HARNESS_JOURNAL``, or the default file) names, set up, and
+    closed again: the one way every command opens one (``core.journal.open_journal``: a SQLite file or a
+    PostgreSQL database). ``robot_id``: the robot its writes are for, whose view of leases it has. A missing
+    file is a usage error; an unreachable database a ``JournalReadError`` (exit 5)."""
+    from .core.clock import IdGenerator, SystemClock
+    from .core.journal import open_journal as open_target
+
+    journal = open_target(_journal_path(given), clock=SystemClock(), ids=IdGenerator(None), robot_id=robot_id)
     try:
-        journal.setup()
         yield journal
     finally:
         journal.close()
 
 
-def _mission_id(journal: Any, spec: str, missions: list[dict[str, Any]] | None = None) -> str:
-    """A mission id the journal knows, or its newest for ``last``."""
-    missions = journal.missions() if missions is None else missions
+def _mission_id(journal: Any, spec: str, missions: list[dict[str, Any]] | None = None, *,
+                robot: str | None = None) -> str:
+    """A mission id the journal knows (of ``robot``, when given), or its newest for ``last``."""
+    missions = journal.missions(robot_id=robot) if missions is None else missions
+    whose = "" if robot is None else f" of robot {robot or '/'}"
     if spec == "last":
         if not missions:
-            raise UsageError(f"the journal {journal.path} has no missions")
+            raise UsageError(f"the journal {journal.path} has no missions{whose}",
+                             **({} if robot is None else {"robot": robot}))
         return missions[-1]["mission_id"]
     if not any(m["mission_id"] == spec for m in missions):
-        raise UsageError(f"no mission {spec!r} in {journal.path} (robot-harness journal show --journal "
-                         f"{journal.path} --mission list lists them)", mission_id=spec)
+        flag = "" if robot is None else f" --robot {robot or '/'}"
+        raise UsageError(f"no mission {spec!r}{whose} in {journal.path} (robot-harness journal show --journal "
+                         f"{journal.path}{flag} --mission list lists them)", mission_id=spec)
     return spec
 
 
@@ -718,8 +878,9 @@ def _pairs(items: Sequence[str]) -> list[tuple[str, str]]:
 def _journal_show(args: argparse.Namespace, console: Console) -> int:
     from .core.timeline import render_timeline
 
+    robot = robot_of(args)
     with open_journal(args.journal) as journal:
-        missions = journal.missions()
+        missions = journal.missions(robot_id=robot)
         if args.mission == "list":
             from .core.mission_view import live_status, pending_interactions
             from .core.records import EventType
@@ -729,11 +890,14 @@ def _journal_show(args: argparse.Namespace, console: Console) -> int:
                                                                  EventType.INTERACTION_RESOLVED]))
             missions = [{**m, "status": live_status(m.get("status"), pending_interactions=waiting.get(m["mission_id"], 0)),
                          "finished": m.get("status") is not None} for m in missions]
+            fleet = any(m.get("robot_id") for m in missions)  # a robot column only where robots have names
+            width = max((len(m.get("robot_id") or "/") for m in missions), default=0)
             console.result(missions, lambda: "\n".join(
-                f"{m['mission_id']}  {m.get('status') or '-':<10} {m.get('goal') or ''}" for m in missions)
-                or "no missions")
+                f"{m['mission_id']}  " + (f"{m.get('robot_id') or '/':<{width}}  " if fleet else "")
+                + f"{m.get('status') or '-':<10} {m.get('goal') or ''}" for m in missions)
+                or ("no missions" + ("" if robot is None else f" of robot {robot or '/'}")))
             return ExitCode.OK
-        mid = _mission_id(journal, args.mission, missions)
+        mid = _mission_id(journal, args.mission, missions, robot=robot)
         events = journal.events(mission_id=mid)
     if not events:
         raise UsageError(f"no events for mission {mid}", mission_id=mid)
@@ -750,9 +914,12 @@ def _event_doc(event: Any) -> Any:
 def _journal_export(args: argparse.Namespace, console: Console) -> int:
     from .core.timeline import export_events
 
+    robot = robot_of(args)
     with open_journal(args.journal) as journal:
-        mid = _mission_id(journal, args.mission) if args.mission else None
-        events = journal.events(mission_id=mid)
+        if args.mission:  # one mission (of the robot), all its events, whoever wrote them
+            events = journal.events(mission_id=_mission_id(journal, args.mission, robot=robot))
+        else:
+            events = journal.events(robot_id=robot)
     if args.json:
         text = json.dumps([_event_doc(e) for e in events], indent=1) + "\n"
     else:
@@ -767,12 +934,15 @@ def _journal_export(args: argparse.Namespace, console: Console) -> int:
 
 
 def _journal_verify(args: argparse.Namespace, console: Console) -> int:
+    from .core.journal import local_state_path
     from .evidence.audit import audit_mission
 
+    robot = robot_of(args)
     with open_journal(args.journal) as journal:
-        mid = _mission_id(journal, args.mission)
+        mid = _mission_id(journal, args.mission, robot=robot)
         events = journal.events(mission_id=mid)
-        bags = args.bags or (Path(journal.path).parent / "bags")
+        whose = events[0].robot_id if events else ""
+        bags = args.bags or _bag_root(events, local_state_path(journal_target_of(args.journal), whose).parent / "bags")
     if not events:
         raise UsageError(f"no events for mission {mid}", mission_id=mid)
     report = audit_mission(events, bag_dir=bags)
@@ -792,6 +962,24 @@ def _journal_verify(args: argparse.Namespace, console: Console) -> int:
     return ExitCode.OK if report.ok else ExitCode.EVIDENCE
 
 
+def _bag_root(events: Sequence[Any], beside: Path) -> Path:
+    """Where a mission's bags are: ``beside`` the journal (its robot's files, for a database) when that
+    folder exists, else the root of the bag its end record names (``<root>/<mission>/<mission>.mcap``: a
+    run that kept its bags elsewhere), else ``beside`` (where verify then says they are missing)."""
+    from .core.payloads import MissionFinished, payload_of
+    from .core.records import EventType
+
+    if beside.is_dir():
+        return beside
+    end = next((e for e in reversed(events) if e.type is EventType.MISSION_FINISHED), None)
+    try:
+        bag = payload_of(end, MissionFinished).bag if end is not None else None
+    except HarnessError:  # an end record this harness cannot read names no bag
+        bag = None
+    recorded = Path(bag.path) if bag is not None and bag.path else None
+    return recorded.parent.parent if recorded is not None and recorded.is_file() else beside
+
+
 # --------------------------------------------------------------------------- replay, report, eval
 
 
@@ -801,15 +989,18 @@ def _replay(args: argparse.Namespace, console: Console) -> int:
         return _replay_scenario(args, console, bags)
     if len(bags) > 1 and args.mission:
         raise UsageError("--mission names one mission; with several bags each bag replays its own")
-    targets: list[tuple[Path | None, str, Path | None]] = []  # (journal, mission, bag folder)
+    robot = robot_of(args)
+    targets: list[tuple[str | Path | None, str, Path | None]] = []  # (journal, mission, bag folder)
     for bag in bags:
         bag = bag.resolve()
         bag_dir = bag if bag.is_dir() else bag.parent
         if not bag_dir.is_dir() or not bag.exists():
             raise UsageError(f"no bag at {bag}")
-        # <journal dir>/bags/<mission>/<mission>.mcap
-        journal = args.journal or bag_dir.parent.parent / "journal.sqlite3"
-        if args.journal is None and not journal.is_file():
+        # <journal dir>/bags/<mission>/<mission>.mcap; a fleet's robot keeps its bags beside no journal file
+        journal: str | Path | None = args.journal or bag_dir.parent.parent / "journal.sqlite3"
+        if args.journal is None and not Path(journal).is_file() and os.environ.get(JOURNAL_ENV, "").strip():
+            journal = journal_target_of(None)
+        elif args.journal is None and not Path(journal).is_file():
             raise UsageError(
                 f"{bag} has no harness journal beside it (looked for {journal}): replaying a mission needs "
                 "its journal (--journal PATH), and a recording the harness did not make needs a contract "
@@ -820,13 +1011,14 @@ def _replay(args: argparse.Namespace, console: Console) -> int:
         targets.append((args.journal, args.mission or "last", None))
     overrides = _overrides(args.set)
     if args.decisions:
-        return _replay_decisions(targets, overrides, console)
+        return _replay_decisions(targets, overrides, console, robot=robot)
     progress = console.progress
     reports = []
     for i, (journal_path, mission, bag_dir) in enumerate(targets, 1):
         if len(targets) > 1:
             progress.update(f"[{i}/{len(targets)}] replaying {mission}", key=str(i))
-        reports.append(_replay_one(journal_path, mission, overrides=overrides, artifacts=args.artifacts, bag_dir=bag_dir))
+        reports.append(_replay_one(journal_path, mission, overrides=overrides, artifacts=args.artifacts,
+                                   bag_dir=bag_dir, robot=robot))
     identical = all(r.identical for r in reports)
     if len(reports) == 1:
         doc: Any = reports[0].as_dict()
@@ -839,8 +1031,8 @@ def _replay(args: argparse.Namespace, console: Console) -> int:
     return ExitCode.OK if identical else ExitCode.NOT_SUCCEEDED
 
 
-def _replay_decisions(targets: Sequence[tuple[Path | None, str, Path | None]], overrides: dict[str, Any],
-                      console: Console) -> int:
+def _replay_decisions(targets: Sequence[tuple[str | Path | None, str, Path | None]], overrides: dict[str, Any],
+                      console: Console, *, robot: str | None = None) -> int:
     """``replay --decisions``: each mission re-run on its tape; exit 1 when one decides otherwise."""
     from .core.errors import NondeterminismError
     from .decision_replay import replay_journal_mission, what_if_journal_mission
@@ -848,8 +1040,8 @@ def _replay_decisions(targets: Sequence[tuple[Path | None, str, Path | None]], o
     docs: list[dict[str, Any]] = []
     for journal_path, mission, _bag in targets:
         path = _journal_path(journal_path)
-        with open_journal(journal_path) as j:
-            mid = _mission_id(j, mission)
+        with open_journal(path) as j:
+            mid = _mission_id(j, mission, robot=robot)
         if overrides:
             docs.append(what_if_journal_mission(path, mid, overrides=overrides).as_dict())
             continue
@@ -883,12 +1075,12 @@ def _overrides(items: Sequence[str]) -> dict[str, Any]:
     return dotted_overrides(_pairs(items))
 
 
-def _replay_one(journal_path: Path | None, mission: str, *, overrides: dict[str, Any], artifacts: Path | None,
-                bag_dir: Path | None = None) -> Any:
+def _replay_one(journal_path: str | Path | None, mission: str, *, overrides: dict[str, Any], artifacts: Path | None,
+                bag_dir: Path | None = None, robot: str | None = None) -> Any:
     from .evidence.replay import replay_mission
 
     with open_journal(journal_path) as j:
-        mid = _mission_id(j, mission)
+        mid = _mission_id(j, mission, robot=robot)
         return replay_mission(j, mid, overrides=overrides, artifacts_dir=artifacts, bag_dir=bag_dir)
 
 
@@ -940,8 +1132,9 @@ def _report(args: argparse.Namespace, console: Console) -> int:
 
     if args.mission_arg and args.mission and args.mission_arg != args.mission:
         raise UsageError(f"two missions given ({args.mission_arg} and --mission {args.mission}): give one")
+    robot = robot_of(args)
     with open_journal(args.journal) as j:
-        mission = _mission_id(j, args.mission_arg or args.mission or "last")
+        mission = _mission_id(j, args.mission_arg or args.mission or "last", robot=robot)
         page = render_report(j, mission, artifacts_dir=args.artifacts, bag=args.bag)
     out = args.out or Path(f"report-{mission}.html")
     _check_writable(out, "--out")
@@ -1017,21 +1210,28 @@ def _run(args: argparse.Namespace, console: Console) -> int:
 
     planner = _planner_overrides(args)
     scenario = load_scenario(_demo_scenario() if args.command == "demo" else args.scenario)
-    journal = args.journal
-    if journal is None:
-        out = Path(os.environ.get("ROBOT_HARNESS_RUNS", "runs")) / time.strftime("%Y%m%d-%H%M%S")
-        journal = out / "journal.sqlite3"
-    # Before the robot moves: a report that cannot be written is said now, not after the mission.
-    _check_writable(journal, "--journal", error=JournalWriteError)
+    out = Path(os.environ.get("ROBOT_HARNESS_RUNS", "runs")) / time.strftime("%Y%m%d-%H%M%S")
+    given = args.journal or os.environ.get(JOURNAL_ENV, "").strip()
+    journal = journal_target_of(given) if given else out / "journal.sqlite3"
+    files: Path | None = None
+    # Before the robot moves: a journal or a report that cannot be written is said now, not after the mission.
+    if isinstance(journal, str):  # a database: reachable now, or exit 5; the run's bags and artifacts in out/
+        with open_journal(journal):
+            pass
+        files = out / "artifacts"
+        _check_writable(files, "the run's folder", error=JournalWriteError)
+    else:
+        _check_writable(journal, "--journal", error=JournalWriteError)
     if args.report:
         _check_writable(args.report, "--report")
     console.info(f"mission: {scenario.goal}")
     progress = console.progress
-    report = run_scenario(scenario, journal_path=journal, report_path=args.report, on_feedback=progress.mission,
-                          extra_overrides=planner)
+    report = run_scenario(scenario, journal_path=graph_journal(journal) if files else journal,
+                          report_path=args.report, on_feedback=progress.mission, extra_overrides=planner,
+                          artifacts_dir=files)
     progress.done(f"{report['mission_id']}: {report['status']} after {progress.elapsed():.1f} s; "
                   f"journal {report['journal']}")
-    console.result(report, lambda: _run_text(report, args.report))
+    console.result(report, lambda: _run_text(report, args.report, journal))
     if report.get("refusal"):
         print(f"robot-harness: error: mission {report['mission_id']} was not run: {report['summary']}",
               file=console.stderr)
@@ -1084,16 +1284,14 @@ def _read_only_fs(folder: Path) -> bool:
         return False
 
 
-def _run_text(report: dict[str, Any], report_path: Path | None) -> str:
+def _run_text(report: dict[str, Any], report_path: Path | None, journal: str | Path) -> str:
     """The timeline, the calls and where the records are; then, last, what the mission came to:
-    status, contract, the verifier's verdict and the evidence behind it."""
+    status, contract, the verifier's verdict and the evidence behind it. ``journal``: the run's (the
+    report names it with a database URL's password redacted)."""
     from .core.timeline import render_timeline
 
-    j = _open_journal(Path(report["journal"]))
-    try:
+    with open_journal(journal) as j:
         events = j.events(mission_id=report["mission_id"])
-    finally:
-        j.close()
     lines = [render_timeline(events), "", "tool calls:"]
     for call in report["tool_calls"]:
         res = call.get("result") or {}
@@ -1140,8 +1338,8 @@ def _up(args: argparse.Namespace, console: Console) -> int:
     from .bringup import BringUp, config_dir
 
     overrides: dict[str, dict[str, Any]] = {"supervisor": {}}
-    if args.journal:
-        overrides["supervisor"]["journal_path"] = str(args.journal)
+    if args.journal or os.environ.get(JOURNAL_ENV, "").strip():  # else the config's journal.url, else the file
+        overrides["supervisor"]["journal_path"] = graph_journal(journal_target_of(args.journal))
     cfg = args.harness_config or (config_dir() / "harness.yaml")
     overrides["supervisor"]["harness_config_file"] = str(cfg)
     overrides.update(_planner_overrides(args))
@@ -1171,7 +1369,7 @@ def _up(args: argparse.Namespace, console: Console) -> int:
                   f"robot-harness: warning: MCP server not started: {graph.supervisor.mcp_error or 'see the log'}; "
                   "missions still run through the Mission action", file=console.stderr, flush=True)
         if args.dashboard:
-            _start_dashboard(graph, args.dashboard_port, console, args)
+            _start_dashboard(graph, args.dashboard_port, console, args, cfg)
         # Explicit handlers, installed before "graph up" is said (a Ctrl-C right after it must stop the
         # graph, not escape past it): a process started in the background by a script inherits an
         # ignored SIGINT, and Ctrl-C/`kill -INT` must still stop it.
@@ -1194,13 +1392,21 @@ def _up(args: argparse.Namespace, console: Console) -> int:
     return ExitCode.OK
 
 
-def _start_dashboard(graph: Any, port: int, console: Console, args: argparse.Namespace) -> None:
-    """The dashboard in this process, on a node of the graph (stopped with it)."""
+def _start_dashboard(graph: Any, port: int, console: Console, args: argparse.Namespace, cfg: Path) -> None:
+    """The dashboard in this process, on a node of the graph (stopped with it), over the supervisor's journal
+    (whose database URL the supervisor shows only redacted: it is taken from where the supervisor took it)."""
     from rclpy.node import Node
 
+    from .core.journal import is_database_url
     from .operator.dashboard import TOKEN_ENV as DASH_TOKEN_ENV, RosOperatorPort, serve
 
-    journal = graph.supervisor.journal_path
+    journal: str | Path = graph.supervisor.journal_path
+    if args.journal or os.environ.get(JOURNAL_ENV, "").strip():
+        journal = journal_target_of(args.journal)
+    elif is_database_url(journal):
+        from .core.config import load_harness_config
+
+        journal = journal_target(load_harness_config(file_text=Path(cfg).read_text()).journal.url)
     node = Node("robot_harness_dashboard", context=graph.context, namespace=graph.namespace or "/")
     operator = RosOperatorPort(node, journal_path=journal, mission_action=namespaced(args, "/robot_harness/mission"),
                                stop_service=namespaced(args, "/supervisor/stop"))

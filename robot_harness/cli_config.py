@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .cli import TOKEN_ENV, Console, ExitCode, _journal_arg, _journal_path, add_command, add_group
+from .cli import (JOURNAL_ENV, TOKEN_ENV, Console, ExitCode, _journal_arg, _journal_path, _journal_type, add_command,
+                  add_group, journal_target_of)
 from .core.errors import UsageError
 
 __all__ = ["register", "COMMANDS"]
@@ -140,7 +141,9 @@ def register(sub: Any) -> None:
         examples=[f"robot-harness config run scenarios/rsi/train {_J}"],
         run=_run, progress=True)
     rn.add_argument("scenarios", nargs="+", type=Path, help="scenario files or folders of them")
-    rn.add_argument("--journal", type=Path, required=True, help="the journal to write (made if missing)")
+    rn.add_argument("--journal", type=_journal_type, metavar="FILE|URL",
+                    help=f"the journal to write (a file, made if missing, or a postgresql:// URL; default "
+                         f"${JOURNAL_ENV}, which one of them must give)")
 
 
 def _propose(args: argparse.Namespace, console: Console) -> int:
@@ -297,9 +300,11 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             raise UsageError(f"no scenario file or folder at {p}")
     if not files:
         raise UsageError("no scenario files (*.yaml) given")
+    if not (args.journal or os.environ.get(JOURNAL_ENV, "").strip()):
+        raise UsageError(f"config run needs the journal to write: --journal FILE|URL (or ${JOURNAL_ENV})")
     scenarios = [load_scenario(f) for f in files]
     console.progress.update(f"running {len(scenarios)} missions")
-    results = run_missions(args.journal, scenarios)
+    results = run_missions(journal_target_of(args.journal), scenarios)
     docs = [{"scenario": r.scenario, "mission_id": r.mission_id, "status": r.status, "truth_done": r.truth.done,
              "summary": r.summary[:200]} for r in results]
     console.result({"missions": docs}, lambda: "\n".join(f"{d['scenario']}: {d['status']} ({d['mission_id']})"

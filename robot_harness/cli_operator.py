@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 from typing import Any
 
-from .cli import TOKEN_ENV, Console, ExitCode, add_command, namespace_arg, namespaced, open_journal
+from .cli import (TOKEN_ENV, Console, ExitCode, _journal_arg, add_command, journal_target_of,
+                  namespace_arg, namespaced, open_journal, robot_arg, robot_of)
 from .core.errors import UsageError
+from .core.interactions import interaction_robot
 from .core.interactions import journal_token_hasher as _journal_token_hasher
 
 __all__ = ["register", "COMMANDS", "TOKEN_ENV"]
@@ -50,7 +51,9 @@ def register(sub: Any) -> None:
                   f"{TOKEN_ENV}=s3cret robot-harness answer ask-1a2b3c deny --json"],
         run=_answer, exit_codes=(ExitCode.REFUSED,),
         notes=f"the token comes from --token or ${TOKEN_ENV}; tokens are compared as keyed digests with the "
-              "key beside the journal (<journal>.token_key), so run as the user that owns the journal")
+              "key beside the journal (<journal>.token_key; for a database, the robot's "
+              "$ROS_HOME/robot_harness/<robot>/journal.token_key), so run as the user that owns it, on the "
+              "robot's machine")
     a.add_argument("interaction_id", help="the id `robot-harness interactions` shows (ask-...)")
     a.add_argument("resolution", choices=("approve", "deny", "dismiss", "answer"))
     a.add_argument("--text", default="", help="free-text answer to a question")
@@ -62,14 +65,20 @@ def register(sub: Any) -> None:
 
     r = add_command(
         sub, "resources", help="resource leases in force; clear one an unknown outcome blocks",
-        description="The resource leases in force. An action whose outcome the harness could not establish "
-                    "leaves its resource blocked until a person checks the robot and clears it (journaled, "
-                    "with who and why).",
+        description="The resource leases in force, every robot's in a fleet's journal (each with the robot "
+                    "holding it and its fencing token, the seq that acquired it). An action whose outcome the "
+                    "harness could not establish leaves its resource blocked until a person checks the robot and "
+                    "clears it (journaled, "
+                    "with who and why). A robot's own resource is cleared in that robot's name (--robot); a "
+                    "site resource (an elevator, a door: scope site) by its name alone.",
         examples=["robot-harness resources",
-                  "robot-harness resources --clear base --reason 'robot checked: parked' --operator alice",
+                  "robot-harness resources --clear base --robot robot1 --reason 'robot checked: parked' "
+                  "--operator alice",
                   "robot-harness resources --journal /tmp/rh/journal.sqlite3 --json"],
         run=_resources, exit_codes=(ExitCode.REFUSED,))
     _journal_arg(r)
+    robot_arg(r, what="only what this robot sees, its own resources and the site's (default: every robot's); "
+                      "with --clear, whose resource it is")
     r.add_argument("--clear", metavar="RESOURCE", help="release this resource (blocked leases only; journaled)")
     r.add_argument("--reason", default="", help="why it is safe to clear (required with --clear)")
     r.add_argument("--operator", default=os.environ.get("USER", ""), help="who clears, for the record")
@@ -85,10 +94,6 @@ def register(sub: Any) -> None:
     s.add_argument("--reason", default="operator stop", help="recorded with the stop")
     s.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the supervisor (default 10)")
     namespace_arg(s)
-
-
-def _journal_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--journal", type=Path, help="journal file (default $ROS_HOME/robot_harness/journal.sqlite3)")
 
 
 def _interactions(args: argparse.Namespace, console: Console) -> int:
@@ -125,12 +130,16 @@ def _interactions(args: argparse.Namespace, console: Console) -> int:
 def _answer(args: argparse.Namespace, console: Console) -> int:
     from .core.clock import SystemClock
     from .core.interactions import resolve
+    from .core.journal import local_state_path
 
     token = args.token if args.token is not None else os.environ.get(TOKEN_ENV, "")
     with open_journal(args.journal) as journal:
+        robot = interaction_robot(journal, args.interaction_id)
+    local = local_state_path(journal_target_of(args.journal), robot)
+    with open_journal(args.journal, robot_id=robot) as journal:  # the answer is journaled as its mission's robot's
         interaction, recorded = resolve(journal, interaction_id=args.interaction_id, resolution=args.resolution,
                                         token=token, clock=SystemClock(), answer=args.text, choice=args.choice,
-                                        operator=args.operator, hasher=_journal_token_hasher(journal.path))
+                                        operator=args.operator, hasher=_journal_token_hasher(local))
     res = interaction.resolution or {}
     console.result({"recorded": recorded, "interaction": interaction.view()},
                    ("recorded: " if recorded else "already recorded (the first answer stands): ")
@@ -143,27 +152,35 @@ def _resources(args: argparse.Namespace, console: Console) -> int:
     from .core.clock import SystemClock
     from .core.reconcile import clear_resource
 
-    with open_journal(args.journal) as journal:
-        if args.clear:
+    robot = robot_of(args)
+    if args.clear:
+        if robot is None:
+            robot = _holder(args.journal, args.clear)
+        with open_journal(args.journal, robot_id=robot) as journal:  # that robot's view, and its name on the record
             lease = clear_resource(journal, resource=args.clear, reason=args.reason, operator=args.operator,
                                    clock=SystemClock())
-            console.result({"cleared": args.clear, "lease": lease.model_dump(mode="json")},
-                           f"cleared {args.clear} (was {lease.state.value} by {lease.owner}, "
-                           f"mission {lease.mission_id})")
-            return ExitCode.OK
-        leases = {r: lease.model_dump(mode="json") for r, lease in journal.leases().items()}
-    for resource, lease in leases.items():
-        lease["clear_command"] = _clear_command(resource, args.journal) if lease["state"] == "blocked" else ""
+        whose = "" if lease.scope == "site" or not lease.robot_id else f" of robot {lease.robot_id}"
+        console.result({"cleared": args.clear, "robot_id": lease.robot_id, "lease": lease.model_dump(mode="json")},
+                       f"cleared {args.clear}{whose} (was {lease.state.value} by {lease.owner}, mission "
+                       f"{lease.mission_id}, fencing token {lease.fence})")
+        return ExitCode.OK
+    with open_journal(args.journal, robot_id=robot or "") as journal:
+        held = journal.all_leases() if robot is None else {lease.key: lease for lease in journal.leases().values()}
+    leases = {key: {**lease.model_dump(mode="json"), "key": key} for key, lease in sorted(held.items())}
+    for lease in leases.values():
+        lease["clear_command"] = _clear_command(lease, args.journal) if lease["state"] == "blocked" else ""
 
     def text() -> str:
         if not leases:
             return "no resource is leased"
         lines = []
-        for r, lease in leases.items():
-            lines.append(f"{r}: {lease['state']} by {lease['owner']} (mission {lease['mission_id']})"
-                         + (f" - {lease['reason']}" if lease["reason"] else ""))
+        for key, lease in leases.items():
+            holder = f"robot {lease['robot_id']}, " if lease.get("robot_id") else ""
+            scope = " (site)" if lease.get("scope") == "site" else ""
+            lines.append(f"{key}{scope}: {lease['state']} by {lease['owner']} ({holder}mission {lease['mission_id']}, "
+                         f"fencing token {lease['fence']})" + (f" - {lease['reason']}" if lease["reason"] else ""))
             if lease["clear_command"]:
-                lines.append(f"  nothing may use {r} until it is cleared: check the robot (is it stopped, where is "
+                lines.append(f"  nothing may use {key} until it is cleared: check the robot (is it stopped, where is "
                              f"it?), then\n  {lease['clear_command']}")
         return "\n".join(lines)
 
@@ -171,12 +188,32 @@ def _resources(args: argparse.Namespace, console: Console) -> int:
     return ExitCode.OK
 
 
-def _clear_command(resource: str, journal: Path | None) -> str:
-    """The exact command that clears a blocked ``resource`` (the reason and the operator are the person's to give)."""
+def _holder(journal_arg: Any, resource: str) -> str:
+    """Whose view clears ``resource`` when ``--robot`` is not given: a site lease's holder, or the one robot
+    holding a resource of that name; two robots holding one is a usage error naming them (never a guess)."""
+    with open_journal(journal_arg) as journal:
+        held = [lease for lease in journal.all_leases().values() if lease.resource == resource]
+    site = [lease for lease in held if lease.scope == "site"]
+    if site:
+        return site[0].robot_id
+    robots = sorted({lease.robot_id for lease in held})
+    if len(robots) > 1:
+        raise UsageError(f"resource {resource!r} is leased by robots {', '.join(r or '/' for r in robots)}: name "
+                         "the one to clear it for with --robot", resource=resource, robots=robots)
+    return robots[0] if robots else ""
+
+
+def _clear_command(lease: dict[str, Any], journal: Any) -> str:
+    """The exact command that clears a blocked lease (the reason and the operator are the person's to give);
+    a database URL is shown with its password redacted."""
     import shlex
 
-    where = f" --journal {shlex.quote(str(journal))}" if journal else ""
-    return (f"robot-harness resources --clear {shlex.quote(resource)} --reason '<what you checked>' "
+    from .core.journal import redact_url
+
+    where = f" --journal {shlex.quote(redact_url(journal))}" if journal else ""
+    robot = f" --robot {shlex.quote(lease['robot_id'])}" if lease.get("robot_id") and lease.get("scope") != "site" \
+        else ""
+    return (f"robot-harness resources --clear {shlex.quote(lease['resource'])}{robot} --reason '<what you checked>' "
             f"--operator \"$USER\"{where}")
 
 

@@ -23,11 +23,14 @@ def register(sub: Any) -> None:
         description="A web page over the journal, live: the mission and its contract, the world snapshot with "
                     "field ages (stale fields marked), the trajectory, the action timeline, model turns, "
                     "verdicts and commits. It sends missions, answers approvals and questions, and stops the "
-                    "running mission through the supervisor. Loopback only unless a token is set.",
+                    "running mission through the supervisor. Over a fleet's database (--journal postgresql://...) "
+                    "it lists every robot's missions, each with its robot, and the fleet's leases with the robot "
+                    "holding each and its token; --robot picks the robot listed first. Loopback only unless a "
+                    "token is set.",
         examples=["robot-harness dashboard                       # http://127.0.0.1:8771/",
                   "robot-harness dashboard --journal /tmp/rh/journal.sqlite3 --port 0",
-                  "robot-harness dashboard --read-only --journal old/journal.sqlite3"],
-        run=_dashboard, json_output=False, exit_codes=(ExitCode.UNAVAILABLE,),
+                  "robot-harness dashboard --read-only --journal postgresql://harness@db.local/fleet --robot robot1"],
+        run=_dashboard, json_output=False, exit_codes=(ExitCode.UNAVAILABLE, ExitCode.EVIDENCE),
         notes="docs/dashboard.md; writes need the operator token when $ROBOT_HARNESS_OPERATOR_TOKEN is set")
     dashboard.add_arguments(d)
 

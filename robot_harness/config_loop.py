@@ -35,7 +35,7 @@ from .core.config_versions import (Candidate, ConfigStore, Judgement, Manifest, 
 from .core.errors import UsageError
 from .core.interactions import (ApprovalPolicy, CredentialSet, Interaction, InteractionKind, NotAuthorized, TokenHasher,
                                 authorize, load_token_key, token_key_path)
-from .core.journal import SqliteJournal
+from .core.journal import Journal, is_database_url, local_state_path, open_journal
 from .core.payloads import MissionStarted, payload_of
 from .core.records import EventType
 from .core.scenario import Scenario, load_scenario
@@ -49,24 +49,25 @@ DEFAULT_SUITES = (REPO / "scenarios" / "eval", REPO / "scenarios" / "rsi" / "hel
 
 
 @contextlib.contextmanager
-def _journal(path: Path) -> Iterator[SqliteJournal]:
-    """The journal at ``path``, set up, closed again; a missing file is a usage error."""
-    if not Path(path).is_file():
+def _journal(path: str | Path) -> Iterator[Journal]:
+    """The journal at ``path`` (a SQLite file or a ``postgresql://`` URL), set up, closed again; a missing file
+    is a usage error."""
+    if not is_database_url(path) and not Path(path).is_file():
         raise UsageError(f"no journal at {path}", path=str(path))
-    journal = SqliteJournal(path, clock=SystemClock(), ids=IdGenerator(None))
+    journal = open_journal(path, clock=SystemClock(), ids=IdGenerator(None))
     try:
-        journal.setup()
         yield journal
     finally:
         journal.close()
 
 
-def _hasher(path: Path) -> TokenHasher:
-    """The token key beside the journal (made, mode 0600, when there is none yet)."""
-    return TokenHasher(load_token_key(token_key_path(path), create=True))
+def _hasher(path: str | Path) -> TokenHasher:
+    """The token key beside the journal (made, mode 0600, when there is none yet); for a database, on this
+    machine where a harness keeps its key (``core.journal.local_state_path``)."""
+    return TokenHasher(load_token_key(token_key_path(local_state_path(path)), create=True))
 
 
-def _base(journal: SqliteJournal, missions: Sequence[str] | None) -> dict[str, Any]:
+def _base(journal: Journal, missions: Sequence[str] | None) -> dict[str, Any]:
     """The configuration a candidate is checked against: the newest motivating mission's own, as its
     MISSION_STARTED journaled it (the places a new alias must name; what the candidate must still load
     over)."""
@@ -80,7 +81,7 @@ def _base(journal: SqliteJournal, missions: Sequence[str] | None) -> dict[str, A
 # --------------------------------------------------------------------------- propose
 
 
-def propose(journal_path: Path, *, missions: Sequence[str] | None = None, proposed_by: str = "robot-harness config propose",
+def propose(journal_path: str | Path, *, missions: Sequence[str] | None = None, proposed_by: str = "robot-harness config propose",
             proposer_token: str = "", manual: dict[str, Any] | None = None, intended_effect: str = "",
             target: str = "success_rate", site: HarnessConfig | None = None,
             llm: Any = None) -> list[dict[str, Any]]:
@@ -224,7 +225,7 @@ def _regression_what_ifs(directory: Path, overrides: dict[str, Any]) -> list[dic
     return out
 
 
-def evaluate(journal_path: Path, version: int, *, suites: Sequence[Path] = DEFAULT_SUITES,
+def evaluate(journal_path: str | Path, version: int, *, suites: Sequence[Path] = DEFAULT_SUITES,
              regression: Path | None = REGRESSION_SET, tolerance: Tolerance = Tolerance(),
              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Candidate ``version`` against the released one: the report (kept as an evaluation) with
@@ -280,7 +281,7 @@ def evaluate(journal_path: Path, version: int, *, suites: Sequence[Path] = DEFAU
 # --------------------------------------------------------------------------- release, rollback
 
 
-def _approve(journal_path: Path, store: ConfigStore, version: int, *, what: str, token: str,
+def _approve(journal_path: str | Path, store: ConfigStore, version: int, *, what: str, token: str,
              site: HarnessConfig, environ: Mapping[str, str]) -> str:
     """The credential kind ``token`` approves ``what`` with, under the operator policy: the operator token
     or a configured approver's (from the site's environment, as the supervisor reads them), never the
@@ -306,7 +307,7 @@ def _approve(journal_path: Path, store: ConfigStore, version: int, *, what: str,
     return authorize(request, token, hasher)
 
 
-def release(journal_path: Path, version: int, *, token: str, site: HarnessConfig, environ: Mapping[str, str],
+def release(journal_path: str | Path, version: int, *, token: str, site: HarnessConfig, environ: Mapping[str, str],
             operator: str = "", reason: str = "") -> dict[str, Any]:
     """Release ``version``: it needs a passing evaluation against the version released now and an
     operator's credential; missions started from now on run under it."""
@@ -324,7 +325,7 @@ def release(journal_path: Path, version: int, *, token: str, site: HarnessConfig
                 "evaluation_id": evaluation["evaluation_id"]}
 
 
-def rollback(journal_path: Path, version: int | None = None, *, token: str, site: HarnessConfig,
+def rollback(journal_path: str | Path, version: int | None = None, *, token: str, site: HarnessConfig,
              environ: Mapping[str, str], operator: str = "", reason: str = "") -> dict[str, Any]:
     """Return to ``version`` (default: the version released before the current one) with an operator's
     credential; no evaluation is needed to go back to a version that was released before."""
@@ -348,7 +349,7 @@ def rollback(journal_path: Path, version: int | None = None, *, token: str, site
         return {"release_id": rid, "version": version, "previous": active["version"], "approved_as": approved_as}
 
 
-def history(journal_path: Path) -> dict[str, Any]:
+def history(journal_path: str | Path) -> dict[str, Any]:
     """Versions (with manifests), evaluations (verdicts and reasons), releases (who, when), the active one,
     and how many missions ran under each version."""
     with _journal(journal_path) as journal:
@@ -371,19 +372,19 @@ def history(journal_path: Path) -> dict[str, Any]:
 # --------------------------------------------------------------------------- missions under the released version
 
 
-def run_missions(journal_path: Path, scenarios: Sequence[Scenario], *, workdir: Path | None = None) -> list[Any]:
+def run_missions(journal_path: str | Path, scenarios: Sequence[Scenario], *, workdir: Path | None = None) -> list[Any]:
     """Run each scenario's mission on the in-process simulated robot into the journal at ``journal_path``,
     under the version released when it starts (as the supervisor does), pinned to it in its
     MISSION_STARTED. For a mission family's evidence, and for the end-to-end test of the loop."""
     from .eval.modes import run_one
 
-    Path(journal_path).parent.mkdir(parents=True, exist_ok=True)
+    if not is_database_url(journal_path):
+        Path(journal_path).parent.mkdir(parents=True, exist_ok=True)
     workdir = workdir or Path(tempfile.mkdtemp(prefix="robot_harness-missions-"))
     out = []
     for sc in scenarios:
-        journal = SqliteJournal(journal_path, clock=SystemClock(), ids=IdGenerator(None))
+        journal = open_journal(journal_path, clock=SystemClock(), ids=IdGenerator(None))
         try:
-            journal.setup()
             pin, overrides = ConfigStore(journal, now=time.time).pin()
         finally:
             journal.close()

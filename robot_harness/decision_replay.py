@@ -21,7 +21,7 @@ from .core.config_versions import ConfigPin
 from .core.decisions import DecisionReplay, ReplayJournal, WhatIf, replay_decisions, what_if
 from .core.errors import UsageError
 from .core.interactions import MissionCredentials
-from .core.journal import SqliteJournal
+from .core.journal import open_journal, redact_url
 from .core.payloads import MissionStarted, payload_of
 from .core.records import EventType
 from .core.skills import default_skills
@@ -32,7 +32,8 @@ __all__ = ["replay_journal_mission", "what_if_journal_mission"]
 
 def replay_journal_mission(journal_path: str | Path, mission_id: str, *,
                            overrides: dict[str, Any] | None = None) -> DecisionReplay:
-    """Replay ``mission_id`` of the journal at ``journal_path`` by decision; NondeterminismError at the
+    """Replay ``mission_id`` of the journal at ``journal_path`` (a SQLite file or a ``postgresql://`` URL) by
+    decision; NondeterminismError at the
     first difference, UsageError when the mission or its tape is not there."""
     mission, player, run, replayed = _rebuild(journal_path, mission_id, overrides=overrides, lenient=False)
     return replay_decisions(mission, player, run, replayed, perf_counter=time.perf_counter)
@@ -53,18 +54,18 @@ def what_if_journal_mission(journal_path: str | Path, mission_id: str, *,
 
 def _rebuild(journal_path: str | Path, mission_id: str, *, overrides: dict[str, Any] | None,
              lenient: bool) -> tuple[list[Any], TapePlayer, Any, Any]:
-    journal = SqliteJournal(journal_path, clock=SystemClock(), ids=IdGenerator(None))
+    journal = open_journal(journal_path, clock=SystemClock(), ids=IdGenerator(None))
     try:
-        journal.setup()
         events = journal.events()
         tape = journal.get_tape(mission_id)
     finally:
         journal.close()
     mission = [e for e in events if e.mission_id == mission_id]
+    where = redact_url(journal_path)
     if not mission:
-        raise UsageError(f"no mission {mission_id!r} in {journal_path}", mission_id=mission_id)
+        raise UsageError(f"no mission {mission_id!r} in {where}", mission_id=mission_id)
     if tape is None or "run" not in tape.meta:
-        raise UsageError(f"mission {mission_id} has no decision tape in {journal_path} (it ran before the "
+        raise UsageError(f"mission {mission_id} has no decision tape in {where} (it ran before the "
                          "supervisor kept tapes, or its tape could not be written: see the supervisor's log)",
                          mission_id=mission_id)
     before = [e for e in events if e.seq < mission[0].seq]

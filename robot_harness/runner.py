@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .core.clock import IdGenerator, SystemClock
-from .core.journal import SqliteJournal
+from .core.journal import is_database_url, open_journal, redact_url
 from .core.payloads import (
     CommitRecorded,
     ContractFrozen,
@@ -33,8 +33,10 @@ from .core.scenario import Scenario
 __all__ = ["scenario_overrides", "run_scenario", "build_report"]
 
 
-def scenario_overrides(scenario: Scenario, *, journal_path: Path, artifacts_dir: Path) -> dict[str, dict[str, Any]]:
-    """Node parameter overrides that make the graph run this scenario."""
+def scenario_overrides(scenario: Scenario, *, journal_path: str | Path, artifacts_dir: Path,
+                       bag_dir: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Node parameter overrides that make the graph run this scenario. ``journal_path``: a SQLite file or a
+    database URL; ``bag_dir``: where the mission's bag goes (default: ``bags/`` beside a journal file)."""
     start = scenario.world.start_pose()
     robot = scenario.robot
     if robot.map is not None:  # said before a graph starts, as the world's own validation says it
@@ -64,6 +66,7 @@ def scenario_overrides(scenario: Scenario, *, journal_path: Path, artifacts_dir:
             "journal_path": str(journal_path),
             "artifacts_dir": str(artifacts_dir),
             "harness_config_json": json.dumps(harness),
+            **({"bag_dir": str(bag_dir)} if bag_dir is not None else {}),
         },
     }
 
@@ -128,22 +131,34 @@ def build_report(events: list[JournalEvent], *, mission_id: str, journal_path: s
 def run_scenario(
     scenario: Scenario,
     *,
-    journal_path: Path | None = None,
+    journal_path: str | Path | None = None,
     report_path: Path | None = None,
     artifacts_dir: Path | None = None,
     on_feedback: Callable[[Any], None] | None = None,
     extra_overrides: dict[str, dict[str, Any]] | None = None,
     graph_hook: Callable[[Any], None] | None = None,
 ) -> dict[str, Any]:
-    """Start sim + graph, run the scenario's mission, stop everything, return the report."""
+    """Start sim + graph, run the scenario's mission, stop everything, return the report.
+
+    ``journal_path``: a SQLite file (default: one in a new temporary folder) or a ``postgresql://`` URL (a
+    fleet's database; the bag and artifacts then go to ``artifacts_dir``'s folder, default a new temporary
+    one). The report names the journal with a URL's password redacted."""
     from .bringup import BringUp
     from .client import MissionClient
 
     workdir = Path(tempfile.mkdtemp(prefix="robot_harness-run-"))
-    journal_path = Path(journal_path) if journal_path else workdir / "journal.sqlite3"
-    journal_path.parent.mkdir(parents=True, exist_ok=True)
-    artifacts_dir = Path(artifacts_dir) if artifacts_dir else journal_path.parent / "artifacts"
-    overrides = scenario_overrides(scenario, journal_path=journal_path, artifacts_dir=artifacts_dir)
+    bag_dir = None
+    if is_database_url(journal_path):
+        artifacts_dir = Path(artifacts_dir) if artifacts_dir else workdir / "artifacts"
+        bag_dir = artifacts_dir.parent / "bags"
+        artifacts_dir.parent.mkdir(parents=True, exist_ok=True)
+        target: str | Path = str(journal_path)
+    else:
+        target = Path(journal_path) if journal_path else workdir / "journal.sqlite3"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        artifacts_dir = Path(artifacts_dir) if artifacts_dir else target.parent / "artifacts"
+    shown = redact_url(target)
+    overrides = scenario_overrides(scenario, journal_path=target, artifacts_dir=artifacts_dir, bag_dir=bag_dir)
     for node, values in (extra_overrides or {}).items():
         overrides.setdefault(node, {}).update(values)
     mission_id = IdGenerator(None).new("mission")
@@ -162,7 +177,7 @@ def run_scenario(
             "goal_log": [e.model_dump(mode="json") for e in graph.sim.goal_log],
             "final_true_pose": graph.sim.world.true_pose.model_dump(),
         } if graph.sim is not None else None
-    journal = SqliteJournal(journal_path, clock=SystemClock(), ids=IdGenerator(None))
+    journal = open_journal(target, clock=SystemClock(), ids=IdGenerator(None))
     try:
         events = journal.events(mission_id=mission_id)
     finally:
@@ -171,10 +186,10 @@ def run_scenario(
     # mission was refused while the supervisor ran it (seen in CI).
     if not accepted and not events:
         report = {"mission_id": mission_id, "status": "BLOCKED", "summary": "the supervisor refused the mission",
-                  "tool_calls": [], "event_counts": {}, "evidence_seqs": [], "journal": str(journal_path),
+                  "tool_calls": [], "event_counts": {}, "evidence_seqs": [], "journal": shown,
                   "refusal": "rejected"}
     else:
-        report = build_report(events, mission_id=mission_id, journal_path=str(journal_path), mission_result=result)
+        report = build_report(events, mission_id=mission_id, journal_path=shown, mission_result=result)
     report["sim_truth"] = truth
     if report_path:
         Path(report_path).parent.mkdir(parents=True, exist_ok=True)

@@ -32,7 +32,7 @@ from ..core.completion import EvidenceRef, GoalVerdict, StepVerdict, Verdict
 from ..core.config import deep_merge, load_harness_config
 from ..core.errors import HarnessError, UsageError
 from ..core.gate import CommitGate, GateRejection, TaskState
-from ..core.journal import Journal
+from ..core.journal import Journal, is_database_url
 from ..core.payloads import (
     CommitRecorded,
     MissionFinished,
@@ -185,7 +185,7 @@ def replay_mission(journal: Journal, mission_id: str, *, overrides: dict[str, An
 
 def _default_bag_dir(journal: Journal, events: list[JournalEvent]) -> Path | None:
     path = getattr(journal, "path", None)
-    if path and Path(path).parent.joinpath("bags").is_dir():
+    if path and not is_database_url(path) and Path(path).parent.joinpath("bags").is_dir():
         return Path(path).parent / "bags"
     finished = next((e for e in reversed(events) if e.type is EventType.MISSION_FINISHED), None)
     bag = payload_of(finished, MissionFinished).bag if finished is not None else None
@@ -314,9 +314,9 @@ def replay_recording(bag: str | Path, *, journal: Journal | str | Path | None = 
 
     ``bag`` is the mission's bag folder (``<journal dir>/bags/<mission_id>/``) or its ``.mcap``. The
     mission is the one the bag's metadata names (``custom_data.mission_id``), else the folder's name.
-    ``journal`` is a journal, a SQLite journal file or a ``journal export --format jsonl`` file;
-    by default the ``journal.sqlite3`` two folders up from the bag's folder, where the supervisor
-    writes both.
+    ``journal`` is a journal, a SQLite journal file, a ``postgresql://`` URL (a fleet's database) or a
+    ``journal export --format jsonl`` file; by default the ``journal.sqlite3`` two folders up from the bag's
+    folder, where the supervisor writes both.
     """
     from .bag import read_bag_metadata
 
@@ -335,17 +335,17 @@ def replay_recording(bag: str | Path, *, journal: Journal | str | Path | None = 
     if not isinstance(journal, (str, Path)):
         return replay_mission(journal, mission_id, overrides=overrides, semantic=semantic,
                               artifacts_dir=artifacts_dir, bag_dir=folder)
-    jpath = Path(journal)
-    if not jpath.is_file():
-        raise UsageError(f"no journal at {jpath} for the bag {path} (name it)", path=str(jpath))
-    if jpath.suffix == ".jsonl":
-        return replay_mission(journal_from_jsonl(jpath), mission_id, overrides=overrides, semantic=semantic,
-                              artifacts_dir=artifacts_dir, bag_dir=folder)
+    if not is_database_url(journal):
+        jpath = Path(journal)
+        if not jpath.is_file():
+            raise UsageError(f"no journal at {jpath} for the bag {path} (name it)", path=str(jpath))
+        if jpath.suffix == ".jsonl":
+            return replay_mission(journal_from_jsonl(jpath), mission_id, overrides=overrides, semantic=semantic,
+                                  artifacts_dir=artifacts_dir, bag_dir=folder)
     from ..core.clock import SystemClock
-    from ..core.journal import SqliteJournal
+    from ..core.journal import open_journal
 
-    j = SqliteJournal(jpath, clock=SystemClock(), ids=IdGenerator(None))
-    j.setup()
+    j = open_journal(journal, clock=SystemClock(), ids=IdGenerator(None))
     try:
         return replay_mission(j, mission_id, overrides=overrides, semantic=semantic, artifacts_dir=artifacts_dir,
                               bag_dir=folder)

@@ -4,7 +4,9 @@ Reads and writes are kept apart on purpose:
 
 * **Reads** come from the SQLite journal, opened read-only (``mode=ro``),
   live beside the supervisor that writes it (WAL: readers never block the
-  writer). Every view is folded from journal events by the ROS-free
+  writer), or from a fleet's PostgreSQL database through the ``Journal`` API
+  (read-only snapshots; every robot's missions, each with its robot, and the
+  fleet's leases). Every view is folded from journal events by the ROS-free
   ``core.mission_view``; the page shows what the journal says and nothing
   else. The live feed is Server-Sent Events on the journal's ``seq``.
 * **Writes** (send a mission, answer an approval or question, Stop) go
@@ -55,12 +57,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from . import is_loopback
 from ..core.engine import MAX_GOAL_CHARS
 from ..core.errors import BackendUnavailable, HarnessError, HarnessTimeout, MissionRefused, RefusalError, UsageError
+from ..core.durable import INDEXED_TYPES, SITE, DurableIndex
 from ..core.journal import (
     EVENT_COLUMNS,
+    Journal,
     JournalReadError,
     connect_read_only,
-    default_journal_path,
     event_from_row,
+    index_event,
+    is_database_url,
+    redact_url,
+    robot_id_of,
     summarize_missions,
 )
 from ..core.mission_view import mission_view, missions_list
@@ -91,25 +98,36 @@ _INTERACTION_TYPES = (EventType.INTERACTION_REQUESTED, EventType.INTERACTION_RES
 
 
 class JournalReader:
-    """A read-only, thread-safe view of a journal file, live while another process writes it.
+    """A read-only, thread-safe view of a journal, live while others write it.
 
-    The file may not exist yet (the dashboard started before the supervisor):
-    every read then returns nothing, and the file is opened once it appears.
-    It never writes, checkpoints or creates the journal. Each mission's events
-    are cached and extended incrementally by ``seq``.
+    ``path`` is a SQLite file or a fleet's ``postgresql://`` database. The file is opened ``mode=ro``: it
+    is never written, checkpointed or created, and may not exist yet (the dashboard started before the
+    supervisor): every read then returns nothing, and the file is opened once it appears. A database is
+    read through the ``Journal`` API (each read one snapshot; the schema is set up if the database has
+    none yet). Each mission's events are cached and extended incrementally by ``seq``; the missions list
+    is recomputed only when the journal grew; the leases are folded from the lease events as they come.
+    ``path`` is the file, or the URL with its password redacted.
     """
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float = 2.0, cache_missions: int = 8) -> None:
-        self.path = Path(path).expanduser()
+        self._url = str(path) if is_database_url(path) else ""
+        self.path: str | Path = redact_url(self._url) if self._url else Path(path).expanduser()
         self._timeout = busy_timeout_s
         self._conn: sqlite3.Connection | None = None
+        self._journal: Journal | None = None
         self._lock = threading.Lock()
         self._cache: collections.OrderedDict[str, list[JournalEvent]] = collections.OrderedDict()
         self._cache_size = cache_missions
         self._missions: tuple[int, list[dict[str, Any]]] | None = None
+        self._index = DurableIndex()  # a file's leases, folded from its lease events
+        self._robot_column = False  # the file's events carry robot_id (migration 0006)
+
+    def exists(self) -> bool:
+        """Whether there is a journal to read yet (a database is always there to ask)."""
+        return bool(self._url) or Path(self.path).exists()
 
     def _connect(self) -> sqlite3.Connection | None:
-        if self._conn is None and self.path.exists():
+        if self._conn is None and Path(self.path).exists():
             self._conn = connect_read_only(self.path, timeout_s=self._timeout, isolation_level=None)
         return self._conn
 
@@ -136,13 +154,40 @@ class JournalReader:
                 raise JournalReadError(f"reading the journal {self.path} failed: {exc}", path=str(self.path),
                                        sqlite_error=str(exc)) from exc
 
+    def _api(self, fn: Callable[[Journal], Any]) -> Any:
+        """``fn(journal)`` on the database (opened at first use, and again after a failed open)."""
+        from ..core.clock import IdGenerator, SystemClock
+        from ..core.journal import open_journal
+
+        with self._lock:
+            if self._journal is None:
+                self._journal = open_journal(self._url, clock=SystemClock(), ids=IdGenerator(None),
+                                             busy_timeout_ms=int(self._timeout * 1000))
+            return fn(self._journal)
+
+    def _columns(self, c: sqlite3.Connection) -> str:
+        """The ``events`` columns to select (``EVENT_COLUMNS``; robot_id as '' in a file from before it)."""
+        if not self._robot_column:
+            self._robot_column = any(r[1] == "robot_id" for r in c.execute("PRAGMA table_info(events)"))
+        return ", ".join(EVENT_COLUMNS if self._robot_column else (*EVENT_COLUMNS[:-1], "'' AS robot_id"))
+
     _event = staticmethod(event_from_row)
 
     def last_seq(self) -> int:
+        if self._url:
+            return int(self._api(lambda j: j.last_seq()))
         return int(self._query(lambda c: c.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0], 0))
 
     def changed_missions(self, after_seq: int) -> tuple[int, list[str]]:
         """The journal's last seq and the mission ids with events after ``after_seq``."""
+        if self._url:
+            def read(j: Journal) -> tuple[int, list[str]]:
+                new = j.events(after_seq=after_seq, limit=_FEED_BATCH)  # a long way behind: caught up in steps
+                # with nothing new, never a seq past what was read: a commit in between is news next time
+                last = new[-1].seq if new else min(max(after_seq, 0), j.last_seq())
+                return last, list(dict.fromkeys(e.mission_id for e in new if e.mission_id))
+            return self._api(read)
+
         def fn(c: sqlite3.Connection) -> tuple[int, list[str]]:
             last = int(c.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
             ids = [r[0] for r in c.execute("SELECT DISTINCT mission_id FROM events WHERE seq > ? AND mission_id != ''",
@@ -150,36 +195,53 @@ class JournalReader:
             return last, ids
         return self._query(fn, (0, []))
 
-    def missions(self) -> list[dict[str, Any]]:
-        """The picker's rows (``core.mission_view.missions_list``), recomputed only when the journal grew."""
-        cols = ", ".join(EVENT_COLUMNS)
+    def missions(self, robot: str | None = None) -> list[dict[str, Any]]:
+        """The picker's rows (``core.mission_view.missions_list``, each with its ``robot_id``), newest first;
+        ``robot``: only that robot's. Recomputed only when the journal grew."""
+        if self._url:
+            def read(j: Journal) -> list[dict[str, Any]]:
+                last = j.last_seq()
+                cached = self._missions
+                if cached is not None and cached[0] == last:
+                    return cached[1]
+                rows = _rows(j.missions(), j.events(types=_INTERACTION_TYPES))
+                self._missions = (last, rows)  # under the reader's lock
+                return rows
+            rows = self._api(read)
+        else:
+            rows = self._query(self._file_missions, [])
+        return rows if robot is None else [r for r in rows if r["robot_id"] == robot]
 
-        def fn(c: sqlite3.Connection) -> list[dict[str, Any]]:
-            last = int(c.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
-            cached = self._missions
-            if cached is not None and cached[0] == last:
-                return cached[1]
-            spans = c.execute("SELECT mission_id, MIN(seq), MAX(seq), COUNT(*) FROM events WHERE mission_id != ''"
-                              " GROUP BY mission_id").fetchall()
-            marks = [self._event(r) for r in c.execute(
-                f"SELECT {cols} FROM events WHERE type IN (?, ?) AND mission_id != '' ORDER BY seq",
-                (EventType.MISSION_STARTED.value, EventType.MISSION_FINISHED.value))]
-            asks = [self._event(r) for r in c.execute(
-                f"SELECT {cols} FROM events WHERE type IN (?, ?) ORDER BY seq", tuple(t.value for t in _INTERACTION_TYPES))]
-            rows = missions_list(summarize_missions(spans, marks), interaction_events=asks)
-            self._missions = (last, rows)  # under the reader's lock
-            return rows
-
-        return self._query(fn, [])
+    def _file_missions(self, c: sqlite3.Connection) -> list[dict[str, Any]]:
+        cols = self._columns(c)
+        last = int(c.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
+        cached = self._missions
+        if cached is not None and cached[0] == last:
+            return cached[1]
+        first_robot = ("(SELECT e.robot_id FROM events e WHERE e.mission_id = events.mission_id ORDER BY e.seq LIMIT 1)"
+                       if self._robot_column else "''")
+        spans = c.execute(f"SELECT mission_id, MIN(seq), MAX(seq), COUNT(*), {first_robot} FROM events"
+                          " WHERE mission_id != '' GROUP BY mission_id").fetchall()
+        marks = [self._event(r) for r in c.execute(
+            f"SELECT {cols} FROM events WHERE type IN (?, ?, ?) AND mission_id != '' ORDER BY seq",
+            tuple(t.value for t in _MISSION_MARKS))]
+        asks = [self._event(r) for r in c.execute(
+            f"SELECT {cols} FROM events WHERE type IN (?, ?) ORDER BY seq", tuple(t.value for t in _INTERACTION_TYPES))]
+        rows = _rows(summarize_missions(spans, marks), asks)
+        self._missions = (last, rows)  # under the reader's lock
+        return rows
 
     def events(self, mission_id: str) -> list[JournalEvent]:
         """All events of one mission, in seq order (cached; only newer ones are read)."""
         with self._lock:
             cached = list(self._cache.get(mission_id, []))
         after = cached[-1].seq if cached else 0
-        cols = ", ".join(EVENT_COLUMNS)
-        new = self._query(lambda c: [self._event(r) for r in c.execute(
-            f"SELECT {cols} FROM events WHERE mission_id = ? AND seq > ? ORDER BY seq", (mission_id, after))], [])
+        if self._url:
+            new = self._api(lambda j: j.events(mission_id=mission_id, after_seq=after))
+        else:
+            new = self._query(lambda c: [self._event(r) for r in c.execute(
+                f"SELECT {self._columns(c)} FROM events WHERE mission_id = ? AND seq > ? ORDER BY seq",
+                (mission_id, after))], [])
         events = cached + new
         if events:
             with self._lock:
@@ -189,11 +251,61 @@ class JournalReader:
                     self._cache.popitem(last=False)
         return events
 
+    def leases(self, robot: str | None = None) -> list[dict[str, Any]]:
+        """The leases in force, every robot's (``robot``: the ones that robot sees, its own and the site's), by
+        ``Lease.key``: each with the robot holding it, its scope and its fencing token."""
+        if self._url:
+            held = self._api(lambda j: j.all_leases())
+        else:
+            held = self._query(self._file_leases, {})
+        return [{**lease.model_dump(mode="json"), "key": key} for key, lease in sorted(held.items())
+                if robot is None or lease.scope == SITE or lease.robot_id == robot]
+
+    def _file_leases(self, c: sqlite3.Connection) -> dict[str, Any]:
+        self._columns(c)
+        robot = "robot_id" if self._robot_column else "''"
+        wanted = sorted(t.value for t in INDEXED_TYPES)
+        rows = c.execute(
+            f"SELECT seq, type, mission_id, tool_call_id, robot_action_id, payload, {robot} FROM events"
+            f" WHERE seq > ? AND type IN ({', '.join('?' * len(wanted))}) ORDER BY seq",
+            (self._index.seq, *wanted)).fetchall()
+        self._index.apply(index_event(*r) for r in rows)
+        return dict(self._index.leases)
+
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+            if self._journal is not None:
+                self._journal.close()
+                self._journal = None
+
+
+_MISSION_MARKS = (EventType.MISSION_STARTED, EventType.MISSION_FINISHED, EventType.MISSION_REFUSED)
+_FEED_BATCH = 2000
+"""At most this many events are read per poll of a database's feed (the rest on the next polls)."""
+
+
+def _rows(summaries: list[dict[str, Any]], asks: list[JournalEvent]) -> list[dict[str, Any]]:
+    """``missions_list``'s rows, each with the robot of its mission."""
+    robots = {s["mission_id"]: s.get("robot_id") or "" for s in summaries}
+    return [{**row, "robot_id": robots.get(row["mission_id"], "")}
+            for row in missions_list(summaries, interaction_events=asks)]
+
+
+def robots_of(missions: list[dict[str, Any]], leases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The robots a journal knows (from their missions and leases), each with its count of missions, of
+    running ones, and of leases held."""
+    out: dict[str, dict[str, Any]] = {}
+    for m in missions:
+        row = out.setdefault(m["robot_id"], {"robot_id": m["robot_id"], "missions": 0, "running": 0, "leases": 0})
+        row["missions"] += 1
+        row["running"] += not m["finished"]
+    for lease in leases:
+        rid = lease.get("robot_id") or ""
+        out.setdefault(rid, {"robot_id": rid, "missions": 0, "running": 0, "leases": 0})["leases"] += 1
+    return sorted(out.values(), key=lambda r: r["robot_id"])
 
 
 # ============================================================================ writing
@@ -284,7 +396,8 @@ class RosOperatorPort:
         from ..srv import Stop
 
         self.node = node
-        self.journal_path = Path(journal_path).expanduser()
+        self.journal_path: str | Path = str(journal_path) if is_database_url(journal_path) \
+            else Path(journal_path).expanduser()
         self.timeout_s = timeout_s
         self.answer_timeout_s = answer_timeout_s
         self.max_sends = max_sends
@@ -323,16 +436,23 @@ class RosOperatorPort:
 
     def resolve_interaction(self, *, interaction_id: str, resolution: str, token: str, answer: str, choice: str,
                             operator: str) -> dict[str, Any]:
+        from ..core.interactions import interaction_robot
         from ..core.clock import IdGenerator, SystemClock
         from ..core.interactions import journal_token_hasher, resolve
-        from ..core.journal import SqliteJournal
+        from ..core.journal import local_state_path, open_journal
 
-        if not self.journal_path.exists():
-            raise BackendUnavailable(f"no journal at {self.journal_path}", path=str(self.journal_path))
-        hasher = journal_token_hasher(self.journal_path)
-        journal = SqliteJournal(self.journal_path, clock=SystemClock(), ids=IdGenerator(None))
+        target = self.journal_path
+        if isinstance(target, Path) and not target.exists():
+            raise BackendUnavailable(f"no journal at {target}", path=str(target))
+        journal = open_journal(target, clock=SystemClock(), ids=IdGenerator(None))
         try:
-            journal.setup()
+            robot = interaction_robot(journal, interaction_id)
+        finally:
+            journal.close()
+        # journaled in the name of the robot whose mission asked, checked with that robot's token key
+        hasher = journal_token_hasher(local_state_path(target, robot))
+        journal = open_journal(target, clock=SystemClock(), ids=IdGenerator(None), robot_id=robot)
+        try:
             interaction, recorded = resolve(journal, interaction_id=interaction_id, resolution=resolution, token=token,
                                             clock=SystemClock(), answer=answer, choice=choice, operator=operator,
                                             hasher=hasher)
@@ -383,7 +503,7 @@ class StopBody(_Body):
 
 
 _STATUS = {"not_authorized": 403, "not_found": 404, "command_conflict": 409, "backend_unavailable": 503,
-           "journal_read_failed": 503, "timeout": 504, "token_key": 503}
+           "journal_read_failed": 503, "journal_write_failed": 503, "timeout": 504, "token_key": 503}
 
 
 def _error_status(exc: HarnessError) -> int:
@@ -399,10 +519,11 @@ def _script_hashes(page: str, tag: str) -> list[str]:
 
 def create_app(*, reader: JournalReader, operator: OperatorPort | None = None, token: str = "",
                loopback_only: bool = True, clock: Callable[[], float] = time.time, poll_interval_s: float = 0.25,
-               stopping: threading.Event | None = None) -> Any:
+               stopping: threading.Event | None = None, robot: str | None = None) -> Any:
     """The Starlette app. ``token`` (non-empty) is required as a bearer token on every write;
     ``loopback_only`` makes it refuse requests whose ``Host`` is not a loopback name;
-    ``stopping`` ends live feeds (the server sets it on shutdown)."""
+    ``stopping`` ends live feeds (the server sets it on shutdown); ``robot``: the robot whose missions and
+    leases are listed when a request names none (None: every robot's)."""
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
     from starlette.requests import Request
@@ -479,6 +600,14 @@ def create_app(*, reader: JournalReader, operator: OperatorPort | None = None, t
         text = "; ".join(f"{p['field'] or 'body'}: {p['problem']}" for p in problems)
         return error(400, "invalid_request", text, problems=problems)
 
+    def robot_filter(request: Request) -> str | None:
+        """``?robot=``: a robot's namespace (``/`` or empty: the robot without one), ``*``: every robot;
+        absent: the dashboard's own (``--robot``). A name that is not a namespace is a 400."""
+        given = request.query_params.get("robot")
+        if given is None:
+            return robot
+        return None if given == "*" else robot_id_of(given)
+
     async def call(fn: Callable[[], dict[str, Any]], status: int = 200) -> JSONResponse:
         try:
             return JSONResponse(await run(fn), status_code=status)
@@ -492,16 +621,32 @@ def create_app(*, reader: JournalReader, operator: OperatorPort | None = None, t
 
     async def health(request: Request) -> Response:
         return (await guard_read(request)) or JSONResponse({
-            "ok": True, "journal": str(reader.path), "journal_exists": reader.path.exists(),
+            "ok": True, "journal": str(reader.path), "journal_exists": reader.exists(),
             "last_seq": await run(reader.last_seq), "writes": operator is not None, "token_required": bool(token),
-            "now": clock()})
+            "robot": robot, "now": clock()})
 
     async def list_missions(request: Request) -> Response:
+        """``{"missions": [...], "robot", "robots": [...], "last_seq", "now"}``: the missions of ``?robot=``
+        (each with its ``robot_id``), and every robot the journal knows (``robots_of``)."""
         bad = await guard_read(request)
         if bad is not None:
             return bad
+        only = robot_filter(request)
         last = await run(reader.last_seq)
-        return JSONResponse({"missions": await run(reader.missions), "last_seq": last, "now": clock()})
+        everyone = await run(reader.missions)
+        robots = robots_of(everyone, await run(reader.leases))
+        return JSONResponse({"missions": [m for m in everyone if only is None or m["robot_id"] == only],
+                             "robot": only, "robots": robots, "last_seq": last, "now": clock()})
+
+    async def list_leases(request: Request) -> Response:
+        """``{"leases": [...], "robot", "last_seq"}``: the leases in force (every robot's, or the ones ``?robot=``
+        sees: its own and the site's), each with its key, holder robot, scope and fencing token."""
+        bad = await guard_read(request)
+        if bad is not None:
+            return bad
+        only = robot_filter(request)
+        last = await run(reader.last_seq)
+        return JSONResponse({"leases": await run(reader.leases, only), "robot": only, "last_seq": last})
 
     async def get_mission(request: Request) -> Response:
         bad = await guard_read(request)
@@ -594,6 +739,7 @@ def create_app(*, reader: JournalReader, operator: OperatorPort | None = None, t
         Route("/api/missions", list_missions, methods=["GET"]),
         Route("/api/missions", send_mission, methods=["POST"]),
         Route("/api/missions/{mission_id}", get_mission, methods=["GET"]),
+        Route("/api/leases", list_leases, methods=["GET"]),
         Route("/api/feed", feed, methods=["GET"]),
         Route("/api/interactions/{interaction_id}", answer, methods=["POST"]),
         Route("/api/stop", stop, methods=["POST"]),
@@ -629,11 +775,14 @@ class DashboardHandle:
 
 
 def serve(*, journal_path: str | Path, operator: OperatorPort | None = None, host: str = "127.0.0.1", port: int = 0,
-          token: str = "", poll_interval_s: float = 0.25, start_timeout_s: float = 10.0) -> DashboardHandle:
+          token: str = "", poll_interval_s: float = 0.25, start_timeout_s: float = 10.0,
+          robot: str | None = None) -> DashboardHandle:
     """Start the dashboard on a background thread; returns once it accepts connections.
 
-    ``port=0`` picks a free port (see ``handle.url``). A non-loopback ``host``
-    is refused (``UsageError``) unless ``token`` is set.
+    ``journal_path``: a SQLite file or a ``postgresql://`` URL (asked once before serving: a database that
+    does not answer is its ``JournalReadError``). ``port=0`` picks a free port (see ``handle.url``). A
+    non-loopback ``host`` is refused (``UsageError``) unless ``token`` is set. ``robot``: the robot whose
+    missions are listed unless a request names another (None: every robot's).
     """
     import uvicorn
 
@@ -654,9 +803,16 @@ def serve(*, journal_path: str | Path, operator: OperatorPort | None = None, hos
         raise BackendUnavailable(f"cannot serve the dashboard on {host}:{port}: {exc.strerror or exc}", host=host,
                                  port=port) from exc
     reader = JournalReader(journal_path)
+    try:
+        reader.last_seq()  # a wrong database URL, password or host is said now, not on the page
+    except BaseException:
+        sock.close()
+        reader.close()
+        raise
     stopping = threading.Event()
     app = create_app(reader=reader, operator=operator, token=token, loopback_only=loopback,
-                     poll_interval_s=poll_interval_s, stopping=stopping)
+                     poll_interval_s=poll_interval_s, stopping=stopping,
+                     robot=None if robot is None else robot_id_of(robot))
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="off",
                             ws="none", timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
@@ -694,7 +850,10 @@ DEFAULT_PORT = 8771
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The dashboard's options (for ``robot-harness dashboard`` and :func:`main`)."""
-    p.add_argument("--journal", type=Path, default=None, help="the journal file (default: the supervisor's default)")
+    from ..cli import journal_arg, robot_arg
+
+    journal_arg(p, what="the journal to show (it may not exist yet)")
+    robot_arg(p, what="list this robot's missions first (default: every robot's; the page switches to any)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; beyond loopback a token "
                                                        "is required)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (0 picks a free one; default {DEFAULT_PORT})")
@@ -709,7 +868,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, *, info: Callable[[str], None], stop: threading.Event | None = None) -> int:
     """Serve until ``stop`` is set (or SIGINT/SIGTERM on the main thread); returns 0. Raises ``UsageError``
     (a non-loopback host without a token) or another ``HarnessError`` (the port is taken)."""
-    journal = args.journal.expanduser() if args.journal else default_journal_path()
+    from ..cli import journal_target_of
+
+    journal = journal_target_of(args.journal)
+    robot = None if args.robot is None else robot_id_of(args.robot)
     token = os.environ.get(args.token_env, "")
     ctx = spinner = port = None
     stop = stop or threading.Event()
@@ -724,8 +886,8 @@ def run(args: argparse.Namespace, *, info: Callable[[str], None], stop: threadin
             spinner = BackgroundSpinner(context=ctx, name="robot_harness_dashboard").start()
             port = RosOperatorPort(spinner.node, journal_path=journal, mission_action=args.mission_action,
                                    stop_service=args.stop_service, timeout_s=args.timeout)
-        handle = serve(journal_path=journal, operator=port, host=args.host, port=args.port, token=token)
-        info(f"dashboard at {handle.url} (journal {journal}{', read-only' if port is None else ''}"
+        handle = serve(journal_path=journal, operator=port, host=args.host, port=args.port, token=token, robot=robot)
+        info(f"dashboard at {handle.url} (journal {redact_url(journal)}{', read-only' if port is None else ''}"
              f"{', token required for writes' if token else ''}); Ctrl-C stops it")
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
