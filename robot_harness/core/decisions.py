@@ -13,11 +13,13 @@ found equal.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .clock import IdGenerator
+from .config import HarnessConfig
 from .errors import NondeterminismError
 from .journal import MemoryJournal
 from .payloads import MissionFinished, WorldSnapshotCaptured, payload_of
@@ -101,10 +103,32 @@ def _diff(a: Any, b: Any, path: str) -> tuple[str, Any, Any] | None:
     return path, a, b
 
 
+def _new_defaults(recorded: dict[str, Any], replayed: dict[str, Any]) -> dict[str, Any]:
+    """The recorded event, with the configuration sections a newer harness added (absent from a recording
+    made before they existed) taken from the replay when the replay has them at their defaults: a section
+    that did not exist then and changes nothing now is not a decision (a recording stays replayable)."""
+    rec_cfg = (recorded.get("payload") or {}).get("config")
+    rep_cfg = (replayed.get("payload") or {}).get("config")
+    if recorded.get("type") is not EventType.MISSION_STARTED or not isinstance(rec_cfg, dict) \
+            or not isinstance(rep_cfg, dict):
+        return recorded
+    defaults = _config_defaults()
+    added = {k: v for k, v in rep_cfg.items() if k not in rec_cfg and k in defaults and v == defaults[k]}
+    if not added:
+        return recorded
+    return {**recorded, "payload": {**recorded["payload"], "config": {**rec_cfg, **added}}}
+
+
+@functools.cache
+def _config_defaults() -> dict[str, Any]:
+    return HarnessConfig().model_dump(mode="json")
+
+
 def first_divergence(recorded: Sequence[JournalEvent], replayed: Sequence[JournalEvent]) -> Divergence | None:
     """The first event (in order) where the two differ, or None when they are the same."""
     for i, (rec, rep) in enumerate(zip(recorded, replayed)):
-        found = _diff(rec.model_dump(mode="python"), rep.model_dump(mode="python"), "event")
+        replayed_dump = rep.model_dump(mode="python")
+        found = _diff(_new_defaults(rec.model_dump(mode="python"), replayed_dump), replayed_dump, "event")
         if found is not None:
             path, a, b = found
             return Divergence(i, rec, rep, path.removeprefix("event."), a, b)

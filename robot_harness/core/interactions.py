@@ -60,6 +60,7 @@ from .payloads import InteractionRequested, InteractionResolved, payload_dict, p
 from .records import EventDraft, EventType, JournalEvent
 
 __all__ = [
+    "interaction_robot",
     "allowed_resolutions",
     "journal_token_hasher",
     "ApprovalPolicy",
@@ -535,3 +536,10 @@ def resolve(journal: Journal, *, interaction_id: str, resolution: str, token: st
     except _AlreadyResolved as same:
         return same.interaction, False
     return _load(journal, interaction_id, owner_mission), True
+
+
+def interaction_robot(journal: Any, interaction_id: str) -> str:
+    """The robot whose mission asked ``interaction_id`` ("" when none asked it: ``resolve`` says so). An answer
+    is journaled in that robot's name, and checked with its token key (``core.journal.local_state_path``)."""
+    asked = interactions(journal.events(types=[EventType.INTERACTION_REQUESTED])).get(interaction_id)
+    return journal.robot_of(asked.mission_id) if asked is not None else ""

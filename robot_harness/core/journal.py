@@ -201,7 +201,8 @@ def _is_secret_key(key: str) -> bool:
 def default_redactor(payload: dict[str, Any]) -> dict[str, Any]:
     """A deep copy of ``payload`` with secret-looking values replaced by ``"***"``.
 
-    A key is secret when one of its words (split on punctuation and camelCase,
+    A database URL's password (``postgresql://user:PASSWORD@...``, ``password=``) is masked wherever the
+    URL appears. A key is secret when one of its words (split on punctuation and camelCase,
     case-insensitive) is api_key/apikey, token, password, secret, authorization,
     credential or credentials: ``OPENAI_API_KEY``, ``access_token``,
     ``Authorization`` and ``clientSecret`` are redacted; ``prompt_tokens`` and
@@ -218,6 +219,8 @@ def default_redactor(payload: dict[str, Any]) -> dict[str, Any]:
             }
         if isinstance(value, (list, tuple)):
             return [walk(v) for v in value]
+        if isinstance(value, str) and value.startswith(("postgresql://", "postgres://")):
+            return redact_url(value)  # a database URL's password (journal.url in a journaled config)
         return value
 
     return walk(payload)
@@ -648,6 +651,11 @@ class Journal(abc.ABC):
         """A mission's execution records, in dispatch order."""
         with self._indexed() as index:
             return sorted((r for r in index.dispatches.values() if r.mission_id == mission_id), key=lambda r: r.seq)
+
+    def robot_of(self, mission_id: str) -> str:
+        """The robot that started ``mission_id`` ("" for a robot without an id, or a mission never started)."""
+        with self._indexed() as index:
+            return index.mission_robot.get(mission_id, "")
 
     def open_missions(self, *, robot_id: str | None = None, all_robots: bool = False) -> list[str]:
         """Missions started and never finished (in start order): candidates for reconciliation. Only this
@@ -1640,5 +1648,9 @@ def open_journal(path: str | Path | None, **kw: Any) -> Journal:
         journal = PostgresJournal(str(path), **kw)
     else:
         journal = SqliteJournal(path, **kw)
-    journal.setup()
+    try:
+        journal.setup()
+    except BaseException:
+        journal.close()
+        raise
     return journal

@@ -511,6 +511,7 @@ def export_events(events: Sequence[JournalEvent], fmt: Literal["jsonl", "csv"]) 
                     ev.robot_action_id,
                     ev.snapshot_id,
                     _compact(ev.payload),
+                    ev.robot_id,
                 ]
             )
         return buf.getvalue()

@@ -27,7 +27,7 @@ from ..core.clock import IdGenerator
 from ..core.config import deep_merge, load_harness_config, place_poses
 from ..compose import in_process_verifier, mission_runner
 from ..core.errors import HarnessError, HarnessTimeout
-from ..core.journal import MemoryJournal, SqliteJournal
+from ..core.journal import open_journal
 from ..core.memory import MemoryStore
 from ..core.planner_script import ScriptedPlanner
 from ..core.ports import PlannerRequest
@@ -218,9 +218,8 @@ def _gated(scenario: Scenario, mode: str, harness: dict[str, Any], ports: SimPor
            journal_kind: str, *, journal_path: Path | None = None, pin: Any = None) -> _GatedRun:
     config = load_harness_config(overrides=deep_merge(harness, ABLATIONS.get(mode, {})))
     ids = IdGenerator(7 if journal_path is None else None)
-    journal = (SqliteJournal(journal_path or workdir / "journal.sqlite3", clock=ports.clock, ids=ids)
-               if journal_kind == "sqlite" or journal_path is not None else MemoryJournal(clock=ports.clock, ids=ids))
-    journal.setup()
+    journal = (open_journal(str(journal_path or workdir / "journal.sqlite3"), clock=ports.clock, ids=ids)
+               if journal_kind == "sqlite" or journal_path is not None else open_journal(None, clock=ports.clock, ids=ids))
     verifier = None
     if mode == "gated-no-role-isolation":
         verifier = in_process_verifier(config=config, snapshots=ports, ids=ids, clock=ports.clock,
