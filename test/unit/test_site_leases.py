@@ -117,3 +117,39 @@ def test_where_a_robot_is_inside_and_what_a_motion_needs() -> None:
     assert site.for_motion("navigate_to", Pose2D(x=2, y=0), [Pose2D(x=0, y=0)]) == ("elevator_1",)  # leaving
     assert site.for_motion("dock", Pose2D(x=0, y=0), []) == ("dock_2",)
     assert site.place_bound("elevator_1") and not site.place_bound("dock_2")
+
+
+def _other_robot_waits(journal: Path, *, ended: bool) -> None:
+    """robot9 began waiting for the (free) elevator just now (the sim's clock), and maybe stopped waiting."""
+    from robot_harness.eval import simports
+
+    other = SqliteJournal(journal, clock=ManualClock(simports._EPOCH), ids=IdGenerator(seed=99), robot_id="robot9")
+    other.setup()
+    other.append([EventDraft(type=E.LEASE_WAITED, mission_id="m-other", payload={
+        "resource": "elevator_1", "outcome": "waiting", "holder_robot": "robot7", "limit_s": 60.0})])
+    if ended:
+        other.append([EventDraft(type=E.LEASE_WAITED, mission_id="m-other", payload={
+            "resource": "elevator_1", "outcome": "refused", "waited_s": 60.0, "limit_s": 60.0})])
+    other.close()
+
+
+def test_first_come_first_served_a_free_resource_goes_to_the_robot_that_waited_first(tmp_path: Path) -> None:
+    journal = tmp_path / "j.sqlite3"
+    _other_robot_waits(journal, ended=False)
+    turns = [THROUGH[0], {"done": "I could not get into the elevator."}]
+    result, events = _run(tmp_path, _scenario(tmp_path, turns, "Go to the elevator."), journal)
+    assert result.status != "SUCCEEDED"
+    waited = [e.payload for e in events if e.type is E.LEASE_WAITED]
+    assert [w["outcome"] for w in waited] == ["waiting", "refused"]
+    assert waited[0]["holder_robot"] == "robot9" and waited[0]["fence"] == 0  # queued behind, nobody holds it
+    (res,) = [payload_of(e, ToolResultRecorded) for e in events if e.type is E.TOOL_RESULT_RECORDED]
+    assert res.content["code"] == "lease_conflict" and "asked for it first" in res.content["reason"]
+    assert not [e for e in events if e.type is E.ROBOT_ACTION_STARTED]
+
+
+def test_a_wait_that_ended_holds_nobody_back(tmp_path: Path) -> None:
+    journal = tmp_path / "j.sqlite3"
+    _other_robot_waits(journal, ended=True)
+    result, events = _run(tmp_path, _scenario(tmp_path, THROUGH, "Go to the elevator, then go to the lab."), journal)
+    assert result.status == "SUCCEEDED", result.summary
+    assert not [e for e in events if e.type is E.LEASE_WAITED]

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from ..clock import Clock, IdGenerator
 from ..config import HarnessConfig, navigation_workspace
-from ..durable import DispatchKey, DuplicateDispatch, LeaseConflict, ReleaseReason, StaleFence, goal_uuid_for
+from ..durable import SITE, DispatchKey, DuplicateDispatch, LeaseConflict, ReleaseReason, StaleFence, goal_uuid_for
 from ..errors import HarnessError, HarnessTimeout, UsageError
 from ..lifecycle import ManagedAction
 from ..ports import FeasibilityPort, NavigationPort, RobotIO
@@ -34,7 +34,15 @@ from ..mission.state import MissionState
 from . import results
 from .leases import LEASE_MARGIN_S, Leases
 
-__all__ = ["Dispatcher", "Blocked"]
+__all__ = ["Dispatcher", "Blocked", "SITE_RACES"]
+
+SITE_RACES = 3
+"""How often a navigation goes back to waiting for a site resource another robot's commit took between this
+robot's look and its own commit (each time through the whole fresh-state check again)."""
+
+
+class _LostSiteRace(Exception):
+    """A site resource found free was taken by another robot's commit first; nothing of this try was written."""
 
 
 class Blocked:
@@ -88,9 +96,26 @@ class Dispatcher:
         if conflict is not None:
             return _lease_conflict(call, conflict), None
         site = self.leases.site_needs(skill, decision.pose, goal_decision.poses)
-        conflict = self.leases.free_site(site, deadline=s.deadline)
-        if conflict is not None:
-            return _lease_conflict(call, conflict), None
+        for race in range(SITE_RACES + 1):
+            conflict = self.leases.free_site(site, deadline=s.deadline)
+            if conflict is not None:
+                return _lease_conflict(call, conflict), None
+            try:
+                return self._check_and_send(turn_id, decision, call, skill, args, key, goal_decision, site,
+                                            last_try=race == SITE_RACES)
+            except _LostSiteRace:
+                continue  # another robot's commit took it between the look and ours: wait for it again
+        raise AssertionError("unreachable")
+
+    def _check_and_send(self, turn_id: str, decision: WorldSnapshot, call: ToolCall, skill: Skill, args: Any,
+                        key: DispatchKey, goal_decision: NavGoal, site: tuple[str, ...], *,
+                        last_try: bool) -> tuple[ToolResult, ManagedAction | None]:
+        """The fresh-state check right before dispatch, the keyed intent and the send. ``_LostSiteRace`` when
+        a site resource this robot found free was taken by another robot's commit first (unless ``last_try``):
+        nothing was written, and the caller waits for it again."""
+        s = self.state
+        assert skill.managed is not None
+        nav = skill.managed.navigation
         # Last, right before dispatch: the fresh-state check (reconciling a lease may have taken a while).
         fresh, snap_draft = self.observations.capture("pre_dispatch")
         goal = nav_goal_for(skill, args, s.places)
@@ -131,7 +156,8 @@ class Dispatcher:
             self.ledger.append_many([snap_draft, check_draft])
             return results.rejected(call, f"no navigation provider may act: {routing.reason}", code="no_provider",
                                     routing=routing.as_dict()), None
-        refused = self._commit_intent(turn_id, call, skill, key, action, [snap_draft, check_draft], routing, site)
+        refused = self._commit_intent(turn_id, call, skill, key, action, [snap_draft, check_draft], routing, site,
+                                      lost_race_raises=not last_try)
         if refused is not None:
             return refused, None
         return self._send(call, skill, action, goal_uuid_for(key.text))
@@ -205,7 +231,7 @@ class Dispatcher:
 
     def _commit_intent(self, turn_id: str, call: ToolCall, skill: Skill, key: DispatchKey, action: ManagedAction,
                        checked: list[EventDraft], routing: RoutingDecision | None = None,
-                       site: tuple[str, ...] = ()) -> ToolResult | None:
+                       site: tuple[str, ...] = (), lost_race_raises: bool = False) -> ToolResult | None:
         """Make the fresh snapshot, the passing check, the dispatch intent (keyed, so a repeat is
         refused) and the resource leases durable, in one revision-checked commit, before anything
         is sent. None when committed; else the call's result (a duplicate, a lease conflict, a Stop)."""
@@ -237,6 +263,8 @@ class Dispatcher:
         except DuplicateDispatch as exc:
             return _duplicate(call, exc)
         except LeaseConflict as exc:
+            if lost_race_raises and exc.lease.scope == SITE and exc.lease.robot_id != self.ledger.journal.robot_id:
+                raise _LostSiteRace() from exc
             return _lease_conflict(call, exc)
         except StaleFence as exc:  # this robot lost a site lease it meant to hand on: nothing is sent
             return results.rejected(call, f"lease lost: {exc.message}; nothing was sent", code=exc.code,

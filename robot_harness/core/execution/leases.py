@@ -28,9 +28,8 @@ from pydantic import BaseModel
 from ..clock import Clock
 from ..durable import SITE, DispatchKey, Lease, LeaseConflict, LeaseState, ReleaseReason
 from ..lifecycle import ManagedAction
-from ..payloads import LeaseAcquired, ReceiptRecorded, RobotActionStarted, ToolResultRecorded, payload_of
+from ..payloads import LeaseAcquired, LeaseWaited, ReceiptRecorded, RobotActionStarted, ToolResultRecorded, payload_of
 from ..reconcile import Reconciler
-from ..payloads import LeaseWaited
 from ..records import ActionStatus, EventDraft, EventType, Pose2D, ToolResultStatus
 from ..site import Site
 from ..skills import Skill
@@ -128,37 +127,68 @@ class Leases:
 
     def free_site(self, needs: Iterable[str], *, deadline: float = float("inf")) -> LeaseConflict | None:
         """Make sure each needed site resource is free or this robot's to hand on; wait (journaled, bounded
-        by ``site.lease_wait_s`` and ``deadline``, a monotonic time) while another robot holds one. The
-        conflict that remains, if any: the holder named (robot, mission, owner, token)."""
+        by ``site.lease_wait_s`` and ``deadline``, a monotonic time) while another robot holds one, or while
+        another robot that began waiting for it earlier still waits (first come, first served: a robot that
+        lets the elevator go and wants it again queues behind the robot that waited for it). The conflict
+        that remains, if any: the holder named (robot, mission, owner, fence)."""
         self._handover = {}
         journal = self.ledger.journal
         for resource in needs:
             started: float | None = None
+            mine = 0  # the seq of this robot's own "waiting" record, once it waits
             while True:
                 lease = journal.leases().get(resource)
                 if lease is not None and lease.robot_id == journal.robot_id:
                     lease, conflict = self._own(lease)
                     if conflict is not None:
                         return conflict
-                if lease is None or lease.robot_id == journal.robot_id:
-                    if lease is not None:
+                    if lease is not None:  # this robot's, held under an ended owner: handed on
                         self._handover[resource] = lease
+                        lease = None
+                        if started is not None:
+                            self._waited(resource, "free", None, started)
+                        break
+                blocker = lease if lease is not None else self._ahead(resource, mine)
+                if blocker is None:
                     if started is not None:
                         self._waited(resource, "free", None, started)
                     break
                 now = self.clock.monotonic() if self.clock is not None else 0.0
                 if started is None:
                     started = now
-                    self._waited(resource, "waiting", lease, started)
+                    mine = self._waited(resource, "waiting", blocker, started)[1]
                 limit = min(started + self.site.config.lease_wait_s, deadline)
                 stop = self.ledger.stop_reason()
                 if stop is not None or now >= limit or self.sleep is None or self.clock is None:
-                    waited = self._waited(resource, "stopped" if stop is not None else "refused", lease, started)
-                    return LeaseConflict.of(lease, f"held by robot {lease.robot_id or '(unnamed)'} under fencing token"
-                                                   f" {lease.fence}; waited {waited:.1f} s"
-                                                   + (f", stopped: {stop}" if stop is not None else ""))
+                    waited = self._waited(resource, "stopped" if stop is not None else "refused", blocker, started)[0]
+                    what = (f"held by robot {blocker.robot_id or '(unnamed)'} under fencing token {blocker.fence}"
+                            if blocker.fence else f"robot {blocker.robot_id} asked for it first and still waits")
+                    return LeaseConflict.of(blocker, f"{what}; waited {waited:.1f} s"
+                                                     + (f", stopped: {stop}" if stop is not None else ""))
                 self.sleep(min(self.site.config.poll_s, max(limit - now, 0.0)))
         return None
+
+    def _ahead(self, resource: str, mine: int) -> Lease | None:
+        """The earliest wait for ``resource`` by another robot that is still on (begun before this robot's own
+        at seq ``mine``, when it waits; never ended; within its own limit), as a stand-in lease naming that
+        robot (fence 0: nobody holds it yet), or None."""
+        journal = self.ledger.journal
+        open_waits: dict[str, tuple[Any, LeaseWaited]] = {}
+        for ev in journal.events(types=[EventType.LEASE_WAITED]):
+            p = payload_of(ev, LeaseWaited)
+            if p.resource != resource or ev.robot_id == journal.robot_id:
+                continue
+            if p.outcome == "waiting":
+                open_waits[ev.robot_id] = (ev, p)
+            else:
+                open_waits.pop(ev.robot_id, None)
+        now = self.clock.now() if self.clock is not None else float("inf")
+        live = [ev for ev, p in open_waits.values() if ev.stamp + p.limit_s >= now and (not mine or ev.seq < mine)]
+        if not live:
+            return None
+        first = min(live, key=lambda ev: ev.seq)
+        return Lease(resource=resource, owner="(waiting)", mission_id=first.mission_id, robot_id=first.robot_id,
+                     scope=SITE)
 
     def _own(self, lease: Lease) -> tuple[Lease | None, LeaseConflict | None]:
         """This robot's own site lease: (the lease to hand on, or None once it was settled; a conflict)."""
@@ -174,15 +204,16 @@ class Leases:
             return (now if now is not None and now.robot_id == lease.robot_id else None), None
         return lease, None
 
-    def _waited(self, resource: str, outcome: str, lease: Lease | None, started: float) -> float:
+    def _waited(self, resource: str, outcome: str, lease: Lease | None, started: float) -> tuple[float, int]:
+        """Journal a wait's start or end; (seconds waited, the record's seq)."""
         now = self.clock.monotonic() if self.clock is not None else started
-        self.ledger.append_many([self.ledger.draft(EventType.LEASE_WAITED, payload=LeaseWaited(
+        (ev,) = self.ledger.append_many([self.ledger.draft(EventType.LEASE_WAITED, payload=LeaseWaited(
             resource=resource, outcome=outcome,  # type: ignore[arg-type]
             holder_robot=lease.robot_id if lease is not None else "",
             holder_mission=lease.mission_id if lease is not None else "",
             holder_owner=lease.owner if lease is not None else "", fence=lease.fence if lease is not None else 0,
             waited_s=round(now - started, 3), limit_s=self.site.config.lease_wait_s))])
-        return now - started
+        return now - started, ev.seq
 
     def free(self, skill: Skill) -> LeaseConflict | None:
         """Settle leases on the skill's resources left by ended owners; the conflict that remains, if any."""
