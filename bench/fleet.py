@@ -227,7 +227,15 @@ def _together(workers: list[Worker], timeout_s: float = RUN_TIMEOUT_S) -> list[d
 
 
 def _target(kind: str, name: str, server: Any, tmp: Path) -> str:
-    return server.create_database(name) if kind == "postgresql" else str(tmp / f"{name}.sqlite3")
+    """A fresh database or file, its schema set up here, before any worker opens it (as a site's first
+    harness does before the others start: several processes creating one SQLite file at the same moment
+    can see one another's first setup half-written, which the journal refuses as a damaged file)."""
+    from robot_harness.core.clock import IdGenerator, SystemClock
+    from robot_harness.core.journal import open_journal
+
+    target = server.create_database(name) if kind == "postgresql" else str(tmp / f"{name}.sqlite3")
+    open_journal(target, clock=SystemClock(), ids=IdGenerator(None)).close()
+    return target
 
 
 def _durability(kind: str, target: str) -> str:
