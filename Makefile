@@ -49,7 +49,7 @@ fleet-db: setup
 fleet-db-stop:
 	@$(ENV) && python -m robot_harness.pgserver stop --dir $(FLEET_DB)
 
-fleet-up: setup
+fleet-up:
 	@test -n "$(NS)" || { echo "make fleet-up NS=robot1 (each robot its own namespace)"; exit 2; }
 	@$(ENV) && url=$$(python -m robot_harness.pgserver url --dir $(FLEET_DB)) && \
 	  robot-harness up --namespace $(NS) --journal "$$url" --harness-config config/fleet.yaml \
