@@ -86,7 +86,8 @@ def _rebuild(journal_path: str | Path, mission_id: str, *, overrides: dict[str, 
     started = payload_of(mission[0], MissionStarted) if mission[0].type is EventType.MISSION_STARTED else None
     pin = (ConfigPin(version=started.config_version, content_hash=started.config_hash)
            if started is not None and started.config_version else None)  # the version it was pinned to, as it was
-    replay_journal = ReplayJournal(before, mission)
+    others = [e for e in events if mission[0].seq < e.seq < mission[-1].seq and e.mission_id != mission_id]
+    replay_journal = ReplayJournal(before, mission, others)
     runner = mission_runner(
         config=config, journal=replay_journal, clock=player.clock(), ids=player.ids(),
         skills=default_skills(config.navigation, ask_operator=config.interactions.ask_operator),

@@ -242,11 +242,16 @@ class ReplayJournal(MemoryJournal):
     runner's next write, when the runner's batch does not begin with it.
     """
 
-    def __init__(self, before: Sequence[JournalEvent], mission: Sequence[JournalEvent]) -> None:
+    def __init__(self, before: Sequence[JournalEvent], mission: Sequence[JournalEvent],
+                 others: Sequence[JournalEvent] = ()) -> None:
+        """``others``: the events other missions (another robot's, a refused request's) put between the
+        mission's first and last event; each is put back at its recorded seq before the runner's next
+        write, so the replay sees the journal as the mission saw it (another robot's lease, say)."""
         self._clock_fixed = _FixedClock()
         # the runner replays as the robot that ran the mission (a fleet's database holds several)
         super().__init__(clock=self._clock_fixed, ids=IdGenerator(0), robot_id=mission[0].robot_id if mission else "")
-        self._recorded = {e.seq: e for e in [*before, *mission]}
+        self._mission_id = mission[0].mission_id if mission else ""
+        self._recorded = {e.seq: e for e in [*before, *mission, *others]}
         self.setup()
         for event in before:
             self._put(event)
@@ -270,7 +275,8 @@ class ReplayJournal(MemoryJournal):
         if not isinstance(drafts, EventDraft) and drafts:
             while True:
                 nxt = self._recorded.get(self.last_seq() + 1)
-                if nxt is None or not written_by_others(nxt) or _same_start(nxt, drafts[0]):
+                if nxt is None or (nxt.mission_id == self._mission_id
+                                   and (not written_by_others(nxt) or _same_start(nxt, drafts[0]))):
                     break
                 self._put(nxt)
         return super().append(drafts, expected_last_seq=expected_last_seq, expected_revision=expected_revision)

@@ -106,6 +106,7 @@ __all__ = [
     "event_from_row",
     "index_event",
     "is_database_url",
+    "check_database_url",
     "local_state_path",
     "redact_url",
     "robot_id_of",
@@ -1606,12 +1607,30 @@ def default_journal_path() -> Path:
 
 
 def redact_url(target: str | Path) -> str:
-    """A journal target fit to print: a database URL's password replaced by ``***`` (a path as it is)."""
+    """A journal target fit to print: a database URL's password replaced by ``***`` (a path as it is).
+    Everything between ``user:`` and the authority's last ``@`` is masked, so a password holding an
+    unescaped ``/``, ``:`` or ``@`` is masked whole too; so is any ``password=`` parameter."""
     text = str(target)
     if not is_database_url(text):
         return text
-    text = re.sub(r"(?i)(password=)[^&\s]*", r"\1***", text)
-    return re.sub(r"^([a-z]+://[^:/@]*):[^/]*@", r"\1:***@", text)  # greedy: an unescaped @ in a password too
+    scheme, _, rest = text.partition("://")
+    head, q, query = rest.partition("?")
+    at = head.rfind("@")
+    if at != -1 and ":" in head[:at]:
+        head = head[:at].split(":", 1)[0] + ":***" + head[at:]
+    query = re.sub(r"(?i)((?:^|&)[a-z_]*password=)[^&]*", r"\1***", query)
+    return f"{scheme}://{head}{q}{query}"
+
+
+def check_database_url(url: str) -> None:
+    """A ``UsageError`` for a database URL whose user or password holds an unescaped ``/`` (libpq would
+    read a different host and database, and the password could be printed as a path): percent-encode it."""
+    scheme, _, rest = url.partition("://")
+    head = rest.partition("?")[0]
+    at = head.rfind("@")
+    if at != -1 and "/" in head[:at]:
+        raise UsageError(f"journal URL {redact_url(url)}: the user or password holds an unescaped '/'; percent-encode"
+                         " it (%2F), or pass the password through $PGPASSWORD or ~/.pgpass", journal=redact_url(url))
 
 
 def local_state_path(target: str | Path | None, robot_id: str = "") -> Path:
@@ -1643,6 +1662,8 @@ def open_journal(path: str | Path | None, **kw: Any) -> Journal:
         journal = MemoryJournal(**kw)
     elif is_database_url(path):
         from .journal_pg import PostgresJournal  # psycopg is needed only by a fleet's harness
+
+        check_database_url(str(path))
 
         kw.pop("max_pages", None)
         journal = PostgresJournal(str(path), **kw)

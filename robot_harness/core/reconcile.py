@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .clock import Clock
 from .config import OutcomeTolerance
-from .durable import SITE, TRANSITION_TYPES, DispatchRecord, Lease, LeaseState, ReleaseReason
+from .durable import SITE, TRANSITION_TYPES, DispatchRecord, Lease, LeaseState, ReleaseReason, StaleFence
 from .errors import HarnessError, IllegalTransition, StaleRevision
 from .journal import Journal, UnknownSnapshot
 from .lifecycle import ALLOWED_TRANSITIONS
@@ -451,7 +451,7 @@ class Reconciler:
         inside: tuple[str, ...] | None = None
         for lease in leases:
             fence = {"scope": lease.scope, "fence": lease.fence} if lease.scope == SITE else {}
-            if release and lease.scope == SITE and self.site is not None and self.site.place_bound(lease.resource):
+            if release and lease.scope == SITE and (self.site is None or self.site.place_bound(lease.resource)):
                 if inside is None:
                     inside = self._inside(mission_id)
                 if lease.resource in inside:  # the robot is still in the place: held on (its next action hands it on)
@@ -467,16 +467,18 @@ class Reconciler:
                         LeaseBlocked(resource=lease.resource, owner=lease.owner, reason=detail, **fence))))
         try:
             self._append(mission_id, drafts, revision=revision)
-        except StaleRevision:
-            return None  # someone else settled it first; their record stands
+        except (StaleRevision, StaleFence):
+            return None  # someone else settled (or an operator cleared) it first; their record stands
         return Settlement(action_id=action_id, mission_id=mission_id, finding=finding, backend_status=status,
                           released=tuple(released), blocked=tuple(blocked), detail=detail, action_state=state,
                           reason=reason)
 
     def _inside(self, mission_id: str) -> tuple[str, ...]:
         """The site resources whose place the robot is inside now; every place-bound one when its pose
-        cannot be read (it may be inside: the lease is kept, never released on a guess)."""
-        assert self.site is not None
+        cannot be read (it may be inside: the lease is kept, never released on a guess), and every site
+        resource leased when this reconciler was not told the site's places."""
+        if self.site is None:
+            return tuple(lease.resource for lease in self.journal.leases().values() if lease.scope == SITE)
         try:
             snap = self.snapshots.capture(reason="reconcile_site", mission_id=mission_id)
         except HarnessError:

@@ -27,7 +27,8 @@ from rclpy.qos import QoSProfile, QoSReliabilityPolicy
 from ..core.clock import IdGenerator, SystemClock
 from ..core.config_versions import ConfigPin, ConfigStore
 from ..core.config import (HarnessConfig, check_mission_overrides, deep_merge, dotted_overrides, load_harness_config,
-                           NavigationConfig, navigation_workspace)
+                           NavigationConfig, navigation_workspace, place_poses)
+from ..core.site import Site
 from ..compose import ArtifactChecker, default_contract_compiler, mission_runner
 from ..core.decisions import PORTS
 from ..core.tape import Tape, TapeRecorder
@@ -66,6 +67,25 @@ from .ros_ports import (Nav2NavigationPort, RosFeasibilityPort, RosPlannerPort, 
                         recovery_call_budget)
 
 __all__ = ["SupervisorNode", "main", "default_journal_path", "navigation_port", "RoutedNav2"]
+
+
+def _refuse_unnamed_leftovers(journal: Journal, robot_id: str) -> None:
+    """A robot that now runs under a namespace must not walk past what it left open before it had one (a
+    journal written before robot ids, or the same robot started without its namespace): those missions
+    would never be reconciled and a blocked lease of its own body (the robot may be moving) would be
+    invisible to it. Refused, named, until they are settled under the old name."""
+    if not robot_id:
+        return
+    missions = journal.open_missions(robot_id="")
+    leases = sorted(lease.resource for lease in journal.all_leases().values()
+                    if lease.robot_id == "" and lease.scope != "site")
+    if missions or leases:
+        raise UsageError(
+            f"this journal holds what a harness without a namespace left open (missions {missions or 'none'},"
+            f" leases on {leases or 'nothing'}); this robot now runs as {robot_id!r} and would not see them:"
+            " start it once without a namespace to reconcile them (or clear the leases: robot-harness resources"
+            " --clear RESOURCE --reason ... --operator ...), or give it a journal of its own",
+            robot_id=robot_id, open_missions=missions, leases=leases)
 
 ACTIVE_STATE_ID = 3  # lifecycle_msgs/State.PRIMARY_STATE_ACTIVE
 _SESSION_START_WAIT_S = 5.0
@@ -223,6 +243,13 @@ class SupervisorNode(HarnessLifecycleNode):
         # Robots sharing one database draw ids from different sequences even under one seed (ids are unique there).
         self._ids = IdGenerator(None if seed < 0 else (seed ^ zlib.crc32(robot_id.encode()) if robot_id else seed))
         target = p["journal_path"] or self._config.journal.url
+        if is_database_url(target) and not robot_id:
+            # robots sharing one database are told apart by their namespaces: an unnamed harness would
+            # reconcile (and settle the leases of) every other unnamed robot's missions as its own
+            raise ConfigureError("robot namespace", UsageError(
+                "a fleet's journal database needs each robot under a namespace of its own (robot-harness up"
+                " --namespace robot1, or the nodes' namespace in a launch file); this supervisor has none",
+                journal=redact_url(target)))
         # a fleet's database: this robot's events carry its namespace; its files (token key, artifacts, bags)
         # stay on this machine, under its own directory
         path = local_state_path(target, robot_id)
@@ -250,6 +277,11 @@ class SupervisorNode(HarnessLifecycleNode):
         except OSError as exc:
             raise ConfigureError(f"journal {self.journal_path}", JournalWriteError(
                 f"cannot open the journal: {exc.strerror or exc}", path=self.journal_path, errno=exc.errno)) from exc
+        try:
+            _refuse_unnamed_leftovers(journal, robot_id)
+        except UsageError as exc:
+            journal.close()
+            raise ConfigureError("journal", exc) from exc
         self._journal = journal
         artifacts = Path(p["artifacts_dir"] or self._config.artifacts_dir or (path.parent / "artifacts")).expanduser()
         reliable = QoSProfile(depth=200, reliability=QoSReliabilityPolicy.RELIABLE)
@@ -513,7 +545,8 @@ class SupervisorNode(HarnessLifecycleNode):
         assert self._journal is not None and self._config is not None
         reconciler = Reconciler(journal=self._journal, navigation=self._nav, snapshots=self._snapshots, clock=self._wall,
                                 lookup_timeout_s=self._config.navigation.lookup_timeout_s,
-                                outcome=self._config.navigation.outcome, sleep=time.sleep)
+                                outcome=self._config.navigation.outcome, sleep=time.sleep,
+                                site=Site(self._config.site, place_poses(self._config)))
         try:
             with self._reconciling:
                 with self._admit:  # the mission running here, or admitted and not yet journaled by its runner

@@ -185,3 +185,49 @@ def test_a_decision_replay_runs_as_the_robot_that_ran_the_mission(tmp_path: Path
         replay.append([acquire("elevator_1", "act-x", "m-a")])
     for j in (r1, r2):
         j.close()
+
+
+def test_a_decision_replay_puts_back_what_other_robots_wrote_during_the_mission(tmp_path: Path):
+    """In a fleet's database a mission's seqs have gaps (another robot's events in between): the replay
+    puts those back at their recorded seqs, so the mission replays event for event, the other robot's
+    lease in force where it was."""
+    from robot_harness.core.decisions import ReplayJournal, first_divergence
+
+    clock = ManualClock()
+    r1, r2 = (SqliteJournal(tmp_path / "f.db", clock=clock, ids=IdGenerator(seed=n), robot_id=f"robot{n}")
+              for n in (1, 2))
+    r1.append([d(E.MISSION_STARTED, "m-a")])
+    r2.append([d(E.MISSION_STARTED, "m-b"), acquire("elevator_1", "act-b", "m-b")])
+    r1.append([d(E.MODEL_TURN_STARTED, "m-a")])
+    r2.append([d(E.MISSION_REFUSED, "m-c", payload={"code": "busy", "reason": "busy"})])
+    r1.append([d(E.MISSION_FINISHED, "m-a", payload={"status": "SUCCEEDED"})])
+    events = r1.events()
+    mission = [e for e in events if e.mission_id == "m-a"]
+    others = [e for e in events if mission[0].seq < e.seq < mission[-1].seq and e.mission_id != "m-a"]
+    replay = ReplayJournal([], mission, others)
+    replay.append([ReplayJournal._draft(mission[0])])
+    assert "elevator_1" not in replay.all_leases()
+    for e in mission[1:]:
+        replay.append([ReplayJournal._draft(e)])
+    assert replay.all_leases()["elevator_1"].robot_id == "robot2"
+    assert first_divergence(mission, replay.events(mission_id="m-a")) is None
+    for j in (r1, r2):
+        j.close()
+
+
+def test_a_robot_under_a_new_namespace_is_refused_while_its_unnamed_past_is_open(tmp_path: Path):
+    """A journal written before robot ids (or by the same robot started without its namespace) with an open
+    mission and a blocked lease of its body: the robot now under `robot1` would never see them."""
+    from robot_harness.nodes.supervisor import _refuse_unnamed_leftovers
+
+    old = SqliteJournal(tmp_path / "j.db", clock=ManualClock(), ids=IdGenerator(seed=1))
+    old.setup()
+    old.append([d(E.MISSION_STARTED, "m-old"), acquire("base", "act-old", "m-old", site=False)])
+    _refuse_unnamed_leftovers(old, "")  # the same unnamed robot: it reconciles them itself
+    with pytest.raises(UsageError, match="m-old") as err:
+        _refuse_unnamed_leftovers(old, "robot1")
+    assert err.value.details["leases"] == ["base"]
+    old.append([release("base", "act-old", "m-old", site=False), d(E.MISSION_FINISHED, "m-old",
+                                                                    payload={"status": "UNKNOWN"})])
+    _refuse_unnamed_leftovers(old, "robot1")  # settled: nothing left behind
+    old.close()

@@ -26,7 +26,8 @@ from ..nav_goals import NavGoal, NavGoalKind
 from ..preconditions import CostProbe, Feasibility, PathProbe, ProbeStatus, check_preconditions
 from ..reconcile import ACTIVE_STATUSES, TERMINAL_STATUSES
 from ..payloads import ActionPreconditionChecked
-from ..records import ActionStatus, EventDraft, EventType, ToolCall, ToolResult, ToolResultStatus, WorldSnapshot
+from ..records import (ActionStatus, Availability, EventDraft, EventType, ToolCall, ToolResult, ToolResultStatus,
+                       WorldSnapshot)
 from ..skills import Skill, ToolEnv, nav_goal_for
 from ..mission.ledger import MissionLedger, StoppedBeforeDispatch
 from ..mission.observations import Observations
@@ -343,10 +344,13 @@ class Dispatcher:
                              action_id=action.action_id), None
 
     def _end_before_motion(self, action: ManagedAction, skill: Skill, state: ActionStatus, reason: str) -> None:
-        """The backend refused the goal or it was never sent: nothing moves, the leases end."""
+        """The backend refused the goal or it was never sent: nothing moves, the leases end (a site place's
+        too when the robot stood outside it at dispatch: it did not move)."""
+        snap = action.dispatch_snapshot
+        pose = snap.pose if snap is not None and snap.pose_meta.availability is Availability.AVAILABLE else None
         self.ledger.append_many([self.ledger.transition(action, state, reason, now=self.clock.now()),
                                   *self.leases.end_drafts(skill, action.action_id, ReleaseReason.CONFIRMED_TERMINAL,
-                                                           reason)])
+                                                           reason, pose=pose)])
         self.state.active = None
 
     # -- capability calls -----------------------------------------------------------

@@ -18,6 +18,7 @@ own harness (which can ask its robot) or an operator ends it.
 """
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -41,6 +42,11 @@ __all__ = ["Leases", "LEASE_MARGIN_S"]
 LEASE_MARGIN_S = 10.0
 """A lease outlives its action's supervision bound by this much before it counts as orphaned."""
 
+WAIT_REFRESH_S = 2.0
+"""A robot waiting for a site resource says so again this often (LEASE_WAITED ``waiting``); a wait not
+renewed for three times this long is a dead robot's (its harness was killed while it waited) and holds
+nobody back."""
+
 
 @dataclass(eq=False, kw_only=True)
 class Leases:
@@ -51,6 +57,8 @@ class Leases:
     clock: Clock | None = None
     sleep: Callable[[float], None] | None = None
     """Paces a wait for a site resource another robot holds (None: no waiting, refused at once)."""
+    _waiting: float | None = None
+    """When the wait going on began (monotonic), for ``free_site`` to end its record however it ends."""
     _handover: dict[str, Lease] = field(default_factory=dict)
     """Site leases this robot holds under an ended owner (it is still inside their place), found by
     ``free_site`` for the next ``acquire_drafts`` to hand on."""
@@ -81,8 +89,9 @@ class Leases:
         """Release (``why`` given: confirmed terminal or stopped) or block (None: outcome unknown) a call's leases.
 
         Its site leases end the same way, each presenting its fencing token, except a place's resource the
-        robot is still inside (at ``pose``, by default the last pose of the mission's trajectory; an unknown
-        pose counts as inside): that one stays held until an action of this robot leaves the place."""
+        robot may still be inside (at ``pose``: a fresh, localized pose observed after the action's end;
+        None, unknown, counts as inside, never a guess from an older sample): that one stays held until an
+        action of this robot is seen to leave the place."""
         if why is None:
             drafts = [self.ledger.draft(EventType.LEASE_BLOCKED, payload={"resource": r, "owner": owner,
                                                                            "reason": detail})
@@ -94,8 +103,6 @@ class Leases:
         mine = [lease for lease in self._site_leases() if lease.owner == owner]
         if not mine:
             return drafts
-        if pose is None and self.state.trajectory:
-            pose = self.state.trajectory[-1].pose
         inside = set(self.site.inside(pose)) if pose is not None else None
         for lease in mine:
             if why is None:
@@ -132,58 +139,79 @@ class Leases:
         lets the elevator go and wants it again queues behind the robot that waited for it). The conflict
         that remains, if any: the holder named (robot, mission, owner, fence)."""
         self._handover = {}
-        journal = self.ledger.journal
         for resource in needs:
-            started: float | None = None
-            mine = 0  # the seq of this robot's own "waiting" record, once it waits
-            while True:
-                lease = journal.leases().get(resource)
-                if lease is not None and lease.robot_id == journal.robot_id:
-                    lease, conflict = self._own(lease)
-                    if conflict is not None:
-                        return conflict
-                    if lease is not None:  # this robot's, held under an ended owner: handed on
-                        self._handover[resource] = lease
-                        lease = None
-                        if started is not None:
-                            self._waited(resource, "free", None, started)
-                        break
-                blocker = lease if lease is not None else self._ahead(resource, mine)
-                if blocker is None:
+            try:
+                conflict = self._wait_for(resource, deadline)
+            except BaseException:
+                if self._waiting is not None:  # a wait cut short by an error or a Stop's exception: said so
+                    with contextlib.suppress(Exception):
+                        self._waited(resource, "stopped", None, self._waiting)
+                raise
+            finally:
+                self._waiting = None
+            if conflict is not None:
+                return conflict
+        return None
+
+    def _wait_for(self, resource: str, deadline: float) -> LeaseConflict | None:
+        """``free_site`` for one resource."""
+        journal = self.ledger.journal
+        started: float | None = None
+        mine = 0  # the seq of this robot's own "waiting" record, once it waits
+        renewed = 0.0
+        while True:
+            lease = journal.leases().get(resource)
+            if lease is not None and lease.robot_id == journal.robot_id:
+                lease, conflict = self._own(lease)
+                if conflict is not None:
+                    return conflict
+                if lease is not None:  # this robot's, held under an ended owner: handed on
+                    self._handover[resource] = lease
+                    lease = None
                     if started is not None:
                         self._waited(resource, "free", None, started)
-                    break
-                now = self.clock.monotonic() if self.clock is not None else 0.0
-                if started is None:
-                    started = now
-                    mine = self._waited(resource, "waiting", blocker, started)[1]
-                limit = min(started + self.site.config.lease_wait_s, deadline)
-                stop = self.ledger.stop_reason()
-                if stop is not None or now >= limit or self.sleep is None or self.clock is None:
-                    waited = self._waited(resource, "stopped" if stop is not None else "refused", blocker, started)[0]
-                    what = (f"held by robot {blocker.robot_id or '(unnamed)'} under fencing token {blocker.fence}"
-                            if blocker.fence else f"robot {blocker.robot_id} asked for it first and still waits")
-                    return LeaseConflict.of(blocker, f"{what}; waited {waited:.1f} s"
-                                                     + (f", stopped: {stop}" if stop is not None else ""))
-                self.sleep(min(self.site.config.poll_s, max(limit - now, 0.0)))
-        return None
+                    return None
+            blocker = lease if lease is not None else self._ahead(resource, mine)
+            if blocker is None:
+                if started is not None:
+                    self._waited(resource, "free", None, started)
+                return None
+            now = self.clock.monotonic() if self.clock is not None else 0.0
+            if started is None:
+                started = renewed = self._waiting = now
+                mine = self._waited(resource, "waiting", blocker, started)[1]
+            elif now - renewed >= WAIT_REFRESH_S:  # still waiting: said again, so nobody takes this for a dead robot's
+                renewed = now
+                self._waited(resource, "waiting", blocker, started)
+            limit = min(started + self.site.config.lease_wait_s, deadline)
+            stop = self.ledger.stop_reason()
+            if stop is not None or now >= limit or self.sleep is None or self.clock is None:
+                waited = self._waited(resource, "stopped" if stop is not None else "refused", blocker, started)[0]
+                what = (f"held by robot {blocker.robot_id or '(unnamed)'} under fencing token {blocker.fence}"
+                        if blocker.fence else f"robot {blocker.robot_id} asked for it first and still waits")
+                return LeaseConflict.of(blocker, f"{what}; waited {waited:.1f} s"
+                                                 + (f", stopped: {stop}" if stop is not None else ""))
+            self.sleep(min(self.site.config.poll_s, max(limit - now, 0.0)))
 
     def _ahead(self, resource: str, mine: int) -> Lease | None:
         """The earliest wait for ``resource`` by another robot that is still on (begun before this robot's own
         at seq ``mine``, when it waits; never ended; within its own limit), as a stand-in lease naming that
         robot (fence 0: nobody holds it yet), or None."""
         journal = self.ledger.journal
-        open_waits: dict[str, tuple[Any, LeaseWaited]] = {}
+        open_waits: dict[str, tuple[Any, LeaseWaited, float]] = {}
+        """robot -> (the first record of its wait going on, its payload, when it last said it still waits)"""
         for ev in journal.events(types=[EventType.LEASE_WAITED]):
             p = payload_of(ev, LeaseWaited)
             if p.resource != resource or ev.robot_id == journal.robot_id:
                 continue
             if p.outcome == "waiting":
-                open_waits[ev.robot_id] = (ev, p)
+                first = open_waits.get(ev.robot_id)
+                open_waits[ev.robot_id] = (first[0], first[1], ev.stamp) if first is not None else (ev, p, ev.stamp)
             else:
                 open_waits.pop(ev.robot_id, None)
         now = self.clock.now() if self.clock is not None else float("inf")
-        live = [ev for ev, p in open_waits.values() if ev.stamp + p.limit_s >= now and (not mine or ev.seq < mine)]
+        live = [ev for ev, p, last in open_waits.values()
+                if ev.stamp + p.limit_s >= now and last + 3 * WAIT_REFRESH_S >= now and (not mine or ev.seq < mine)]
         if not live:
             return None
         first = min(live, key=lambda ev: ev.seq)

@@ -283,7 +283,7 @@ class ActionSupervisor:
             self.skills.get(action.skill), action.action_id,
             ReleaseReason.CONFIRMED_TERMINAL if confirmed_end else None,
             f"backend {action.backend_status}" if confirmed_end else f"{why_none}: the robot may still be moving",
-            pose=post.pose)
+            pose=post.pose if post.pose_meta.availability is Availability.AVAILABLE else None)
         # VERIFYING, the post-terminal snapshot, the verdict, its evidence and the lease: one commit.
         committed = self.ledger.append_many([verifying, post_draft, final, *lease_end, self.ledger.draft(
             EventType.ROBOT_ACTION_OUTCOME, tool_call_id=action.tool_call_id, robot_action_id=action.action_id,
