@@ -21,12 +21,17 @@ the SQLite schema in PostgreSQL's types, one twin per migration of
   that runs out is a ``JournalWriteError`` (``JournalReadError`` for a read)
   that wrote nothing.
 * **A lost connection** (the server restarted, the network dropped) is an
-  error for the call that met it; the next call connects anew, and refuses a
-  database that now ends before what this journal already saw (a restored
-  older backup). A COMMIT whose connection dropped may or may not have
-  committed (``commit_outcome="unknown"``); the index never folds it, the next
-  call catches up from whatever the database holds, and as with SQLite's failed
-  fsync a failed write stops physical work rather than being retried blindly.
+  error for the call that met it, unless the call met it at the transaction's
+  opening (BEGIN, the write lock), before anything of the transaction ran: the
+  server dropped an idle session, so the call connects anew and opens its
+  transaction once more (once: a server still down is the call's error). A
+  new connection refuses a database that now ends before what this journal
+  already saw (a restored older backup). Nothing is retried once a statement
+  of the transaction ran: a COMMIT whose connection dropped may or may not
+  have committed (``commit_outcome="unknown"``); the index never folds it, the
+  next call catches up from whatever the database holds, and as with SQLite's
+  failed fsync a failed write stops physical work rather than being retried
+  blindly.
 
 Errors carry ``pg_error`` (the server's or libpq's words), ``sqlstate`` (None
 for a connection failure) and ``url`` (the password replaced by ``***``:
@@ -228,6 +233,9 @@ _HINTS = {
     "28000": "the server refused the role",
     "28P01": "the server refused the password",
 }
+_SESSION_ENDED = frozenset({"57P01", "57P02", "57P03", "57P05"})
+"""admin_shutdown (a fast shutdown, ``pg_terminate_backend``), crash_shutdown, cannot_connect_now,
+idle_session_timeout: the server ended the session, it did not refuse a statement."""
 _CONNECTION_HINT = "the connection to the server failed or was lost (server down, restarted or unreachable); " \
                    "the next call connects anew"
 _USER_PASSWORD = re.compile(r"^[a-z]+://[^:/@]*:([^@]*)@")
@@ -411,18 +419,10 @@ class PostgresJournal(Journal):
         with self._lock:
             if self._closed:
                 raise UsageError("journal is closed")
-            if self._conn is None or self._reconnect or self._lost(self._conn):
-                self._replace_connection(write=write)
-            conn = self._conn
-            assert conn is not None
-            tx = _Tx(conn.cursor())
+            tx = self._begin(write=write)
+            conn = tx.cur.connection
             committing = False
             try:
-                if write:
-                    tx.cur.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-                    tx.cur.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
-                else:
-                    tx.cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 yield tx
                 committing = True
                 tx.cur.execute("COMMIT")
@@ -432,15 +432,7 @@ class PostgresJournal(Journal):
                                f" ({tx.cur.statusmessage})", pg_error=tx.cur.statusmessage, sqlstate=None,
                                url=self.url)
             except BaseException as exc:
-                lost = self._lost(conn)
-                if not lost and conn.info.transaction_status != pg.pq.TransactionStatus.IDLE:
-                    try:
-                        conn.execute("ROLLBACK")
-                    except pg.Error:
-                        _log.warning("rollback failed on %s", self.url, exc_info=True)
-                    lost = self._lost(conn)
-                if lost:
-                    self._reconnect = True
+                lost = self._abort(conn)
                 if isinstance(exc, pg.Error):
                     extra = {"commit_outcome": "unknown"} if committing and lost else {}
                     err = self._error(exc, "commit" if committing else ("write" if write else "read"),
@@ -456,6 +448,63 @@ class PostgresJournal(Journal):
                     tx.cur.close()
             for hook in tx.after_commit:
                 hook()
+
+    def _begin(self, *, write: bool, retried: bool = False) -> _Tx:
+        """BEGIN (and, to write, the write lock) on the connection, made anew if it was lost; under the lock.
+
+        A session the server dropped while it sat idle (a restart, a failover, ``idle_session_timeout``, a
+        NAT forgetting the flow, ``pg_terminate_backend``) is found only by the next statement. When that
+        is one of these opening statements, nothing of the transaction has run, so the connection is made
+        anew (``_replace_connection``: a database that went backwards is still refused) and the opening is
+        tried once more; a second failure, or any other, is the call's error. Nothing is retried once a
+        statement of the transaction has executed (``_transaction``).
+        """
+        if self._conn is None or self._reconnect or self._lost(self._conn):
+            self._replace_connection(write=write)
+        conn = self._conn
+        assert conn is not None
+        tx = _Tx(conn.cursor())
+        try:
+            if write:
+                tx.cur.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+                tx.cur.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+            else:
+                tx.cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            return tx
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                tx.cur.close()
+            self._abort(conn)
+            if not isinstance(exc, self._pg.Error):
+                raise
+            if retried or not self._dropped(exc):
+                raise self._error(exc, "write" if write else "read", write=write) from None
+            self._reconnect = True
+            _log.warning("journal connection to %s was dropped (%s); connecting anew", self.url,
+                         getattr(exc, "sqlstate", None) or "no SQLSTATE")
+        return self._begin(write=write, retried=True)
+
+    def _dropped(self, exc: BaseException) -> bool:
+        """Whether ``exc`` says the session itself is gone (libpq lost the connection, a connection
+        exception, the server shut it down or terminated it), not that a statement failed in it."""
+        if not isinstance(exc, self._pg.OperationalError):
+            return False
+        sqlstate = getattr(exc, "sqlstate", None)
+        return sqlstate is None or sqlstate.startswith("08") or sqlstate in _SESSION_ENDED
+
+    def _abort(self, conn: "psycopg.Connection[Any]") -> bool:
+        """Roll back whatever ``conn`` has open (if it still can); True, and a reconnect pending, if lost."""
+        pg = self._pg
+        lost = self._lost(conn)
+        if not lost and conn.info.transaction_status != pg.pq.TransactionStatus.IDLE:
+            try:
+                conn.execute("ROLLBACK")
+            except pg.Error:
+                _log.warning("rollback failed on %s", self.url, exc_info=True)
+            lost = self._lost(conn)
+        if lost:
+            self._reconnect = True
+        return lost
 
     def _ensure_ready(self) -> None:
         if not self._ready:

@@ -7,6 +7,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -48,6 +49,22 @@ def with_password(url: str) -> str:
 
 def database_of(url: str) -> str:
     return urlsplit(url).path.lstrip("/")
+
+
+def end_journal_session(url: str) -> int:
+    """End the journal's session (the only one in this test's database) from another session, as an
+    administrator's ``pg_terminate_backend``, ``idle_session_timeout`` or a failover would; return its pid
+    once the server has let it go."""
+    with psycopg.connect(url, autocommit=True) as admin:
+        (pid,) = [r[0] for r in admin.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            " AND application_name = 'robot_harness journal'")]
+        assert admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone() == (True,)
+        deadline = time.monotonic() + 10
+        while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone():
+            assert time.monotonic() < deadline, f"backend {pid} still running"
+            time.sleep(0.01)
+    return pid
 
 
 def assert_no_secret(err: BaseException) -> None:
@@ -118,20 +135,104 @@ def test_a_site_lease_is_one_for_the_fleet_and_a_robots_own_resource_is_its_own(
 # ------------------------------------------------------------------ faults
 
 
-def test_a_restarted_server_fails_the_calls_meanwhile_then_the_same_journal_works_again(pg_server, pg_url):
+def test_a_session_the_server_ended_while_idle_costs_the_next_append_and_read_nothing(pg_url):
     j = journal(pg_url)
     try:
         j.append([draft(), draft()])
+        first = end_journal_session(pg_url)
+        assert [e.seq for e in j.append([draft()])] == [3]  # its BEGIN met the dropped session
+        second = end_journal_session(pg_url)
+        assert second != first
+        assert [e.seq for e in j.events()] == [1, 2, 3]
+        end_journal_session(pg_url)
+        assert j.last_seq() == 3 and j.health()["reconnect_pending"] is False
+    finally:
+        j.close()
+
+
+def test_a_server_restarted_while_the_journal_was_idle_costs_the_next_call_nothing(pg_server, pg_url):
+    j = journal(pg_url)
+    try:
+        j.append([draft()])
+        pg_server.stop()
+        pg_server.start()
+        assert [e.seq for e in j.append([draft()])] == [2]
+        assert [e.seq for e in j.events()] == [1, 2]
+    finally:
+        j.close()
+
+
+def test_a_session_ended_again_at_once_is_retried_only_once(pg_url, monkeypatch):
+    j = journal(pg_url)
+    made: list[int] = []
+    replace = j._replace_connection
+
+    def replace_then_end(*, write: bool) -> None:  # each new session is ended before its BEGIN
+        replace(write=write)
+        made.append(end_journal_session(pg_url))
+
+    try:
+        j.append([draft()])
+        end_journal_session(pg_url)
+        monkeypatch.setattr(j, "_replace_connection", replace_then_end)
+        with pytest.raises(JournalWriteError) as info:
+            j.append([draft()])
+        assert len(made) == 1  # the one retry
+        assert info.value.details["sqlstate"] in ("57P01", None) and "commit_outcome" not in info.value.details
+        with pytest.raises(JournalReadError):
+            j.events()
+        assert len(made) == 3  # the pending reconnect, then its one retry
+        monkeypatch.undo()
+        assert [e.seq for e in j.append([draft()])] == [2]
+    finally:
+        j.close()
+
+
+def test_a_session_ended_inside_a_transaction_is_not_retried(pg_url, monkeypatch):
+    j = journal(pg_url)
+    catch_up = j._catch_up
+
+    def catch_up_then_end(tx) -> None:  # the write transaction has read; its INSERT meets the ended session
+        catch_up(tx)
+        end_journal_session(pg_url)
+
+    try:
+        j.append([draft()])
+        monkeypatch.setattr(j, "_catch_up", catch_up_then_end)
+        with pytest.raises(JournalWriteError) as info:
+            j.append([draft(payload={"lost": True})])
+        assert info.value.details["sqlstate"] in ("57P01", None) and j.health()["reconnect_pending"] is True
+        monkeypatch.undo()
+        assert [(e.seq, e.payload) for e in j.events()] == [(1, {})]
+    finally:
+        j.close()
+
+
+def test_a_restarted_server_fails_the_calls_meanwhile_then_the_same_journal_works_again(pg_server, pg_url,
+                                                                                        monkeypatch):
+    j = journal(pg_url)
+    connects: list[str] = []
+    connect = psycopg.connect
+
+    def counting_connect(*args, **kwargs):
+        connects.append("connect")
+        return connect(*args, **kwargs)
+
+    try:
+        j.append([draft(), draft()])
+        monkeypatch.setattr(psycopg, "connect", counting_connect)
         pg_server.stop()
         try:
             with pytest.raises(JournalWriteError) as info:
                 j.append([draft()])
             assert info.value.details["url"] == pg_url and "next call connects anew" in info.value.message
             assert j.health()["reconnect_pending"] is True
+            assert len(connects) == 1  # the dropped session's one reconnect, refused: no more tries
             with pytest.raises(JournalReadError):  # still down: the reconnect fails, typed
                 j.events()
             with pytest.raises(JournalWriteError):
                 j.append([draft()])
+            assert len(connects) == 3
         finally:
             pg_server.start()
         assert [e.seq for e in j.append([draft()])] == [3]
@@ -148,11 +249,12 @@ def test_a_database_that_went_backwards_is_refused(pg_server, pg_url):
         name = database_of(pg_url)
         pg_server.drop_database(name)  # ends the journal's session too
         pg_server.create_database(name)
-        with pytest.raises(JournalWriteError):
-            j.append([draft()])  # the lost connection
-        with pytest.raises(JournalWriteError, match="now ends at seq 0 but this journal already saw seq 3") as info:
-            j.append([draft()])
-        assert info.value.details["seen_seq"] == 3
+        for _ in range(2):  # the dropped session's reconnect finds it; so does every call after
+            with pytest.raises(JournalWriteError, match="now ends at seq 0 but this journal already saw seq 3") as info:
+                j.append([draft()])
+            assert info.value.details["seen_seq"] == 3
+        with pytest.raises(JournalReadError, match="now ends at seq 0"):
+            j.events()
     finally:
         j.close()
 
