@@ -1394,10 +1394,12 @@ def _up(args: argparse.Namespace, console: Console) -> int:
 
 def _start_dashboard(graph: Any, port: int, console: Console, args: argparse.Namespace, cfg: Path) -> None:
     """The dashboard in this process, on a node of the graph (stopped with it), over the supervisor's journal
-    (whose database URL the supervisor shows only redacted: it is taken from where the supervisor took it)."""
+    (whose database URL the supervisor shows only redacted: it is taken from where the supervisor took it).
+    Its writes reach this graph's supervisor only: it is told the graph's robot, refuses Stop, Send and
+    answers for another robot's missions, and lists this robot's missions first in a fleet's journal."""
     from rclpy.node import Node
 
-    from .core.journal import is_database_url
+    from .core.journal import is_database_url, robot_id_of
     from .operator.dashboard import TOKEN_ENV as DASH_TOKEN_ENV, RosOperatorPort, serve
 
     journal: str | Path = graph.supervisor.journal_path
@@ -1410,7 +1412,8 @@ def _start_dashboard(graph: Any, port: int, console: Console, args: argparse.Nam
     node = Node("robot_harness_dashboard", context=graph.context, namespace=graph.namespace or "/")
     operator = RosOperatorPort(node, journal_path=journal, mission_action=namespaced(args, "/robot_harness/mission"),
                                stop_service=namespaced(args, "/supervisor/stop"))
-    handle = serve(journal_path=journal, operator=operator, port=port, token=os.environ.get(DASH_TOKEN_ENV, ""))
+    handle = serve(journal_path=journal, operator=operator, port=port, token=os.environ.get(DASH_TOKEN_ENV, ""),
+                   operator_robot=robot_id_of(graph.namespace))
     graph.add_node(node, lambda: (handle.stop(), operator.destroy(), node.destroy_node()))
     print(f"dashboard at {handle.url}", file=console.stderr, flush=True)
 

@@ -80,7 +80,9 @@ __all__ = [
     "OperatorPort",
     "RosOperatorPort",
     "create_app",
+    "event_columns",
     "main",
+    "robot_of_stop_service",
     "serve",
 ]
 
@@ -95,6 +97,16 @@ _INTERACTION_TYPES = (EventType.INTERACTION_REQUESTED, EventType.INTERACTION_RES
 
 
 # ============================================================================ reading
+
+
+def event_columns(conn: sqlite3.Connection) -> tuple[str, bool]:
+    """What a read-only reader selects from a SQLite journal's ``events`` (``EVENT_COLUMNS``, comma-separated,
+    in order, for ``event_from_row``), and whether the file has robot ids. A reader cannot migrate the file,
+    so one from before migration 0006 has no ``robot_id`` column: it is selected as '' (the robot without a
+    namespace, whose events those are). The column never goes away once there: a reader may keep a True."""
+    has = any(r[1] == "robot_id" for r in conn.execute("PRAGMA table_info(events)"))
+    cols = EVENT_COLUMNS if has else tuple("'' AS robot_id" if c == "robot_id" else c for c in EVENT_COLUMNS)
+    return ", ".join(cols), has
 
 
 class JournalReader:
@@ -166,10 +178,11 @@ class JournalReader:
             return fn(self._journal)
 
     def _columns(self, c: sqlite3.Connection) -> str:
-        """The ``events`` columns to select (``EVENT_COLUMNS``; robot_id as '' in a file from before it)."""
-        if not self._robot_column:
-            self._robot_column = any(r[1] == "robot_id" for r in c.execute("PRAGMA table_info(events)"))
-        return ", ".join(EVENT_COLUMNS if self._robot_column else (*EVENT_COLUMNS[:-1], "'' AS robot_id"))
+        """The ``events`` columns to select (``event_columns``; checked until the file has robot ids)."""
+        if self._robot_column:
+            return ", ".join(EVENT_COLUMNS)
+        cols, self._robot_column = event_columns(c)
+        return cols
 
     _event = staticmethod(event_from_row)
 
@@ -250,6 +263,23 @@ class JournalReader:
                 while len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
         return events
+
+    def mission_robot(self, mission_id: str) -> str | None:
+        """The robot whose mission ``mission_id`` is (None: the journal has no such mission, yet)."""
+        return next((m["robot_id"] for m in self.missions() if m["mission_id"] == mission_id), None)
+
+    def interaction_mission(self, interaction_id: str) -> str | None:
+        """The mission that asked ``interaction_id`` (None: no mission asked it)."""
+        asked = (EventType.INTERACTION_REQUESTED,)
+        if self._url:
+            events = self._api(lambda j: j.events(types=asked))
+        else:
+            events = self._query(lambda c: [self._event(r) for r in c.execute(
+                f"SELECT {self._columns(c)} FROM events WHERE type = ? ORDER BY seq", (asked[0].value,))], [])
+        from ..core.interactions import interactions
+
+        asked_by = interactions(events).get(interaction_id)
+        return asked_by.mission_id if asked_by is not None else None
 
     def leases(self, robot: str | None = None) -> list[dict[str, Any]]:
         """The leases in force, every robot's (``robot``: the ones that robot sees, its own and the site's), by
@@ -487,6 +517,8 @@ class SendMission(_Body):
     owner: str = Field(default="", max_length=128)
     owner_token: str = Field(default="", max_length=512)
     overrides: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    robot: str | None = Field(default=None, max_length=256)
+    """The robot the mission is for (the page sends the one it shows); None: this dashboard's own."""
 
 
 class Answer(_Body):
@@ -495,10 +527,13 @@ class Answer(_Body):
     choice: str = Field(default="", max_length=256)
     token: str = Field(default="", max_length=512)
     operator: str = Field(default="", max_length=128)
+    mission_id: str = Field(default="", max_length=128)
+    """The mission on screen (the interaction's own mission, from the journal, comes first)."""
 
 
 class StopBody(_Body):
     mission_id: str = Field(default="", max_length=128)
+    """The mission on screen: it names the robot to stop (which then stops whatever it runs)."""
     reason: str = Field(default="operator stop (dashboard)", max_length=500)
 
 
@@ -512,6 +547,11 @@ def _error_status(exc: HarnessError) -> int:
     return 400 if isinstance(exc, UsageError) else 409
 
 
+def _shown(robot_id: str) -> str:
+    """A robot id as people write it: its namespace, ``/`` for the robot without one."""
+    return robot_id or "/"
+
+
 def _script_hashes(page: str, tag: str) -> list[str]:
     return ["'sha256-" + base64.b64encode(hashlib.sha256(m.encode()).digest()).decode() + "'"
             for m in re.findall(rf"<{tag}>(.*?)</{tag}>", page, flags=re.S)]
@@ -519,11 +559,18 @@ def _script_hashes(page: str, tag: str) -> list[str]:
 
 def create_app(*, reader: JournalReader, operator: OperatorPort | None = None, token: str = "",
                loopback_only: bool = True, clock: Callable[[], float] = time.time, poll_interval_s: float = 0.25,
-               stopping: threading.Event | None = None, robot: str | None = None) -> Any:
+               stopping: threading.Event | None = None, robot: str | None = None,
+               operator_robot: str | None = None) -> Any:
     """The Starlette app. ``token`` (non-empty) is required as a bearer token on every write;
     ``loopback_only`` makes it refuse requests whose ``Host`` is not a loopback name;
     ``stopping`` ends live feeds (the server sets it on shutdown); ``robot``: the robot whose missions and
-    leases are listed when a request names none (None: every robot's)."""
+    leases are listed when a request names none (None: every robot's).
+
+    ``operator_robot``: the robot whose supervisor ``operator`` reaches (its robot id). Then a Stop, a
+    send or an answer for another robot's mission, or a send for another robot, is refused (409
+    ``other_robot``, naming whose it is) before it reaches the port, and with no ``robot`` the list
+    defaults to this one's missions when the journal holds it and other robots. None: the port is not tied to
+    a robot (as a single robot's dashboard always was), and nothing is checked."""
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
     from starlette.requests import Request
@@ -538,6 +585,7 @@ def create_app(*, reader: JournalReader, operator: OperatorPort | None = None, t
                     "Referrer-Policy": "no-referrer", "Cache-Control": "no-store", "X-Frame-Options": "DENY"}
     stopping = stopping or threading.Event()
     run = asyncio.to_thread
+    controls = None if operator is None or operator_robot is None else robot_id_of(operator_robot)
 
     def error(status: int, code: str, message: str, **details: Any) -> JSONResponse:
         return JSONResponse({"error": code, "message": message, **details}, status_code=status,
@@ -600,13 +648,36 @@ def create_app(*, reader: JournalReader, operator: OperatorPort | None = None, t
         text = "; ".join(f"{p['field'] or 'body'}: {p['problem']}" for p in problems)
         return error(400, "invalid_request", text, problems=problems)
 
-    def robot_filter(request: Request) -> str | None:
+    async def robot_filter(request: Request, robots: list[dict[str, Any]] | None = None) -> str | None:
         """``?robot=``: a robot's namespace (``/`` or empty: the robot without one), ``*``: every robot;
-        absent: the dashboard's own (``--robot``). A name that is not a namespace is a 400."""
+        absent: the dashboard's ``--robot``, else the robot it controls when the journal holds it and others
+        (``robots``: the journal's, if already read), else every robot. A name that is not a namespace is a 400."""
         given = request.query_params.get("robot")
-        if given is None:
+        if given is not None:
+            return None if given == "*" else robot_id_of(given)
+        if robot is not None or controls is None:
             return robot
-        return None if given == "*" else robot_id_of(given)
+        if robots is None:
+            robots = robots_of(await run(reader.missions), await run(reader.leases))
+        several = len(robots) > 1 and any(r["robot_id"] == controls for r in robots)
+        return controls if several else None
+
+    def other_robot(what: str, *, robot_id: str, mission_id: str = "") -> JSONResponse:
+        theirs = f"mission {mission_id} belongs to" if mission_id else "it is for"
+        namespace = f" --namespace {robot_id}" if robot_id else ""
+        return error(409, "other_robot",
+                     f"{what} refused: {theirs} robot {_shown(robot_id)}, and this dashboard acts for robot "
+                     f"{_shown(controls or '')} only (its supervisor, its token key); use robot {_shown(robot_id)}'s "
+                     f"own dashboard (robot-harness up{namespace} --dashboard)",
+                     mission_id=mission_id, robot_id=robot_id, controls=controls)
+
+    async def check_mission(what: str, mission_id: str) -> JSONResponse | None:
+        """None when ``mission_id`` is this dashboard's robot's, or not in the journal (yet), or nothing is checked."""
+        if controls is None or not mission_id:
+            return None
+        theirs = await run(reader.mission_robot, mission_id)
+        return None if theirs is None or theirs == controls else other_robot(what, robot_id=theirs,
+                                                                              mission_id=mission_id)
 
     async def call(fn: Callable[[], dict[str, Any]], status: int = 200) -> JSONResponse:
         try:
@@ -623,20 +694,22 @@ def create_app(*, reader: JournalReader, operator: OperatorPort | None = None, t
         return (await guard_read(request)) or JSONResponse({
             "ok": True, "journal": str(reader.path), "journal_exists": reader.exists(),
             "last_seq": await run(reader.last_seq), "writes": operator is not None, "token_required": bool(token),
-            "robot": robot, "now": clock()})
+            "robot": robot, "controls": controls, "now": clock()})
 
     async def list_missions(request: Request) -> Response:
-        """``{"missions": [...], "robot", "robots": [...], "last_seq", "now"}``: the missions of ``?robot=``
-        (each with its ``robot_id``), and every robot the journal knows (``robots_of``)."""
+        """``{"missions": [...], "robot", "robots": [...], "controls", "last_seq", "now"}``: the missions of
+        ``?robot=`` (each with its ``robot_id``), every robot the journal knows (``robots_of``), and the robot
+        whose supervisor this dashboard's writes reach (None: not tied to one, or read-only)."""
         bad = await guard_read(request)
         if bad is not None:
             return bad
-        only = robot_filter(request)
         last = await run(reader.last_seq)
         everyone = await run(reader.missions)
         robots = robots_of(everyone, await run(reader.leases))
+        only = await robot_filter(request, robots)
         return JSONResponse({"missions": [m for m in everyone if only is None or m["robot_id"] == only],
-                             "robot": only, "robots": robots, "last_seq": last, "now": clock()})
+                             "robot": only, "robots": robots, "controls": controls, "last_seq": last,
+                             "now": clock()})
 
     async def list_leases(request: Request) -> Response:
         """``{"leases": [...], "robot", "last_seq"}``: the leases in force (every robot's, or the ones ``?robot=``
@@ -644,7 +717,7 @@ def create_app(*, reader: JournalReader, operator: OperatorPort | None = None, t
         bad = await guard_read(request)
         if bad is not None:
             return bad
-        only = robot_filter(request)
+        only = await robot_filter(request)
         last = await run(reader.last_seq)
         return JSONResponse({"leases": await run(reader.leases, only), "robot": only, "last_seq": last})
 
@@ -698,6 +771,11 @@ def create_app(*, reader: JournalReader, operator: OperatorPort | None = None, t
             return bad
         if req.mission_id and not _MISSION_ID.match(req.mission_id):
             return error(400, "invalid_request", "mission_id: letters, digits and _.:- only (up to 128)")
+        if controls is not None and req.robot is not None and robot_id_of(req.robot) != controls:
+            return other_robot("send", robot_id=robot_id_of(req.robot))
+        refused = await check_mission("send", req.mission_id)  # a mission id is the fleet's, never reused
+        if refused is not None:
+            return refused
         mission_id = req.mission_id or f"mission-{uuid.uuid4().hex[:12]}"
         assert operator is not None
         return await call(lambda: operator.send_mission(
@@ -709,17 +787,28 @@ def create_app(*, reader: JournalReader, operator: OperatorPort | None = None, t
         bad, req, bearer = await parse_write(request, Answer)
         if bad is not None:
             return bad
+        interaction_id = request.path_params["interaction_id"]
+        if controls is not None:
+            asked_by = await run(reader.interaction_mission, interaction_id)
+            refused = await check_mission(f"the answer to {interaction_id}", asked_by or req.mission_id)
+            if refused is not None:
+                return refused
         assert operator is not None
         return await call(lambda: operator.resolve_interaction(
-            interaction_id=request.path_params["interaction_id"], resolution=req.resolution,
+            interaction_id=interaction_id, resolution=req.resolution,
             token=req.token or bearer, answer=req.answer, choice=req.choice, operator=req.operator))
 
     async def stop(request: Request) -> Response:
         bad, req, _ = await parse_write(request, StopBody)
         if bad is not None:
             return bad
+        refused = await check_mission("STOP", req.mission_id)
+        if refused is not None:
+            return refused
         assert operator is not None
-        return await call(lambda: operator.stop(mission_id=req.mission_id, reason=req.reason))
+        # The mission named the robot; the robot stops whatever it runs, so a view a step behind (a finished
+        # mission on screen while the next one runs) never makes Stop miss.
+        return await call(lambda: operator.stop(mission_id="", reason=req.reason))
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -776,16 +865,20 @@ class DashboardHandle:
 
 def serve(*, journal_path: str | Path, operator: OperatorPort | None = None, host: str = "127.0.0.1", port: int = 0,
           token: str = "", poll_interval_s: float = 0.25, start_timeout_s: float = 10.0,
-          robot: str | None = None) -> DashboardHandle:
+          robot: str | None = None, operator_robot: str | None = None) -> DashboardHandle:
     """Start the dashboard on a background thread; returns once it accepts connections.
 
     ``journal_path``: a SQLite file or a ``postgresql://`` URL (asked once before serving: a database that
     does not answer is its ``JournalReadError``). ``port=0`` picks a free port (see ``handle.url``). A
     non-loopback ``host`` is refused (``UsageError``) unless ``token`` is set. ``robot``: the robot whose
-    missions are listed unless a request names another (None: every robot's).
+    missions are listed unless a request names another (None: every robot's). ``operator_robot``: the
+    robot whose supervisor ``operator`` reaches; writes for another robot's missions are refused (see
+    ``create_app``).
     """
     import uvicorn
 
+    robot = None if robot is None else robot_id_of(robot)  # a name that is not a namespace: before binding
+    operator_robot = None if operator_robot is None else robot_id_of(operator_robot)
     loopback = is_loopback(host)
     if not loopback and not token:
         raise UsageError(f"refusing to serve the dashboard on {host}: beyond loopback it needs an operator token "
@@ -812,7 +905,7 @@ def serve(*, journal_path: str | Path, operator: OperatorPort | None = None, hos
     stopping = threading.Event()
     app = create_app(reader=reader, operator=operator, token=token, loopback_only=loopback,
                      poll_interval_s=poll_interval_s, stopping=stopping,
-                     robot=None if robot is None else robot_id_of(robot))
+                     robot=robot, operator_robot=operator_robot)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, lifespan="off",
                             ws="none", timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
@@ -861,8 +954,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                                           f"(default {TOKEN_ENV}); when set, every write needs it")
     p.add_argument("--read-only", action="store_true", help="no ROS: show missions, refuse every write")
     p.add_argument("--mission-action", default="/robot_harness/mission")
-    p.add_argument("--stop-service", default="/supervisor/stop")
+    p.add_argument("--stop-service", default="/supervisor/stop",
+                   help="the supervisor's stop service (default /supervisor/stop); <namespace>/supervisor/stop ties "
+                        "Stop, Send and answers to that robot's missions")
     p.add_argument("--timeout", type=float, default=10.0, help="bound on each wait for the supervisor (s)")
+
+
+def robot_of_stop_service(name: str) -> str | None:
+    """The robot whose supervisor offers the stop service ``name``: ``<namespace>/supervisor/stop``, as
+    ``robot-harness up --namespace`` names it (``/supervisor/stop``: the robot without a namespace); None
+    for any other name (the dashboard's writes are then not tied to a robot)."""
+    suffix = "/supervisor/stop"
+    text = "/" + name.strip().strip("/")
+    if not text.endswith(suffix):
+        return None
+    try:
+        return robot_id_of(text[: -len(suffix)])
+    except UsageError:
+        return None
 
 
 def run(args: argparse.Namespace, *, info: Callable[[str], None], stop: threading.Event | None = None) -> int:
@@ -886,8 +995,11 @@ def run(args: argparse.Namespace, *, info: Callable[[str], None], stop: threadin
             spinner = BackgroundSpinner(context=ctx, name="robot_harness_dashboard").start()
             port = RosOperatorPort(spinner.node, journal_path=journal, mission_action=args.mission_action,
                                    stop_service=args.stop_service, timeout_s=args.timeout)
-        handle = serve(journal_path=journal, operator=port, host=args.host, port=args.port, token=token, robot=robot)
-        info(f"dashboard at {handle.url} (journal {redact_url(journal)}{', read-only' if port is None else ''}"
+        controls = None if port is None else robot_of_stop_service(args.stop_service)
+        handle = serve(journal_path=journal, operator=port, host=args.host, port=args.port, token=token, robot=robot,
+                       operator_robot=controls)
+        acts = "read-only" if port is None else "" if controls is None else f"writes for robot {_shown(controls)}"
+        info(f"dashboard at {handle.url} (journal {redact_url(journal)}{', ' + acts if acts else ''}"
              f"{', token required for writes' if token else ''}); Ctrl-C stops it")
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,7 +1,9 @@
 """A live Foxglove view of the running mission: the journal, followed read-only, over Foxglove's WebSocket protocol.
 
 The bridge reads the supervisor's SQLite journal through a read-only
-connection (it cannot write, and it never takes the writer's lock), polls
+connection (it cannot write, and it never takes the writer's lock; a file
+from before robot ids, which it cannot migrate, reads as one robot), or a
+fleet's PostgreSQL journal through the ``Journal`` API, polls
 for events past the last seq it has seen, folds them with
 :class:`robot_harness.evidence.foxglove.DerivedTopics` (the fold the mission
 bags are written with) and publishes the result as JSON channels with JSON
@@ -39,8 +41,16 @@ from typing import Any
 from pydantic import ValidationError
 
 from . import is_loopback
+from .dashboard import event_columns
 from ..core.errors import HarnessError, UsageError
-from ..core.journal import EVENT_COLUMNS, JournalReadError, connect_read_only, default_journal_path, event_from_row
+from ..core.journal import (
+    Journal,
+    JournalReadError,
+    connect_read_only,
+    event_from_row,
+    is_database_url,
+    redact_url,
+)
 from ..core.records import EventType, JournalEvent
 from ..evidence.foxglove import LIVE_CHANNELS, LOG_TOPIC, DerivedTopics, layout_json, to_live_json
 
@@ -66,32 +76,50 @@ _log = logging.getLogger(__name__)
 
 
 class JournalFollower:
-    """New events of a SQLite journal, read through a read-only connection.
+    """New events of a journal: a SQLite file through a read-only connection, or a fleet's ``postgresql://``
+    database through the ``Journal`` API (its schema is set up if it has none yet, as the dashboard does).
 
     Opening refuses a path that is not a file (:class:`UsageError`) and a file
-    SQLite cannot read (:class:`JournalReadError`). A journal with no tables
-    yet reads as empty. Not thread-safe: one thread reads.
+    SQLite cannot read, or a database that does not answer (:class:`JournalReadError`).
+    A journal with no tables yet reads as empty; a file from before robot ids
+    (migration 0006, which a read-only reader cannot apply) reads as the robot
+    without a namespace. ``path`` is the file, or the URL with its password
+    redacted. Not thread-safe: one thread reads.
     """
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float = 1.0) -> None:
-        self.path = Path(path)
-        if not self.path.is_file():
-            raise UsageError(f"no journal at {self.path}", path=str(self.path))
-        try:
-            self._conn = connect_read_only(self.path, timeout_s=busy_timeout_s)
-            self._conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-        except sqlite3.Error as exc:
-            raise JournalReadError(f"cannot read the journal {self.path}: {exc}", path=str(self.path),
-                                   sqlite_error=str(exc)) from exc
+        self._conn: sqlite3.Connection | None = None
+        self._journal: Journal | None = None
+        self._cols = ""
+        if is_database_url(path):
+            from ..core.clock import IdGenerator, SystemClock
+            from ..core.journal import open_journal
+
+            self.path: str | Path = redact_url(str(path))
+            self._journal = open_journal(str(path), clock=SystemClock(), ids=IdGenerator(None),
+                                         busy_timeout_ms=int(busy_timeout_s * 1000))
+        else:
+            self.path = Path(path)
+            if not self.path.is_file():
+                raise UsageError(f"no journal at {self.path}", path=str(self.path))
+            try:
+                self._conn = connect_read_only(self.path, timeout_s=busy_timeout_s)
+                self._conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            except sqlite3.Error as exc:
+                raise JournalReadError(f"cannot read the journal {self.path}: {exc}", path=str(self.path),
+                                       sqlite_error=str(exc)) from exc
         self.skipped = 0
         """Events read but not understood (a newer format), passed over."""
 
     def read(self, *, after_seq: int, limit: int = _BATCH) -> tuple[list[JournalEvent], int]:
         """Up to ``limit`` events with seq > ``after_seq``, and the last seq read (passed-over events included)."""
+        if self._journal is not None:
+            events = self._journal.events(after_seq=int(after_seq), limit=int(limit))
+            return events, (events[-1].seq if events else after_seq)
+        assert self._conn is not None
         try:
-            rows = self._conn.execute(
-                f"SELECT {', '.join(EVENT_COLUMNS)} FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
-                (int(after_seq), int(limit))).fetchall()
+            rows = self._conn.execute(f"SELECT {self._columns()} FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+                                      (int(after_seq), int(limit))).fetchall()
         except sqlite3.OperationalError as exc:
             if "no such table" in str(exc):
                 return [], after_seq
@@ -106,9 +134,23 @@ class JournalFollower:
                 self.skipped += 1
         return events, last
 
+    def _columns(self) -> str:
+        """The columns to select (``dashboard.event_columns``), checked until the file has robot ids."""
+        assert self._conn is not None
+        if self._cols:
+            return self._cols
+        cols, has_robot_ids = event_columns(self._conn)
+        if has_robot_ids:
+            self._cols = cols
+        return cols
+
     def start_seq(self, mission_id: str | None = None) -> int:
         """Where following begins: just before the latest ``MISSION_STARTED`` (of ``mission_id`` if given),
         so the path and places are whole; the journal's end when there is none."""
+        if self._journal is not None:
+            started = self._journal.events(mission_id=mission_id or None, types=[EventType.MISSION_STARTED])
+            return started[-1].seq - 1 if started else self._journal.last_seq()
+        assert self._conn is not None
         try:
             sql = "SELECT MAX(seq) FROM events WHERE type = ?"
             params: list[Any] = [EventType.MISSION_STARTED.value]
@@ -126,7 +168,10 @@ class JournalFollower:
             raise
 
     def close(self) -> None:
-        self._conn.close()
+        if self._conn is not None:
+            self._conn.close()
+        if self._journal is not None:
+            self._journal.close()
 
 
 class _Listener:
@@ -198,7 +243,7 @@ class FoxgloveBridge:
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout_s)
         self._server.stop()
-        with contextlib.suppress(sqlite3.Error):
+        with contextlib.suppress(sqlite3.Error, HarnessError):
             self._follower.close()
 
     def __enter__(self) -> FoxgloveBridge:
@@ -265,10 +310,12 @@ def serve(journal_path: str | Path, *, host: str = DEFAULT_HOST, port: int = DEF
           mission_id: str | None = None, name: str = "robot_harness") -> FoxgloveBridge:
     """Follow ``journal_path`` and serve it to Foxglove on ``host:port`` (``port=0``: any free port).
 
+    ``journal_path``: a SQLite file or a fleet's ``postgresql://`` URL.
     Starts from the latest mission's ``MISSION_STARTED`` (of ``mission_id``,
     which also filters the events, if given). Raises :class:`UsageError` when
     there is no journal file or the ``foxglove-sdk`` package is missing, and
-    :class:`JournalReadError` when SQLite cannot read the file.
+    :class:`JournalReadError` when SQLite cannot read the file or the database
+    does not answer.
     """
     try:
         import foxglove  # noqa: F401
@@ -287,7 +334,9 @@ def serve(journal_path: str | Path, *, host: str = DEFAULT_HOST, port: int = DEF
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The bridge's options (for ``robot-harness foxglove`` and :func:`main`)."""
-    p.add_argument("--journal", type=Path, help="journal file (default $ROS_HOME/robot_harness/journal.sqlite3)")
+    from ..cli import journal_arg
+
+    journal_arg(p, what="the journal to follow (read-only)")
     p.add_argument("--host", default=DEFAULT_HOST,
                    help="address to listen on (default 127.0.0.1; the server has no authentication)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default 8765; 0 picks a free one)")
@@ -308,7 +357,9 @@ def run(args: argparse.Namespace, *, info: Callable[[str], None] = lambda m: pri
         return 0
     if not is_loopback(args.host):
         info(f"warning: listening on {args.host}: anyone who can reach it sees the mission (no authentication)")
-    journal = args.journal or default_journal_path()
+    from ..cli import journal_target_of
+
+    journal = journal_target_of(args.journal)
     stop = stop or threading.Event()
     restore: list[tuple[int, Any]] = []
     if threading.current_thread() is threading.main_thread():
@@ -317,7 +368,7 @@ def run(args: argparse.Namespace, *, info: Callable[[str], None] = lambda m: pri
     try:
         bridge = serve(journal, host=args.host, port=args.port, poll_s=args.poll, mission_id=args.mission)
         with bridge:
-            info(f"Foxglove bridge on {bridge.url} following {journal}")
+            info(f"Foxglove bridge on {bridge.url} following {redact_url(journal)}")
             info("open it in Foxglove: Open connection > Foxglove WebSocket; layout: config/foxglove_layout.json")
             while not stop.wait(0.5):
                 pass
@@ -329,7 +380,7 @@ def run(args: argparse.Namespace, *, info: Callable[[str], None] = lambda m: pri
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m robot_harness.operator.foxglove_bridge``: exit 0 when stopped, 2 on bad usage, 5 when the
-    journal cannot be read (the codes ``robot-harness`` uses)."""
+    journal cannot be read or its database does not answer (the codes ``robot-harness`` uses)."""
     p = argparse.ArgumentParser(prog="robot-harness foxglove",
                                 description="Serve the running mission to Foxglove over WebSocket (read-only).")
     add_arguments(p)

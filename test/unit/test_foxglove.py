@@ -3,6 +3,8 @@
 A real mission (the engine against the scripted fakes) is folded and the
 result checked against the journal it came from; single events check levels,
 roles and robustness; the shipped layout must be exactly what the code builds.
+The live bridge's journal follower reads a file from before robot ids and a
+fleet's PostgreSQL database (skipped without PostgreSQL).
 """
 from __future__ import annotations
 
@@ -328,3 +330,116 @@ def test_the_layout_is_complete_and_names_only_topics_the_harness_writes():
 def test_the_fold_loads_no_ros():
     code = "import sys, robot_harness.evidence.foxglove; assert 'rclpy' not in sys.modules; assert 'foxglove' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+# ----------------------------------------------------------------- the live bridge's journal follower (no SDK)
+
+
+def _old_journal(path: Path) -> None:
+    """A journal file from before robot ids: no robot_id column, migration 0006 not recorded."""
+    import sqlite3
+
+    from robot_harness.core.journal import SqliteJournal
+    from robot_harness.core.records import EventDraft
+
+    j = SqliteJournal(path, clock=ManualClock(1.0), ids=IdGenerator(1))
+    j.setup()
+    j.append([EventDraft(type=E.MISSION_STARTED, mission_id="m-old", payload={"goal": "go"}),
+              EventDraft(type=E.DONE_PROPOSED, mission_id="m-old", payload={"text": "there"})])
+    j.close()
+    db = sqlite3.connect(path)
+    db.executescript("DROP INDEX events_robot_id; ALTER TABLE events DROP COLUMN robot_id;"
+                     " DELETE FROM migrations WHERE name = '0006_robot_id';")
+    db.close()
+
+
+def test_the_follower_reads_a_journal_file_from_before_robot_ids(tmp_path):
+    import sqlite3
+
+    from robot_harness.core.clock import SystemClock
+    from robot_harness.core.journal import SqliteJournal
+    from robot_harness.core.records import EventDraft
+    from robot_harness.operator.foxglove_bridge import JournalFollower
+
+    path = tmp_path / "old.sqlite3"
+    _old_journal(path)
+    follower = JournalFollower(path)
+    try:
+        assert follower.start_seq() == 0
+        events, last = follower.read(after_seq=0)
+        assert [(e.seq, e.type, e.mission_id, e.robot_id) for e in events] == [
+            (1, E.MISSION_STARTED, "m-old", ""), (2, E.DONE_PROPOSED, "m-old", "")]
+        assert last == 2 and follower.skipped == 0
+        assert follower.read(after_seq=2) == ([], 2)
+        # the supervisor starts, migrates the file and writes on: followed without reopening
+        j = SqliteJournal(path, clock=SystemClock(), ids=IdGenerator(None), robot_id="robot1")
+        j.setup()
+        j.append([EventDraft(type=E.MISSION_STARTED, mission_id="m-new", payload={"goal": "again"})])
+        j.close()
+        events, last = follower.read(after_seq=2)
+        assert [(e.seq, e.mission_id, e.robot_id) for e in events] == [(3, "m-new", "robot1")] and last == 3
+    finally:
+        follower.close()
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT COUNT(*) FROM migrations WHERE name = '0006_robot_id'").fetchone() == (1,)
+    db.close()
+
+
+def test_the_follower_reads_a_fleet_database_through_the_journal_api(pg_url):
+    pytest.importorskip("psycopg")
+    from robot_harness.core.clock import SystemClock
+    from robot_harness.core.journal import open_journal
+    from robot_harness.core.records import EventDraft
+    from robot_harness.operator.foxglove_bridge import JournalFollower
+
+    secret = "hunter2-secret"
+    follower = JournalFollower(pg_url.replace("postgresql://postgres@", f"postgresql://postgres:{secret}@"))
+    try:
+        assert secret not in str(follower.path) and str(follower.path).startswith("postgresql://postgres:***@")
+        assert follower.start_seq() == 0 and follower.read(after_seq=0) == ([], 0), "no schema yet reads as empty"
+        for robot, mission in (("robot1", "m-1"), ("robot2", "m-2")):
+            j = open_journal(pg_url, clock=SystemClock(), ids=IdGenerator(None), robot_id=robot)
+            try:
+                j.append([EventDraft(type=E.MISSION_STARTED, mission_id=mission, payload={"goal": "go"}),
+                          EventDraft(type=E.DONE_PROPOSED, mission_id=mission, payload={"text": "there"})])
+            finally:
+                j.close()
+        assert follower.start_seq() == 2, "just before the latest MISSION_STARTED"
+        assert follower.start_seq("m-1") == 0
+        events, last = follower.read(after_seq=1, limit=2)
+        assert [(e.seq, e.mission_id, e.robot_id) for e in events] == [(2, "m-1", "robot1"), (3, "m-2", "robot2")]
+        assert last == 3 and follower.read(after_seq=4) == ([], 4)
+    finally:
+        follower.close()
+
+
+def test_the_bridge_takes_a_journal_file_or_url_like_the_other_commands(tmp_path, monkeypatch, capsys):
+    import argparse
+
+    from robot_harness.operator import foxglove_bridge as fb
+
+    p = argparse.ArgumentParser()
+    fb.add_arguments(p)
+    url = "postgresql://harness@db.local/fleet"
+    assert p.parse_args(["--journal", url]).journal == url
+    assert p.parse_args(["--journal", str(tmp_path / "j.sqlite3")]).journal == tmp_path / "j.sqlite3"
+    with pytest.raises(SystemExit) as bad:
+        p.parse_args(["--journal", "mysql://harness@db.local/fleet"])
+    assert bad.value.code == 2
+    # the journal named nowhere is $ROBOT_HARNESS_JOURNAL's; a file that is not there is a usage error (exit 2)
+    monkeypatch.setenv("ROBOT_HARNESS_JOURNAL", str(tmp_path / "from-env.sqlite3"))
+    assert fb.main(["--port", "0"]) == 2
+    assert f"no journal at {tmp_path / 'from-env.sqlite3'}" in capsys.readouterr().err
+
+
+def test_a_database_that_does_not_answer_is_said_at_once_without_its_password(capsys):
+    pytest.importorskip("psycopg")
+    from robot_harness.core.journal import JournalReadError
+    from robot_harness.operator import foxglove_bridge as fb
+
+    url = "postgresql://harness:hunter2-secret@127.0.0.1:1/fleet?connect_timeout=2"
+    with pytest.raises(JournalReadError) as caught:
+        fb.JournalFollower(url)
+    assert "hunter2-secret" not in str(caught.value) and "harness:***@" in str(caught.value)
+    assert fb.main(["--journal", url, "--port", "0"]) == 5
+    assert "hunter2-secret" not in capsys.readouterr().err
