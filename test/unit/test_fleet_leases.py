@@ -231,3 +231,24 @@ def test_a_robot_under_a_new_namespace_is_refused_while_its_unnamed_past_is_open
                                                                     payload={"status": "UNKNOWN"})])
     _refuse_unnamed_leftovers(old, "robot1")  # settled: nothing left behind
     old.close()
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("postgresql://harness:Zm9v/YmFy+cXV4@db.example:5432/fleet", "postgresql://harness:***@db.example:5432/fleet"),
+    ("postgresql://u:se:cr@et@127.0.0.1:5/db?sslpassword=x&PASSWORD=y&host=a",
+     "postgresql://u:***@127.0.0.1:5/db?sslpassword=***&PASSWORD=***&host=a"),
+    ("postgresql://u@h/db", "postgresql://u@h/db"),
+    ("postgresql://h/db?user=a&password=b", "postgresql://h/db?user=a&password=***"),
+])
+def test_a_database_urls_password_is_masked_whole_whatever_it_holds(url: str, shown: str):
+    from robot_harness.core.journal import redact_url
+
+    assert redact_url(url) == shown
+
+
+def test_a_password_with_an_unescaped_slash_is_refused_before_any_connection():
+    """libpq would read another host and database from it, and the password would be printed as a path."""
+    with pytest.raises(UsageError, match="percent-encode") as err:
+        open_journal("postgresql://harness:Zm9v/YmFy@db.example:5432/fleet", clock=ManualClock(),
+                     ids=IdGenerator(seed=1), robot_id="robot1")
+    assert "Zm9v" not in str(err.value) and "YmFy" not in str(err.value)
