@@ -460,6 +460,7 @@ def _run_args(p: argparse.ArgumentParser) -> None:
                         "$ROBOT_HARNESS_RUNS/<time>/journal.sqlite3, $ROBOT_HARNESS_RUNS defaulting to runs/; with "
                         "a URL the bags and artifacts go to that folder)")
     p.add_argument("--report", type=Path, help="also write the JSON report to this file")
+    namespace_arg(p)  # a fleet's database (--journal postgresql://...) needs the robot's namespace
     _planner_args(p.add_argument_group("planner (default: the scenario's recorded turns)"))
 
 
@@ -964,12 +965,13 @@ def _journal_verify(args: argparse.Namespace, console: Console) -> int:
 
 def _bag_root(events: Sequence[Any], beside: Path) -> Path:
     """Where a mission's bags are: ``beside`` the journal (its robot's files, for a database) when that
-    folder exists, else the root of the bag its end record names (``<root>/<mission>/<mission>.mcap``: a
-    run that kept its bags elsewhere), else ``beside`` (where verify then says they are missing)."""
+    folder holds the mission's, else the root of the bag its end record names (``<root>/<mission>/<mission>.mcap``:
+    a run that kept its bags elsewhere), else ``beside`` (where verify then says they are missing)."""
     from .core.payloads import MissionFinished, payload_of
     from .core.records import EventType
 
-    if beside.is_dir():
+    mission_id = events[0].mission_id if events else ""
+    if (beside / mission_id).is_dir() if mission_id else beside.is_dir():
         return beside
     end = next((e for e in reversed(events) if e.type is EventType.MISSION_FINISHED), None)
     try:
@@ -1226,9 +1228,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         _check_writable(args.report, "--report")
     console.info(f"mission: {scenario.goal}")
     progress = console.progress
+    namespaced(args, "mission")  # a bad namespace is a usage error before anything starts
     report = run_scenario(scenario, journal_path=graph_journal(journal) if files else journal,
                           report_path=args.report, on_feedback=progress.mission, extra_overrides=planner,
-                          artifacts_dir=files)
+                          artifacts_dir=files, namespace=args.namespace)
     progress.done(f"{report['mission_id']}: {report['status']} after {progress.elapsed():.1f} s; "
                   f"journal {report['journal']}")
     console.result(report, lambda: _run_text(report, args.report, journal))

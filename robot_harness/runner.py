@@ -137,12 +137,14 @@ def run_scenario(
     on_feedback: Callable[[Any], None] | None = None,
     extra_overrides: dict[str, dict[str, Any]] | None = None,
     graph_hook: Callable[[Any], None] | None = None,
+    namespace: str = "",
 ) -> dict[str, Any]:
     """Start sim + graph, run the scenario's mission, stop everything, return the report.
 
     ``journal_path``: a SQLite file (default: one in a new temporary folder) or a ``postgresql://`` URL (a
     fleet's database; the bag and artifacts then go to ``artifacts_dir``'s folder, default a new temporary
-    one). The report names the journal with a URL's password redacted."""
+    one). The report names the journal with a URL's password redacted. ``namespace``: the graph's (and so
+    the robot's id in a fleet's database)."""
     from .bringup import BringUp
     from .client import MissionClient
 
@@ -164,8 +166,8 @@ def run_scenario(
     mission_id = IdGenerator(None).new("mission")
     # A world that is not observable does not stop the run: the supervisor refuses the mission with the
     # reason (journaled), and the report says it.
-    with BringUp(overrides=overrides).start(require_ready=False) as graph:
-        client = MissionClient(graph.context)
+    with BringUp(overrides=overrides, namespace=namespace).start(require_ready=False) as graph:
+        client = MissionClient(graph.context, action_name=f"{graph.namespace}/robot_harness/mission")
         graph.add_node(client.node, client.destroy)
         if graph_hook is not None:
             graph_hook(graph)

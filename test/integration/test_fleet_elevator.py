@@ -174,3 +174,27 @@ def test_a_harness_without_a_namespace_is_refused_on_a_fleets_database(tmp_path,
     out = done.stdout + done.stderr
     assert done.returncode not in (0, 70), out[-3000:]
     assert "namespace" in out and "Traceback" not in out, out[-3000:]
+
+
+def test_run_writes_a_fleets_database_under_its_namespace_and_the_journal_commands_read_it(tmp_path, pg_url):
+    """`run --journal URL --namespace robot1`, then verify (the bags found from the end record), report,
+    export and the decision replay, each for robot1, from the database."""
+    env_runs = {"ROBOT_HARNESS_RUNS": str(tmp_path / "runs")}
+    import os
+
+    env = {**os.environ, **env_runs}
+    done = subprocess.run([*CLI, "run", "--scenario", str(REPO / "scenarios" / "demo.yaml"), "--journal", pg_url,
+                           "--namespace", "robot1", "--json"], cwd=REPO, capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["status"] == "SUCCEEDED", report["summary"]
+    for args in (["journal", "verify", "--robot", "robot1"], ["report", "--robot", "robot1", "--out",
+                                                              str(tmp_path / "r.html")],
+                 ["journal", "export", "--robot", "robot1", "--format", "jsonl"],
+                 ["replay", "--robot", "robot1", "--mission", "last", "--decisions"]):
+        out = cli(*args, "--journal", pg_url, timeout=120)
+        assert out.returncode == 0, (args, out.stdout[-1500:], out.stderr[-1500:])
+    rows = [json.loads(line) for line in cli("journal", "export", "--robot", "robot1", "--format", "jsonl",
+                                             "--journal", pg_url, timeout=60).stdout.splitlines() if line.strip()]
+    assert rows and {r.get("robot_id") for r in rows} == {"robot1"}
