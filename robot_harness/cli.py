@@ -688,10 +688,11 @@ def journal_target(text: str) -> str | Path:
     """``--journal``'s type: a ``postgresql://`` (``postgres://``) URL as given (a ``Path`` would fold its
     ``//``), anything else a file path. The URL's password is remembered so no error prints it. Text that
     looks like another URL (``postgresql:/...``, ``mysql://...``) is a usage error, never a file name."""
-    from .core.journal import is_database_url
+    from .core.journal import check_database_url, is_database_url
 
     if is_database_url(text):
         _remember_secrets(text)
+        check_database_url(text)  # the one rule, before any part of it is split off for a node's parameter
         return text
     if _URL_LIKE.match(text):
         _remember_secrets(text)

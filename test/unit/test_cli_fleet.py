@@ -264,3 +264,14 @@ def test_a_malformed_database_url_is_never_a_crash_nor_shows_its_password(capsys
     got, out, err = run(capsys, "journal", "show", "--json")
     assert got == code and json.loads(out)["exit_code"] == code, err
     assert "pw0rd" not in out + err and "harness:***@" in err
+
+
+def test_a_journal_url_with_an_unescaped_slash_in_its_password_is_a_usage_error_before_anything_starts():
+    """`up`/`run` would split it for the supervisor's parameter (part of the password there): refused at
+    the argument, by the journal's one rule, the password never shown."""
+    from robot_harness.cli import journal_target
+    from robot_harness.core.errors import UsageError
+
+    with pytest.raises(UsageError, match="percent-encode") as err:
+        journal_target("postgresql://harness:Zm9v/YmFy@db.example:5432/fleet")
+    assert "Zm9v" not in err.value.message and "YmFy" not in err.value.message
