@@ -167,7 +167,6 @@ class Leases:
                     return conflict
                 if lease is not None:  # this robot's, held under an ended owner: handed on
                     self._handover[resource] = lease
-                    lease = None
                     if started is not None:
                         self._waited(resource, "free", None, started)
                     return None
