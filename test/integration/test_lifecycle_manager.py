@@ -29,6 +29,7 @@ LIB = install_lib()
 
 BOND_TIMEOUT_S = 1.0
 RESPAWN_MAX_S = 15.0
+READER_LAG_S = 2.0  # a line the process has written reaches Proc.lines through a thread
 
 
 class Proc:
@@ -63,7 +64,8 @@ class Proc:
             time.sleep(0.05)
 
     def index(self, needle: str, *, after: int = 0) -> int:
-        return self.wait_line(needle, 0.0, after=after)
+        """Like wait_line for a line already written: the reader thread may still be a moment behind."""
+        return self.wait_line(needle, READER_LAG_S, after=after)
 
     def stop(self) -> None:
         if self.p.poll() is None:
@@ -201,7 +203,8 @@ def test_manager_drives_namespaced_nodes_and_brings_a_killed_one_back():
         active, why = client.is_active()
         assert not active and "recovery is inactive" in why and "verifier is inactive" in why, why
         assert not client.command("PAUSE"), "deactivating inactive nodes must fail"
-        assert "Failed to change state for node: verifier" in mgr.text()
+        # The reply can arrive before the reader thread has the manager's log line.
+        mgr.wait_line("Failed to change state for node: verifier", READER_LAG_S, after=mark)
         # A failed command leaves the manager in "unknown"; resume from what the nodes really are.
         assert client.command("RESUME")
         client.wait_states(both("active"), 3.0)
