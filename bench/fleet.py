@@ -227,9 +227,8 @@ def _together(workers: list[Worker], timeout_s: float = RUN_TIMEOUT_S) -> list[d
 
 
 def _target(kind: str, name: str, server: Any, tmp: Path) -> str:
-    """A fresh database or file, its schema set up here, before any worker opens it (as a site's first
-    harness does before the others start: several processes creating one SQLite file at the same moment
-    can see one another's first setup half-written, which the journal refuses as a damaged file)."""
+    """A fresh database or file, its schema set up here, before any worker opens it, so the workers'
+    timings hold appends only, never a first setup."""
     from robot_harness.core.clock import IdGenerator, SystemClock
     from robot_harness.core.journal import open_journal
 

@@ -1111,6 +1111,12 @@ _CORRUPT_HINT = ("the journal file is corrupt: stop, then move it aside together
                  " or restore it from a backup (`sqlite3 FILE .recover` salvages what is readable);"
                  " the harness appends nothing more to it and never sets up a fresh journal over it")
 _WAL_HEADER_BYTES = 32
+_FIRST_OPEN_STEP_S = 0.02  # between looks while another process sets up the same new file
+
+
+def _first_open_steps(busy_timeout_s: float) -> int:
+    """How many looks, ``_FIRST_OPEN_STEP_S`` apart, fit in the busy timeout (at least one)."""
+    return max(1, int(busy_timeout_s / _FIRST_OPEN_STEP_S))
 
 
 def _primary_code(exc: sqlite3.Error) -> int | None:
@@ -1191,31 +1197,40 @@ class SqliteJournal(Journal):
         exactly as found. A file without a schema next to a ``-wal`` holding
         more than a header is refused too: SQLite could not read that WAL (bad
         header or checksums), so it is not a new journal and must not become
-        one. Failures that are not corruption are left to the real open.
+        one; it is looked at again within the busy timeout first, since another
+        process setting up the same new file shows just that until it commits.
+        Failures that are not corruption are left to the real open.
         """
-        try:
-            with contextlib.closing(sqlite3.connect(f"{Path(self.path).resolve().as_uri()}?mode=ro", uri=True,
-                                                    timeout=self._busy_timeout_s)) as probe:
-                problems = [r[0] for r in probe.execute("PRAGMA quick_check").fetchall()]
-                tables = probe.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]
-        except sqlite3.Error as exc:
-            if _primary_code(exc) in _CORRUPT_CODES:
-                raise self._storage_error(exc, "open") from exc
-            return
-        if problems != ["ok"]:
-            raise JournalReadError(
-                f"journal {self.path} failed its integrity check: {'; '.join(problems[:3])}; {_CORRUPT_HINT}",
-                sqlite_error="; ".join(problems[:10]), sqlite_code="SQLITE_CORRUPT", path=self.path, corrupt=True)
-        try:
-            wal_bytes = Path(self.path + "-wal").stat().st_size
-        except OSError:
-            wal_bytes = 0
-        if not tables and wal_bytes > _WAL_HEADER_BYTES:
-            raise JournalReadError(
-                f"journal {self.path} has no schema, but its -wal holds {wal_bytes} bytes SQLite could not read"
-                " (a damaged WAL header or checksums, or a crash during the very first setup): it is not a new"
-                f" journal; {_CORRUPT_HINT}",
-                path=self.path, wal_bytes=wal_bytes, corrupt=True, sqlite_error=None, sqlite_code=None)
+        pause = threading.Event()  # never set: its wait is the pause between looks
+        for _ in range(_first_open_steps(self._busy_timeout_s)):
+            try:
+                with contextlib.closing(sqlite3.connect(f"{Path(self.path).resolve().as_uri()}?mode=ro", uri=True,
+                                                        timeout=self._busy_timeout_s)) as probe:
+                    problems = [r[0] for r in probe.execute("PRAGMA quick_check").fetchall()]
+                    tables = probe.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]
+            except sqlite3.Error as exc:
+                if _primary_code(exc) in _CORRUPT_CODES:
+                    raise self._storage_error(exc, "open") from exc
+                return
+            if problems != ["ok"]:
+                raise JournalReadError(
+                    f"journal {self.path} failed its integrity check: {'; '.join(problems[:3])}; {_CORRUPT_HINT}",
+                    sqlite_error="; ".join(problems[:10]), sqlite_code="SQLITE_CORRUPT", path=self.path,
+                    corrupt=True)
+            try:
+                wal_bytes = Path(self.path + "-wal").stat().st_size
+            except OSError:
+                wal_bytes = 0
+            if tables or wal_bytes <= _WAL_HEADER_BYTES:
+                return
+            # No schema yet frames in the WAL: another process may be setting up this same new file
+            # (its first transaction is not committed yet); that ends within its lock's hold.
+            pause.wait(_FIRST_OPEN_STEP_S)
+        raise JournalReadError(
+            f"journal {self.path} has no schema, but its -wal holds {wal_bytes} bytes SQLite could not read"
+            " (a damaged WAL header or checksums, or a crash during the very first setup): it is not a new"
+            f" journal; {_CORRUPT_HINT}",
+            path=self.path, wal_bytes=wal_bytes, corrupt=True, sqlite_error=None, sqlite_code=None)
 
     def _connect(self) -> sqlite3.Connection:
         """A configured connection (WAL, synchronous=FULL, the page limit in force)."""
@@ -1229,7 +1244,7 @@ class SqliteJournal(Journal):
         except sqlite3.Error as exc:
             raise self._storage_error(exc, "open") from exc
         try:
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            mode = self._wal_mode(conn)
             if mode != "wal" and self.path != ":memory:":
                 raise sqlite3.OperationalError(f"journal_mode is {mode!r}, WAL unavailable")
             conn.execute("PRAGMA synchronous = FULL")
@@ -1242,6 +1257,23 @@ class SqliteJournal(Journal):
             conn.close()
             raise self._storage_error(exc, "open") from exc
         return conn
+
+    def _wal_mode(self, conn: sqlite3.Connection) -> str:
+        """Switch the file to WAL (a no-op once it is); the journal mode in force.
+
+        On a brand-new file the switch needs the file to itself, and SQLite answers ``SQLITE_BUSY``
+        at once, without its busy handler, while another process is opening the same file: so the
+        switch is tried again, ``_FIRST_OPEN_STEP_S`` apart, within the busy timeout."""
+        pause = threading.Event()  # never set: its wait is the pause between tries
+        steps = _first_open_steps(self._busy_timeout_s)
+        for step in range(steps):
+            try:
+                return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+            except sqlite3.OperationalError as exc:
+                if _primary_code(exc) != _SQLITE_BUSY or step == steps - 1:
+                    raise
+            pause.wait(_FIRST_OPEN_STEP_S)
+        raise AssertionError("unreachable: the last try returns or raises")
 
     def _storage_error(self, exc: sqlite3.Error, doing: str) -> JournalWriteError | JournalReadError:
         """The typed error for a SQLite failure while ``doing`` (open, read, write):
