@@ -34,18 +34,11 @@ def note(seed: int) -> list[EventDraft]:
     return [EventDraft(type=EventType.MODEL_TURN_STARTED, mission_id=f"m-{seed}", payload={"writer": seed})]
 
 
-def held(conn: sqlite3.Connection, hold_s: float) -> threading.Timer:
-    """Commit ``conn``'s open transaction after ``hold_s``, from another thread."""
-    timer = threading.Timer(hold_s, conn.execute, ("COMMIT",))
+def open_while_held(path: Path, other: sqlite3.Connection) -> float:
+    """Open the journal while ``other`` holds the new file, which commits ``HOLD_S`` later from another
+    thread; write an event through it and read it back. Returns how long the open took."""
+    timer = threading.Timer(HOLD_S, other.execute, ("COMMIT",))
     timer.start()
-    return timer
-
-
-def test_a_new_file_another_connection_holds_is_switched_to_wal_once_it_lets_go(tmp_path: Path):
-    path = tmp_path / "journal.db"
-    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    other.execute("BEGIN IMMEDIATE")  # what an opener holds on the new file while it switches its mode
-    timer = held(other, HOLD_S)
     t0 = time.monotonic()
     try:
         j = journal(path, seed=1)
@@ -56,6 +49,14 @@ def test_a_new_file_another_connection_holds_is_switched_to_wal_once_it_lets_go(
     finally:
         timer.join()
         other.close()
+    return waited
+
+
+def test_a_new_file_another_connection_holds_is_switched_to_wal_once_it_lets_go(tmp_path: Path):
+    path = tmp_path / "journal.db"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # what an opener holds on the new file while it switches its mode
+    waited = open_while_held(path, other)
     assert waited >= HOLD_S * 0.5, "the open must have waited for the other connection, not raced it"
 
 
@@ -70,15 +71,7 @@ def test_a_new_file_whose_first_setup_is_not_committed_yet_is_waited_for_not_ref
     assert (tmp_path / "journal.db-wal").stat().st_size > 32 * 1024
     with sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) as probe:
         assert probe.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0, "no schema seen yet"
-    timer = held(other, HOLD_S)
-    try:
-        j = journal(path, seed=1)
-        j.append(note(1))
-        assert [e.payload["writer"] for e in j.events()] == [1]
-        j.close()
-    finally:
-        timer.join()
-        other.close()
+    open_while_held(path, other)
 
 
 def _open_at(path: str, seed: int, start_at: float, results: multiprocessing.Queue) -> None:
