@@ -710,17 +710,10 @@ def _journal_type(text: str) -> str | Path:
 
 
 def _remember_secrets(url: str) -> None:
-    """Keep every spelling (as written, percent-decoded) of a URL's passwords: ``user:PASSWORD@`` and
-    ``password=`` / ``sslpassword=`` parameters."""
-    from urllib.parse import unquote
+    """Keep every spelling (as written, percent-decoded) of a URL's passwords (``core.journal.UrlParts``)."""
+    from .core.journal import UrlParts
 
-    rest = _URL_LIKE.sub("", url).lstrip("/")
-    found = {rest.partition("/")[0].partition("?")[0].rpartition("@")[0].partition(":")[2]}
-    for part in rest.partition("?")[2].split("&"):
-        key, _, value = part.partition("=")
-        if key.lower() in ("password", "sslpassword"):
-            found.add(value)
-    _SECRETS.update(s for f in found for s in (f, unquote(f)) if s)
+    _SECRETS.update(UrlParts.of(url).secrets())
 
 
 def _scrub(text: str) -> str:
@@ -804,31 +797,15 @@ def graph_journal(target: str | Path) -> str:
     its password, which goes to this process's ``$PGPASSWORD`` instead (libpq reads it, and the in-process
     nodes share the environment). A node's parameters are readable by anyone on the ROS domain (``ros2
     param get``); the environment is not."""
-    from .core.journal import is_database_url
+    from .core.journal import UrlParts, is_database_url
 
     text = str(target)
     if not is_database_url(text):
         return text
-    scheme, _, rest = text.partition("://")
-    netloc, slash, tail = rest.partition("/")
-    userinfo, at, hosts = netloc.rpartition("@")
-    password = ""
-    if at and ":" in userinfo:
-        user, _, password = userinfo.partition(":")
-        netloc = f"{user}@{hosts}"
-    path, q, query = tail.partition("?")
-    kept = []
-    for part in query.split("&") if q else ():
-        key, _, value = part.partition("=")
-        if key.lower() == "password":
-            password = password or value
-        else:
-            kept.append(part)
+    url, password = UrlParts.of(text).without_password()
     if password:
-        from urllib.parse import unquote
-
-        os.environ["PGPASSWORD"] = unquote(password)
-    return f"{scheme}://{netloc}{slash}{path}" + (f"?{'&'.join(kept)}" if kept else "")
+        os.environ["PGPASSWORD"] = password
+    return url
 
 
 @contextlib.contextmanager

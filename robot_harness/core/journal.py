@@ -79,6 +79,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from pydantic_core import to_jsonable_python
 
@@ -109,6 +110,7 @@ __all__ = [
     "check_database_url",
     "local_state_path",
     "redact_url",
+    "UrlParts",
     "robot_id_of",
     "CONFIG_TABLES",
     "MEMORY_TABLES",
@@ -1638,29 +1640,78 @@ def default_journal_path() -> Path:
     return home / "robot_harness" / "journal.sqlite3"
 
 
+_URL_PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:/*")
+_PASSWORD_KEY = re.compile(r"(?i)^[a-z_]*password$")  # password=, sslpassword=
+
+
+@dataclasses.dataclass(frozen=True)
+class UrlParts:
+    """A URL taken apart where passwords can be: the one reader of a journal URL's secrets. Redaction,
+    the URL a node's parameter may carry, the refusal of an unescaped ``/`` and the scrubbing of error
+    messages all ask it, so they agree on what the password is.
+
+    The user information is everything before the last ``@`` ahead of the query, so a password holding
+    an unescaped ``/``, ``:`` or ``@`` is taken whole; a parameter whose key ends in ``password``
+    (``password=``, ``sslpassword=``) holds a secret too. Works on any ``scheme:/...`` text, so a
+    mistyped URL's password is known before it is refused."""
+
+    prefix: str  # the scheme and its slashes: "postgresql://"
+    userinfo: str  # "user:password", "user", or "" (no "@")
+    at: str  # "@" or ""
+    location: str  # hosts, ports and the database
+    q: str  # "?" or ""
+    query: str
+
+    @classmethod
+    def of(cls, url: str) -> UrlParts:
+        prefix = m.group(0) if (m := _URL_PREFIX.match(url)) else ""
+        body, q, query = url[len(prefix):].partition("?")
+        userinfo, at, location = body.rpartition("@")
+        return cls(prefix, userinfo, at, location, q, query)
+
+    @property
+    def password(self) -> str | None:
+        """The user information's password as written (percent-encoded), or None."""
+        user, colon, password = self.userinfo.partition(":")
+        return password if colon else None
+
+    def params(self) -> list[tuple[str, str]]:
+        return [(key, value) for key, _, value in (part.partition("=") for part in self.query.split("&"))] \
+            if self.q else []
+
+    def secrets(self) -> set[str]:
+        """Every password of the URL, as written and percent-decoded."""
+        written = [self.password or ""] + [v for k, v in self.params() if _PASSWORD_KEY.match(k)]
+        return {s for w in written for s in (w, unquote(w)) if s}
+
+    def redacted(self) -> str:
+        """The URL with every password replaced by ``***``."""
+        userinfo = self.userinfo.partition(":")[0] + ":" + REDACTED if self.password is not None else self.userinfo
+        query = "&".join(f"{k}={REDACTED}" if "=" in part and _PASSWORD_KEY.match(k) else part
+                         for part, (k, _) in zip(self.query.split("&"), self.params())) if self.q else ""
+        return f"{self.prefix}{userinfo}{self.at}{self.location}{self.q}{query}"
+
+    def without_password(self) -> tuple[str, str]:
+        """The URL without its ``password`` (the user information's, and a ``password=`` parameter), and that
+        password percent-decoded ("" when it has none)."""
+        password = self.password or next((v for k, v in self.params() if k.lower() == "password"), "")
+        userinfo = self.userinfo.partition(":")[0]
+        kept = [part for part, (k, _) in zip(self.query.split("&"), self.params()) if k.lower() != "password"]
+        url = f"{self.prefix}{userinfo}{self.at}{self.location}" + (f"?{'&'.join(kept)}" if kept else "")
+        return url, unquote(password)
+
+
 def redact_url(target: str | Path) -> str:
-    """A journal target fit to print: a database URL's password replaced by ``***`` (a path as it is).
-    Everything between ``user:`` and the authority's last ``@`` is masked, so a password holding an
-    unescaped ``/``, ``:`` or ``@`` is masked whole too; so is any ``password=`` parameter."""
+    """A journal target fit to print: a database URL's passwords replaced by ``***`` (a path as it is);
+    see ``UrlParts``."""
     text = str(target)
-    if not is_database_url(text):
-        return text
-    scheme, _, rest = text.partition("://")
-    head, q, query = rest.partition("?")
-    at = head.rfind("@")
-    if at != -1 and ":" in head[:at]:
-        head = head[:at].split(":", 1)[0] + ":***" + head[at:]
-    query = re.sub(r"(?i)((?:^|&)[a-z_]*password=)[^&]*", r"\1***", query)
-    return f"{scheme}://{head}{q}{query}"
+    return UrlParts.of(text).redacted() if is_database_url(text) else text
 
 
 def check_database_url(url: str) -> None:
     """A ``UsageError`` for a database URL whose user or password holds an unescaped ``/`` (libpq would
     read a different host and database, and the password could be printed as a path): percent-encode it."""
-    scheme, _, rest = url.partition("://")
-    head = rest.partition("?")[0]
-    at = head.rfind("@")
-    if at != -1 and "/" in head[:at]:
+    if "/" in UrlParts.of(url).userinfo:
         raise UsageError(f"journal URL {redact_url(url)}: the user or password holds an unescaped '/'; percent-encode"
                          " it (%2F), or pass the password through $PGPASSWORD or ~/.pgpass", journal=redact_url(url))
 

@@ -46,10 +46,8 @@ import contextlib
 import dataclasses
 import logging
 import math
-import re
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 from .clock import Clock, IdGenerator
 from .durable import INDEXED_TYPES, DurableIndex
@@ -64,6 +62,7 @@ from .journal import (
     JournalReadError,
     Redactor,
     UnknownSnapshot,
+    UrlParts,
     default_redactor,
     event_from_row,
     index_event,
@@ -238,15 +237,10 @@ _SESSION_ENDED = frozenset({"57P01", "57P02", "57P03", "57P05"})
 idle_session_timeout: the server ended the session, it did not refuse a statement."""
 _CONNECTION_HINT = "the connection to the server failed or was lost (server down, restarted or unreachable); " \
                    "the next call connects anew"
-_USER_PASSWORD = re.compile(r"^[a-z]+://[^:/@]*:([^@]*)@")
-_PASSWORD_PARAM = re.compile(r"(?i)password=([^&\s]*)")
-
-
 def _url_secrets(url: str, parsed_password: str | None) -> list[str]:
     """Every spelling of the URL's passwords (as written, percent-decoded, and as libpq read it), longest
     first: ``_scrub`` removes them from any text a server or libpq error puts in a message."""
-    found = {m.group(1) for m in (_USER_PASSWORD.match(url), *_PASSWORD_PARAM.finditer(url)) if m is not None}
-    found |= {unquote(s) for s in found} | {parsed_password or ""}
+    found = UrlParts.of(url).secrets() | {parsed_password or ""}
     return sorted((s for s in found if s), key=len, reverse=True)
 
 
