@@ -35,14 +35,23 @@ def _caught_up(bridge: fb.FoxgloveBridge, seq: int) -> None:
         (bridge.last_seq, bridge.errors, bridge.published)
 
 
-def test_the_bridge_follows_a_fleet_database(pg_url):
+def test_the_bridge_follows_a_fleet_database(pg_url, monkeypatch):
     pytest.importorskip("psycopg")
+    # The bridge's thread starts reading inside serve(): its first read says where it began.
+    reads: list[int] = []
+    read = fb.JournalFollower.read
+
+    def spy(self: fb.JournalFollower, *, after_seq: int, **kw: Any) -> Any:
+        reads.append(after_seq)
+        return read(self, after_seq=after_seq, **kw)
+
+    monkeypatch.setattr(fb.JournalFollower, "read", spy)
     j = open_journal(pg_url, clock=SystemClock(), ids=IdGenerator(None), robot_id="robot1")
     try:
         _mission(j, "m-1")
         with fb.serve(pg_url, port=0, poll_s=0.05) as bridge:
-            assert bridge.last_seq == 0, "from just before the latest MISSION_STARTED"
             _caught_up(bridge, 2)
+            assert reads[0] == 0, "from just before the latest MISSION_STARTED"
             published = bridge.published
             _mission(j, "m-2")
             _caught_up(bridge, 4)

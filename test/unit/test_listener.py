@@ -194,10 +194,11 @@ def test_the_append_does_not_wait_for_the_fanout_and_a_timed_out_detach_drops_th
     j = _journal()
     fanout = JournalFanout()
     j.subscribe(fanout)
-    gate = threading.Event()
+    gate, in_hand = threading.Event(), threading.Event()
     held: list[int] = []
 
     def slow(batch):
+        in_hand.set()
         gate.wait(5.0)
         held.extend(c.event.seq for c in batch)
 
@@ -206,6 +207,7 @@ def test_the_append_does_not_wait_for_the_fanout_and_a_timed_out_detach_drops_th
     for i in range(5):
         _start(j, f"m{i}")
     assert time.monotonic() - t0 < 1.0, "append waited for the fan-out's consumers"
+    assert in_hand.wait(5.0), "the fan-out never handed batch 1 over"
     assert not fanout.flush(0.05)
     assert tap.detach(0.05) is False
     gate.set()
