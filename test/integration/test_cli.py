@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -279,11 +280,30 @@ def test_stop_without_a_supervisor_exits_4_with_a_json_error():
 
 
 def test_ctrl_c_exits_130():
-    proc = subprocess.Popen([*CLI, "mission", "Go somewhere.", "--timeout", "60"], cwd=REPO,
+    proc = subprocess.Popen([*CLI, "mission", "Go somewhere.", "--timeout", "60", "--progress"], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(3.0)  # waiting for a mission server nobody runs
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    lines: list[str] = []
+    waiting = threading.Event()
+
+    def read_stderr() -> None:
+        for line in proc.stderr:
+            lines.append(line)
+            if "waiting for the mission server" in line:  # one nobody runs: it waits until Ctrl-C
+                waiting.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        assert waiting.wait(timeout=60), "".join(lines)[-2000:]
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=10)
+    out, err = proc.stdout.read(), "".join(lines)
+    proc.stdout.close()
     assert proc.returncode == 130, err
     assert out == "" and err.strip().endswith("robot-harness: error: interrupted") and "Traceback" not in err
 

@@ -271,8 +271,12 @@ def test_deny_answer_and_stop_on_the_page_reach_the_operator_port(tmp_path, brow
         assert page.get_by_test_id("answer-input-ask-door").input_value() == "the north door"
         _shot(page, tmp_path, "dashboard-operator.png")
 
+        # one click at a time: each POST runs on its own server thread, so the port sees them in click order
+        # only if each is answered (its own notice shown) before the next is made
         page.get_by_test_id("deny-ask-nav").click()
+        page.get_by_test_id("notice").filter(has_text="recorded: ask-nav deny").wait_for()
         page.get_by_test_id("answer-ask-door").click()
+        page.get_by_test_id("notice").filter(has_text="recorded: ask-door answer").wait_for()
         port.raise_on["stop"] = BackendUnavailable("no supervisor answers /supervisor/stop")
         page.get_by_test_id("stop-button").click()
         page.get_by_test_id("notice").filter(has_text="STOP failed").wait_for()
@@ -445,8 +449,8 @@ def test_a_lost_acceptance_is_sent_again_and_a_late_one_still_counts():
         return send, sends
 
     # the first acceptance comes late; the repeat meanwhile is refused (the first is running): accepted
-    send, sends = script((True, 0.3))
-    handle = _send_until_answered(send, mission_id="m-1", answer_timeout_s=0.2, max_sends=5)
+    send, sends = script((True, 1.0))
+    handle = _send_until_answered(send, mission_id="m-1", answer_timeout_s=0.2, max_sends=50)
     assert handle.accepted and handle.n == 1 and len(sends) >= 2
     # every send answered, none accepted: refused at once, with the mission id to send again
     send, sends = script((False, 0.0))

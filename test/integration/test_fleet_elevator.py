@@ -5,13 +5,18 @@ robot and planner script) run concurrent missions through the place `elevator`, 
 resource `elevator_1` while a robot is inside it. The fleet's journal (a throw-away PostgreSQL server)
 holds both robots' events, each under its robot id; the elevator is never leased to both at once: the
 second robot waits for it (journaled), and gets it only after the first robot left the elevator (its
-lease handed from the navigation that went in to the one that came out, by fencing token)."""
+lease handed from the navigation that went in to the one that came out, by fencing token).
+
+The overlap is made, not hoped for: robot2's mission starts once robot1's lease is journaled, and robot1 stays in
+the elevator (asking its owner a question) until robot2's wait is journaled; only then is the question answered."""
 from __future__ import annotations
 
 import json
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
@@ -19,32 +24,41 @@ import yaml
 from .test_cli import CLI, REPO, cli
 from .test_two_graphs import _params_file
 
+if TYPE_CHECKING:
+    from robot_harness.core.journal import Journal
+    from robot_harness.core.records import JournalEvent
+
 pytestmark = pytest.mark.integration
 
 PLACES = {"dock": {"x": 0.0, "y": 0.0}, "elevator": {"x": 1.4, "y": 0.0}, "lab": {"x": 2.6, "y": 0.6}}
 SITE = {"resources": {"elevator_1": {"places": ["elevator"], "radius_m": 0.6}}, "lease_wait_s": 90.0, "poll_s": 0.2}
 GOAL = "Go to the elevator, then go to the lab."
+TOKEN = "owner-of-robot1"
 
 
-def _script(tmp_path: Path, name: str) -> Path:
+def _script(tmp_path: Path, name: str, *, hold: bool = False) -> Path:
+    """``hold``: inside the elevator, ask the owner before going on (the test answers once the other robot waits)."""
     path = tmp_path / f"{name}.yaml"
+    ask = [{"tool_calls": [{"name": "ask_operator", "arguments": {"question": "May I leave the elevator?"}}]}]
     path.write_text(yaml.safe_dump({"turns": [
         {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "elevator"}}]},
+        *(ask if hold else []),
         {"tool_calls": [{"name": "navigate_to", "arguments": {"place": "lab"}}]},
         {"done": "Through the elevator and at the lab."},
     ]}))
     return path
 
 
-def _up(tmp_path: Path, name: str, url: str) -> subprocess.Popen:
+def _up(tmp_path: Path, name: str, url: str, *, hold: bool = False) -> subprocess.Popen:
     config = tmp_path / f"{name}-harness.yaml"
     config.write_text(yaml.safe_dump({"places": PLACES, "navigation": {"timeout_s": 30.0}, "site": SITE,
-                                      "limits": {"mission_timeout_s": 240.0}}))
+                                      "limits": {"mission_timeout_s": 240.0},
+                                      "interactions": {"ask_operator": hold, "timeout_s": 180.0}}))
     log = open(tmp_path / f"{name}-up.log", "w")
     try:
         return subprocess.Popen([*CLI, "up", "--namespace", name, "--journal", url,
                                  "--params-file", str(_params_file(tmp_path)),
-                                 "--planner-script", str(_script(tmp_path, name)),
+                                 "--planner-script", str(_script(tmp_path, name, hold=hold)),
                                  "--harness-config", str(config)],
                                 cwd=REPO, stdout=log, stderr=subprocess.STDOUT, text=True)
     finally:
@@ -63,9 +77,26 @@ def _wait_up(tmp_path: Path, name: str, proc: subprocess.Popen, timeout_s: float
         time.sleep(0.2)
 
 
-def _mission(namespace: str) -> subprocess.Popen:
-    return subprocess.Popen([*CLI, "mission", GOAL, "--namespace", namespace, "--json", "--timeout", "240"],
+def _mission(namespace: str, *, owner_token: str = "") -> subprocess.Popen:
+    token = ["--owner-token", owner_token] if owner_token else []
+    return subprocess.Popen([*CLI, "mission", GOAL, "--namespace", namespace, "--json", "--timeout", "240", *token],
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _journaled(journal: Journal, what: str, found: Callable[[JournalEvent], bool],
+               running: dict[str, subprocess.Popen], timeout_s: float = 120.0) -> JournalEvent:
+    """The first event of the fleet's journal ``found`` accepts, polled for (bounded) while ``running`` all run."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        hit = next((e for e in journal.events() if found(e)), None)
+        if hit is not None:
+            return hit
+        for name, proc in running.items():
+            if proc.poll() is not None:
+                out, err = proc.communicate()
+                pytest.fail(f"waiting for {what}: {name} exited {proc.returncode}:\n{out[-1500:]}\n{err[-1500:]}")
+        assert time.monotonic() < deadline, f"no {what} within {timeout_s:g} s"
+        time.sleep(0.2)
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -78,7 +109,8 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
-def test_two_robots_share_the_elevator_through_one_postgresql_journal(tmp_path, pg_url):
+def test_two_robots_share_the_elevator_through_one_postgresql_journal(tmp_path, pg_url, capsys):
+    from robot_harness.cli import main as cli_main
     from robot_harness.core.clock import IdGenerator, SystemClock
     from robot_harness.core.journal import open_journal
     from robot_harness.core.records import EventType as E
@@ -86,13 +118,34 @@ def test_two_robots_share_the_elevator_through_one_postgresql_journal(tmp_path, 
     # the throw-away server trusts loopback, so a password is accepted and ignored: it must never be echoed
     url = pg_url.replace("postgresql://postgres@", "postgresql://postgres:s3cret-pw@")
     assert url != pg_url
-    graphs = {name: _up(tmp_path, name, url) for name in ("robot1", "robot2")}
+    graphs = {"robot1": _up(tmp_path, "robot1", url, hold=True), "robot2": _up(tmp_path, "robot2", url)}
+    sent: list[subprocess.Popen] = []
     try:
         for name, proc in graphs.items():
             _wait_up(tmp_path, name, proc)
-        first = _mission("robot1")
-        time.sleep(1.0)  # robot1 asks first; robot2 finds the elevator taken
-        second = _mission("robot2")
+        watch = open_journal(pg_url, clock=SystemClock(), ids=IdGenerator(None))
+        try:
+            # robot1 takes the elevator first; robot2 is sent only then, and finds it taken
+            first = _mission("robot1", owner_token=TOKEN)
+            sent.append(first)
+            _journaled(watch, "robot1's lease of elevator_1",
+                       lambda e: e.type is E.LEASE_ACQUIRED and e.robot_id == "robot1"
+                       and e.payload.get("resource") == "elevator_1", {**graphs, "robot1 mission": first})
+            second = _mission("robot2")
+            sent.append(second)
+            missions_running = {**graphs, "robot1 mission": first, "robot2 mission": second}
+            _journaled(watch, "robot2's wait for elevator_1",
+                       lambda e: e.type is E.LEASE_WAITED and e.robot_id == "robot2"
+                       and e.payload.get("outcome") == "waiting", missions_running)
+            # robot1, inside the elevator, asked its owner; answered only now, it leaves and lets robot2 in
+            ask = _journaled(watch, "robot1's question",
+                             lambda e: e.type is E.INTERACTION_REQUESTED and e.robot_id == "robot1", missions_running)
+        finally:
+            watch.close()
+        code = cli_main(["answer", ask.payload["interaction_id"], "answer", "--text", "yes", "--token", TOKEN,
+                         "--journal", url])
+        answered = capsys.readouterr()
+        assert code == 0 and "recorded: " in answered.out, answered
         out1, err1 = first.communicate(timeout=300)
         out2, err2 = second.communicate(timeout=300)
         assert first.returncode == 0 and second.returncode == 0, (err1[-2000:], err2[-2000:])
@@ -100,7 +153,8 @@ def test_two_robots_share_the_elevator_through_one_postgresql_journal(tmp_path, 
         assert r1["status"] == "SUCCEEDED", r1["summary"]
         assert r2["status"] == "SUCCEEDED", r2["summary"]
         assert r1["journal"] in (pg_url, url.replace("s3cret-pw", "***"))  # without the password, or masked
-        for text in (out1, err1, out2, err2, _log(tmp_path, "robot1"), _log(tmp_path, "robot2")):
+        for text in (out1, err1, out2, err2, answered.out, answered.err, _log(tmp_path, "robot1"),
+                     _log(tmp_path, "robot2")):
             assert "s3cret-pw" not in text
 
         fleet = open_journal(pg_url, clock=SystemClock(), ids=IdGenerator(None))
@@ -159,6 +213,10 @@ def test_two_robots_share_the_elevator_through_one_postgresql_journal(tmp_path, 
         assert r2["mission_id"] in {row["mission_id"] for row in rows}
         assert r1["mission_id"] not in {row["mission_id"] for row in rows}
     finally:
+        for proc in sent:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
         for proc in graphs.values():
             _stop(proc)
 

@@ -206,8 +206,8 @@ def test_timeout_is_unavailable():
 
 
 def test_timeout_is_retried():
-    with FakeOpenAI([{"delay_s": 0.6, "content": "too late"}, {"content": "ok"}]) as fake:
-        result = client_for(fake, timeout_s=0.2, max_retries=1, sleep=Sleeps()).complete(
+    with FakeOpenAI([{"delay_s": 3.0, "content": "too late"}, {"content": "ok"}]) as fake:
+        result = client_for(fake, timeout_s=1.0, max_retries=1, sleep=Sleeps()).complete(
             [{"role": "user", "content": "hi"}])
     assert result.message["content"] == "ok" and result.call.retries[0]["reason"] == "timeout"
 
