@@ -160,6 +160,22 @@ class _Commander(Node):
         while time.monotonic() < end:
             self.executor_.spin_once(timeout_sec=min(0.05, max(0.0, end - time.monotonic())))
 
+    def spin_until_true(self, pred: Any, timeout_s: float, what: Any) -> None:
+        """Spin until ``pred()``; fail with ``what()`` (the value last seen) once ``timeout_s`` has passed.
+
+        The sim is another process: its latest message can still be on the way when a task's result
+        lands, so a check of "the latest message" waits for it instead of for a fixed time.
+        """
+        deadline = time.monotonic() + timeout_s
+        while not pred():
+            assert time.monotonic() < deadline, f"not within {timeout_s} s: {what()}"
+            self.spin_for(0.05)
+
+    def wait_truth_near(self, target: tuple[float, float, float], tol_xy: float, what: str) -> None:
+        """Spin until the latest ground truth is within ``tol_xy`` (and 0.05 rad) of ``target``, 3 s at most."""
+        self.spin_until_true(lambda: bool(self.truth) and near(planar(self.truth[-1].pose), target, tol_xy), 3.0,
+                             lambda: f"{what}: ground truth {[planar(m.pose) for m in self.truth[-1:]]}, not {target}")
+
     # -- RN setInitialPose / _setInitialPose / _amclPoseCallback
 
     def set_initial_pose(self, initial_pose: PoseStamped) -> None:
@@ -338,6 +354,10 @@ def near(a: tuple[float, float, float], b: tuple[float, float, float], tol_xy: f
     return math.hypot(a[0] - b[0], a[1] - b[1]) <= tol_xy and abs(dyaw) <= tol_yaw
 
 
+def stamp_ns(header: Any) -> int:
+    return header.stamp.sec * 1_000_000_000 + header.stamp.nanosec
+
+
 def start_sim(namespace: str) -> subprocess.Popen:
     """As test_executables starts it: the installed executable with the shipped parameter file.
 
@@ -402,8 +422,11 @@ def test_basic_navigator_brings_up_relocalizes_navigates_and_cancels(context: rc
                 resend = time.monotonic() + INITIAL_POSE_SPIN_S
             nav.spin_for(0.05)
         assert nav.poses[-1].header.frame_id == "map"
-        nav.spin_for(0.3)
-        assert nav.truth and near(planar(nav.truth[-1].pose), (0.0, 0.0, 0.0), 1e-6, 1e-6), \
+        # Ground truth from no earlier than the relocalized estimate (one sim clock stamps both).
+        relocalized_ns = stamp_ns(nav.poses[-1].header)
+        nav.spin_until_true(lambda: bool(nav.truth) and stamp_ns(nav.truth[-1].header) >= relocalized_ns, 3.0,
+                            lambda: f"no ground truth since the relocalization: {nav.truth[-1:]}")
+        assert near(planar(nav.truth[-1].pose), (0.0, 0.0, 0.0), 1e-6, 1e-6), \
             "a relocalization moves the estimate only, never the robot"
 
         # goToPose on the new estimate: 1 m ahead of it in the map frame, with feedback, SUCCEEDED.
@@ -411,11 +434,11 @@ def test_basic_navigator_brings_up_relocalizes_navigates_and_cancels(context: rc
         assert nav.go_to_pose(pose_stamped(*goal)), "NavigateToPose goal was rejected"
         assert nav.run_task(timeout_s=15.0) is TaskResult.SUCCEEDED
         assert nav.feedbacks >= 1 and nav.feedback is not None and nav.feedback.current_pose.header.frame_id == "map"
-        nav.spin_for(0.3)
-        assert near(planar(nav.poses[-1].pose.pose), goal, 0.03), planar(nav.poses[-1].pose.pose)
+        nav.spin_until_true(lambda: near(planar(nav.poses[-1].pose.pose), goal, 0.03), 3.0,
+                            lambda: f"amcl_pose not at the goal {goal}: {planar(nav.poses[-1].pose.pose)}")
         # The robot walked the same 1 m, in its own frame: the correction rotates by initial yaw - 0.
         truth_end = (math.cos(initial[2]), -math.sin(initial[2]), -initial[2])
-        assert near(planar(nav.truth[-1].pose), truth_end, 0.03), planar(nav.truth[-1].pose)
+        nav.wait_truth_near(truth_end, 0.03, "the robot at the goal")
 
         # A second goal, far away, ended by cancelTask once it is running: CANCELED.
         assert nav.go_to_pose(pose_stamped(20.0, -0.5, 0.0))
@@ -460,8 +483,7 @@ def test_basic_navigator_routes_behaviours_and_costmap_clears(context: rclpy.Con
         result = nav.result_future.result().result
         assert [s.waypoint_status for s in result.waypoint_statuses] == [1, 1], "WaypointStatus.COMPLETED"
         assert isinstance(nav.feedback, NavigateThroughPoses.Feedback) and nav.feedback.number_of_poses_remaining >= 1
-        nav.spin_for(0.3)
-        assert near(planar(nav.truth[-1].pose), (1.0, 1.0, math.pi / 2), 0.03), planar(nav.truth[-1].pose)
+        nav.wait_truth_near((1.0, 1.0, math.pi / 2), 0.03, "the robot at the last pose")
 
         # followWaypoints back through (1, 0) to (0, 0): no missed waypoint.
         assert nav.follow_waypoints([pose_stamped(1.0, 0.0, 0.0), pose_stamped(0.0, 0.0, 0.0)])
@@ -473,8 +495,7 @@ def test_basic_navigator_routes_behaviours_and_costmap_clears(context: rclpy.Con
         assert nav.spin() and nav.run_task(timeout_s=10.0) is TaskResult.SUCCEEDED
         assert nav.backup(backup_dist=0.3, backup_speed=0.5) and nav.run_task(timeout_s=10.0) is TaskResult.SUCCEEDED
         assert isinstance(nav.feedback, BackUp.Feedback) and nav.get_task_error() == (0, "")
-        nav.spin_for(0.3)
-        assert near(planar(nav.truth[-1].pose), (0.0, -0.3, 1.57), 0.03), planar(nav.truth[-1].pose)
+        nav.wait_truth_near((0.0, -0.3, 1.57), 0.03, "the robot spun and backed up")
 
         # A spin that runs out of its time allowance: FAILED, and the server's error as getTaskError() has it.
         assert nav.spin(spin_dist=20.0, time_allowance=1)

@@ -84,6 +84,29 @@ def wait_future(fut: Future, timeout_s: float, what: str) -> Any:
     return fut.result()
 
 
+def wait_quiet(count: Callable[[], Any], quiet_s: float, timeout_s: float, what: str,
+               live: Callable[[], int] | None = None) -> Any:
+    """Wait until ``count()`` has held still for ``quiet_s``, so what was in flight has landed; return it.
+
+    ``live`` (a count of some stream that must keep arriving meanwhile) tells a quiet topic from a
+    starved executor: the window only counts once that stream grew during it. A topic that keeps
+    publishing never settles, and that fails here.
+    """
+    deadline = time.monotonic() + timeout_s
+    last, since = count(), time.monotonic()
+    live_at = live() if live is not None else 0
+    while True:
+        time.sleep(0.01)
+        now = count()
+        if now != last:
+            last, since = now, time.monotonic()
+            live_at = live() if live is not None else 0
+        elif time.monotonic() - since >= quiet_s and (live is None or live() > live_at):
+            return last
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: still arriving (or nothing else live) after {timeout_s}s; last {last}")
+
+
 def nav_goal(x: float, y: float, yaw: float = 0.0) -> NavigateToPose.Goal:
     msg = NavigateToPose.Goal()
     msg.pose.header.frame_id = "map"
@@ -251,8 +274,9 @@ def test_pose_dropout_silences_amcl_pose_while_the_robot_walks_on(make_rig: Call
     handle = rig.goal(2.0, 0.0)
     result = handle.get_result_async()
     wait_until(lambda: rig.robot.world.pose_silent, 3.0, "the pose dropout")
-    time.sleep(0.2)  # what was in flight has landed
-    n_poses, n_odom, n_feedback = len(poses), len(odom), len(rig.feedback)
+    n_poses = wait_quiet(lambda: len(poses), 0.3, 5.0, "/amcl_pose settling after the dropout",
+                         live=lambda: len(odom))
+    n_odom, n_feedback = len(odom), len(rig.feedback)
     assert wait_future(result, 6.0, "result").status == RosGoalStatus.STATUS_SUCCEEDED, "the goal carries on"
     time.sleep(0.3)
     assert len(poses) == n_poses, "no pose is published once the dropout holds"
@@ -265,11 +289,15 @@ def test_pose_dropout_silences_amcl_pose_while_the_robot_walks_on(make_rig: Call
 def test_external_goal_moves_the_robot_and_aborts_the_clients_goal_and_shows_in_the_status(
     make_rig: Callable[..., Rig],
 ) -> None:
-    rig = make_rig(fast(speed=1.0, faults=[{"kind": "external_goal", "at_s": 2.0, "dx": 0.0, "dy": -1.5}]))
+    # Late enough that discovery and the first goal beat it on a loaded machine; 8 m at 1 m/s still runs then.
+    at_s = 5.0
+    rig = make_rig(fast(speed=1.0, faults=[{"kind": "external_goal", "at_s": at_s, "dx": 0.0, "dy": -1.5}]))
     statuses = rig.collect(GoalStatusArray, "navigate_to_pose/_action/status", qos_profile_action_status_default)
     mine = rig.goal(8.0, 0.0)
-    assert mine.accepted and rig.robot.world.t < 2.0, "the client's goal runs before the other client's comes"
-    res = wait_future(mine.get_result_async(), 5.0, "the client's result")
+    accepted_t = rig.robot.world.t
+    assert mine.accepted and accepted_t < at_s, \
+        f"the client's goal runs before the other client's comes (accepted at sim t={accepted_t:.2f})"
+    res = wait_future(mine.get_result_async(), at_s + 5.0, "the client's result")
     assert res.status == RosGoalStatus.STATUS_ABORTED and "preempted by goal 2" in res.result.error_msg
     assert rig.robot.world.foreign_goals == {2}
     at_fire = rig.robot.world.goal(2).target
@@ -336,7 +364,6 @@ def test_amcl_relocalizes_on_initialpose_in_map_only_and_holds_one_until_active(
     rig = make_rig(fast())
     pub = rig.client.create_publisher(PoseWithCovarianceStamped, "/initialpose", 10)
     wait_until(lambda: pub.get_subscription_count() >= 1, 5.0, "amcl subscribing /initialpose")
-    time.sleep(0.2)  # the subscriber's side of discovery
 
     def initial(x: float, y: float, yaw: float, frame: str = "map") -> None:
         msg = PoseWithCovarianceStamped()
@@ -349,8 +376,13 @@ def test_amcl_relocalizes_on_initialpose_in_map_only_and_holds_one_until_active(
             p = rig.robot.world.localized_pose
         return p.x, p.y, p.yaw
 
-    initial(1.0, -1.0, 0.5, frame="/map")  # AMCL strips the leading slash
-    wait_until(lambda: estimate() == pytest.approx((1.0, -1.0, 0.5)), 3.0, "the relocalized estimate")
+    # AMCL strips the leading slash. Resent until heard, as BasicNavigator does: a volatile sample can
+    # still beat the subscriber's side of discovery.
+    deadline = time.monotonic() + 5.0
+    while estimate() != pytest.approx((1.0, -1.0, 0.5)):
+        assert time.monotonic() < deadline, f"the relocalized estimate never came: {estimate()}"
+        initial(1.0, -1.0, 0.5, frame="/map")
+        time.sleep(0.3)
     initial(2.0, 1.0, 0.0, frame="odom")  # ignored with a warning, as AMCL ignores a non-global frame
     time.sleep(0.5)
     assert estimate() == pytest.approx((1.0, -1.0, 0.5))
@@ -359,7 +391,7 @@ def test_amcl_relocalizes_on_initialpose_in_map_only_and_holds_one_until_active(
     # Received while inactive: kept, applied on activation (AMCL's init_pose_received_on_inactive).
     rig.robot.amcl.trigger_deactivate()
     initial(-3.0, 0.0, 0.0, frame="")
-    time.sleep(0.5)
+    wait_until(lambda: rig.robot.amcl._pending is not None, 3.0, "amcl to hold the initial pose")
     assert estimate() == pytest.approx((1.0, -1.0, 0.5))
     rig.robot.amcl.trigger_activate()
     assert estimate() == pytest.approx((-3.0, 0.0, 0.0))
@@ -407,8 +439,7 @@ def test_die_silent_goes_quiet_and_never_answers(make_rig: Callable[..., Rig]) -
     assert handle.accepted
     result = handle.get_result_async()
     wait_until(lambda: rig.robot.silenced, 3.0, "the die fault")
-    time.sleep(0.2)
-    count, n_feedback = len(poses), len(rig.feedback)
+    count, n_feedback = wait_quiet(lambda: (len(poses), len(rig.feedback)), 0.5, 5.0, "messages sent before the death")
     time.sleep(1.0)
     assert len(poses) == count, "a dead robot publishes nothing"
     assert len(rig.feedback) == n_feedback, "a dead robot sends no feedback"
@@ -511,8 +542,16 @@ def test_a_stream_faster_than_the_base_tick_is_not_capped_by_it(make_rig: Callab
     time.sleep(0.5)
     start = len(poses)
     time.sleep(1.0)
-    n = len(poses) - start
-    assert n >= 100, f"{n} poses in 1 s at 200 Hz: the stream is capped below its rate"
+    window = poses[start:]
+    n = len(window)
+    # As the 20 Hz test: a CPU-starved tick loop drops ticks, so the rate is judged by the median stamp
+    # spacing (a cap at the old 50 Hz tick would give 20 ms), and the count only shows a live publisher.
+    assert n >= 20, f"{n} poses in 1 s at 200 Hz"
+    stamps = [m.header.stamp.sec + m.header.stamp.nanosec * 1e-9 for m in window]
+    gaps = sorted(b - a for a, b in zip(stamps, stamps[1:]))
+    median_gap = gaps[len(gaps) // 2]
+    assert 0.8 / 200.0 <= median_gap <= 1.25 / 200.0, \
+        f"median stamp spacing {median_gap * 1000:.1f} ms at 200 Hz: the stream is capped below its rate"
 
 
 def test_ack_delay_holds_the_acceptance_while_the_robot_walks(make_rig: Callable[..., Rig]) -> None:
@@ -826,11 +865,14 @@ def test_no_path_fault_fails_the_plan_and_the_goal(make_rig: Callable[..., Rig])
 
 
 def test_high_covariance_shows_in_amcl_pose(make_rig: Callable[..., Rig]) -> None:
-    rig = make_rig(fast(faults=[{"kind": "high_covariance", "at_s": 1.0, "std_xy": 0.8, "std_yaw": 0.4}]))
+    at_s = 4.0  # late enough that the first pose, after discovery, comes before it on a loaded machine
+    rig = make_rig(fast(faults=[{"kind": "high_covariance", "at_s": at_s, "std_xy": 0.8, "std_yaw": 0.4}]))
     poses = rig.collect(PoseWithCovarianceStamped, "/amcl_pose")
     wait_until(lambda: len(poses) >= 1, 5.0, "/amcl_pose")
     cov = poses[0].pose.covariance
-    assert (cov[0], cov[7], cov[35]) == pytest.approx(DEFAULT_POSE_VARIANCE)
+    assert (cov[0], cov[7], cov[35]) == pytest.approx(DEFAULT_POSE_VARIANCE), \
+        f"the first pose, before the fault (sim t now {rig.robot.world.t:.2f})"
+    wait_until(lambda: rig.robot.world.t > at_s, at_s + 5.0, "the fault's time")
     wait_until(lambda: poses[-1].pose.covariance[0] > 0.5, 5.0, "the raised covariance")
     cov = poses[-1].pose.covariance
     assert (cov[0], cov[7], cov[35]) == pytest.approx(
@@ -841,13 +883,16 @@ def test_high_covariance_shows_in_amcl_pose(make_rig: Callable[..., Rig]) -> Non
 def test_navigator_inactive_from_the_start_rejects_goals_and_comes_back_after_for_s(
     make_rig: Callable[..., Rig],
 ) -> None:
-    rig = make_rig(fast(faults=[{"kind": "navigator_inactive", "at_s": 0.0, "for_s": 3.0}]))
+    for_s = 6.0  # long enough that the service and action discovery below end within it on a loaded machine
+    rig = make_rig(fast(faults=[{"kind": "navigator_inactive", "at_s": 0.0, "for_s": for_s}]))
     assert get_state(rig, "bt_navigator") == "inactive"
     assert get_state(rig, "planner_server") == "active" and get_state(rig, "amcl") == "active"
-    assert not rig.goal(1.0, 0.0).accepted, "an inactive Nav2 action server rejects goals"
+    assert not rig.goal(1.0, 0.0).accepted, \
+        f"an inactive Nav2 action server rejects goals (sim t {rig.robot.world.t:.2f}, for_s {for_s})"
     assert rig.robot.world.goals_received == 0
     assert [e.reason for e in rig.robot.goal_log] == ["bt_navigator is not active"]
-    wait_until(lambda: rig.robot.navigator.active, 6.0, "bt_navigator active again after for_s")
+    wait_until(lambda: rig.robot.world.t > for_s, for_s + 5.0, "the end of for_s")
+    wait_until(lambda: rig.robot.navigator.active, 3.0, "bt_navigator active again after for_s")
     assert get_state(rig, "bt_navigator") == "active"
     handle = rig.goal(0.5, 0.0)
     assert handle.accepted

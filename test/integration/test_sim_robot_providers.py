@@ -173,7 +173,8 @@ def test_the_supervisors_navigation_port_routes_by_card_to_the_cards_namespace(
 def test_a_second_camera_is_published_and_read_by_topic_until_it_dies(
         dispatch: Callable[[SimConfig], Dispatch], tmp_path: Path) -> None:
     rear = "rear/image_raw"
-    d = dispatch(two_stacks(cameras={rear: {"rate_hz": 10.0, "faults": [{"kind": "camera_dead", "at_s": 1.5}]}}))
+    dead_at = 4.0  # late enough that discovery and the first capture beat it on a loaded machine
+    d = dispatch(two_stacks(cameras={rear: {"rate_hz": 10.0, "faults": [{"kind": "camera_dead", "at_s": dead_at}]}}))
     io = d.own(RosRobotIO(d.node, clock=SystemClock(), ids=IdGenerator(1), artifacts_dir=tmp_path,
                           camera_topic="camera/image_raw", speech_topic="speech/say",
                           message_topic="robot_harness/messages"))
@@ -182,7 +183,7 @@ def test_a_second_camera_is_published_and_read_by_topic_until_it_dies(
     assert io.capture_image(label="rear").size_bytes > 0, "its first frame waited for"
     wait_until(lambda: bool(frames), 3.0, "the rear camera's frames on /rear/image_raw")
     assert frames[-1].header.frame_id == "rear"
-    wait_until(lambda: d.rig.robot.world.t > 1.5 + 2.2, 6.0, "the rear camera dead for over 2 s")
+    wait_until(lambda: d.rig.robot.world.t > dead_at + 2.2, dead_at + 6.0, "the rear camera dead for over 2 s")
     heard = len(frames)
     time.sleep(0.3)
     assert len(frames) == heard, "a dead camera publishes nothing"
