@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from robot_harness.core.journal import SqliteJournal
 from robot_harness.core.records import EventType, JournalEvent
 from robot_harness.core.scenario import Scenario
 from robot_harness.runner import run_scenario
+from robot_harness.sim.world import parse_faults
 
 EXECUTABLES = ("sim_robot", "snapshot_aggregator", "planner", "verifier", "recovery", "supervisor", "lifecycle_manager")
 
@@ -68,6 +70,33 @@ def assert_one_result_per_call(events: list[JournalEvent]) -> None:
     calls = [e.tool_call_id for e in of_type(events, "TOOL_CALL_RECORDED")]
     results = [e.tool_call_id for e in of_type(events, "TOOL_RESULT_RECORDED")]
     assert sorted(calls) == sorted(results) and len(set(results)) == len(results)
+
+
+def faults_once(event_type: str, *faults: dict[str, Any]) -> tuple[Callable[[Any], None], list[float]]:
+    """A ``graph_hook`` that gives the running sim ``faults`` from the sim instant the mission's first
+    ``event_type`` commits (their ``at_s``), and the list that instant goes into.
+
+    An event orders them, not a time: a fixed ``at_s`` can pass before admission when bring-up is slow.
+    Journal listeners run in the appending thread, so the mission goes on only once the faults are in.
+    The sim takes no fault at run time through a public call, so the world's config is swapped under
+    the sim's lock; the faults hold from its next tick."""
+    fired: list[float] = []
+
+    def hook(graph: Any) -> None:
+        sim = graph.sim
+
+        def listener(batch: list) -> None:
+            if fired or not any(e.type is EventType(event_type) for e in batch):
+                return
+            with sim._lock:
+                world = sim.world
+                added = parse_faults([{**f, "at_s": world.t} for f in faults])
+                world.config = world.config.model_copy(update={"faults": (*world.config.faults, *added)})
+                fired.append(world.t)
+
+        graph.supervisor.journal.subscribe(listener)
+
+    return hook, fired
 
 
 def lock_journal_when(journal: Any, path: Path, event_type: str) -> sqlite3.Connection:

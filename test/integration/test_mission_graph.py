@@ -8,7 +8,10 @@ import time
 
 import pytest
 
-from ._graph import DONE, GO_SPOT, assert_one_result_per_call, lock_journal_when, of_type, outcomes, run, scenario
+from robot_harness.core.records import EventType
+
+from ._graph import (DONE, GO_SPOT, assert_one_result_per_call, faults_once, lock_journal_when, of_type, outcomes, run,
+                     scenario)
 
 
 def explain(report):
@@ -54,10 +57,11 @@ def test_tool_exception_gives_one_error_result(tmp_path):
 
 
 def test_stale_pose_before_dispatch_means_no_motion_and_a_new_turn(tmp_path):
-    # The pose freezes while the model "thinks" (3 s); the decision snapshot was fresh
-    # (the graph is ready about 1.5 s after the sim starts).
+    # The pose freezes while the model "thinks" (3 s): right after the first turn's snapshot, which was fresh.
     turns = [{**GO_SPOT, "delay_s": 3.0}, DONE]
-    report, events = run(tmp_path, scenario(turns, faults=[{"kind": "frozen_pose", "at_s": 2.5}]))
+    hook, frozen = faults_once("MODEL_TURN_STARTED", {"kind": "frozen_pose"})
+    report, events = run(tmp_path, scenario(turns), graph_hook=hook)
+    assert frozen, "premise: the pose froze once the first turn had started"
     (call,) = report["tool_calls"]
     assert call["result"]["status"] == "precondition_changed"
     assert "observation_age" in {c["name"] for c in call["result"]["content"]["failed"]}
@@ -71,9 +75,11 @@ def test_stale_pose_before_dispatch_means_no_motion_and_a_new_turn(tmp_path):
 
 
 def test_pose_drift_since_the_decision_blocks_dispatch(tmp_path):
+    # The localization jumps while the model "thinks" (3 s): right after the first turn's snapshot.
     turns = [{**GO_SPOT, "delay_s": 3.0}, DONE]
-    jump = {"kind": "localization_jump", "at_s": 2.5, "dx": 1.5, "dy": 0.0}
-    report, events = run(tmp_path, scenario(turns, faults=[jump]))
+    hook, jumped = faults_once("MODEL_TURN_STARTED", {"kind": "localization_jump", "dx": 1.5, "dy": 0.0})
+    report, events = run(tmp_path, scenario(turns), graph_hook=hook)
+    assert jumped, "premise: the localization jumped once the first turn had started"
     failed = {c["name"] for c in report["tool_calls"][0]["result"]["content"]["failed"]}
     assert "pose_drift" in failed
     assert sim_goal_events(report, "received") == []
@@ -167,6 +173,9 @@ def test_uncorrelated_controller_events_cannot_complete_an_action(tmp_path):
     from rclpy.qos import qos_profile_action_status_default
 
     state: dict = {}
+    stall_after_s = 2.05  # at 1 m/s: ~0.2 m short of spot, inside the goal tolerance
+    over = threading.Event()
+    ends = (EventType.ROBOT_ACTION_OUTCOME, EventType.MISSION_FINISHED, EventType.MISSION_REFUSED)
 
     def hook(graph):
         node = Node("foreign_status", context=graph.context)
@@ -175,23 +184,40 @@ def test_uncorrelated_controller_events_cannot_complete_an_action(tmp_path):
         pub = node.create_publisher(GoalStatusArray, "navigate_to_pose/_action/status", qos_profile_action_status_default)
         state.update(graph=graph, node=node, pub=pub)
 
-        def announce_a_foreign_success_while_ours_stalls():
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                if any(e.event.value == "accepted" for e in graph.sim.goal_log):
-                    break
-                time.sleep(0.05)
-            time.sleep(2.6)  # ours has stalled by now (after 2.05 s at 1 m/s, ~0.25 m short of spot)
+        def heard(batch):  # announcing ends once the supervisor recorded it, or judged our action (before teardown)
+            if any(e.type in ends or (e.type is EventType.BACKEND_EVENT_UNCORRELATED
+                                      and e.payload.get("status") == "succeeded") for e in batch):
+                over.set()
+
+        graph.supervisor.journal.subscribe(heard)
+
+        def announce_a_foreign_success_once_ours_has_stalled():
+            # Ordered by the sim's own clock, which the stall keeps: no wall-clock guess of when it stalled.
+            deadline = time.monotonic() + 30.0
+            ours = None
+            while ours is None and not over.wait(0.05) and time.monotonic() < deadline:
+                ours = next((e for e in graph.sim.goal_log if e.event.value == "received"), None)
+            while (ours is not None and graph.sim.world.t < ours.t + stall_after_s + 0.1
+                   and not over.wait(0.05) and time.monotonic() < deadline):
+                pass
             foreign = GoalStatus(status=GoalStatus.STATUS_SUCCEEDED)
             foreign.goal_info.goal_id.uuid = list(uuid.uuid4().bytes)
-            for _ in range(5):
+            while not over.wait(0.1) and time.monotonic() < deadline:
                 pub.publish(GoalStatusArray(status_list=[foreign]))
-                time.sleep(0.1)
 
-        threading.Thread(target=announce_a_foreign_success_while_ours_stalls, daemon=True).start()
+        state["thread"] = threading.Thread(target=announce_a_foreign_success_once_ours_has_stalled, daemon=True)
+        state["thread"].start()
 
-    sc = scenario([GO_SPOT, DONE], robot={"speed": 1.0}, faults=[{"kind": "stall", "on_goal": 1, "after_s": 2.05}])
-    report, events = run(tmp_path, sc, graph_hook=hook)
+    # A navigation timeout (6 s + 0.5 s/m, ~7.1 s) that leaves ~5 s between the stall and the end of our watch.
+    sc = scenario([GO_SPOT, DONE], robot={"speed": 1.0},
+                  faults=[{"kind": "stall", "on_goal": 1, "after_s": stall_after_s}],
+                  harness={"navigation": {"timeout_s": 6.0, "timeout_per_m_s": 0.5}})
+    try:
+        report, events = run(tmp_path, sc, graph_hook=hook)
+    finally:
+        over.set()
+        if "thread" in state:
+            state["thread"].join(timeout=5.0)
     truth = state["graph"].sim.world.true_pose
     assert math.hypot(truth.x - 2.0, truth.y - 1.0) < 0.5, f"premise: the robot stalled inside the tolerance ({truth})"
     unc = of_type(events, "BACKEND_EVENT_UNCORRELATED")
