@@ -1225,7 +1225,7 @@ class SqliteJournal(Journal):
                 wal_bytes = 0
             if tables or wal_bytes <= _WAL_HEADER_BYTES:
                 return
-            # No schema yet frames in the WAL: another process may be setting up this same new file
+            # No schema, yet frames in the WAL: another process may be setting up this same new file
             # (its first transaction is not committed yet); that ends within its lock's hold.
             pause.wait(_FIRST_OPEN_STEP_S)
         raise JournalReadError(
