@@ -96,11 +96,11 @@ class MissionClient:
 
     def __init__(self, context: Any, *, action_name: str = "/robot_harness/mission", node_name: str = "mission_client") -> None:
         from action_msgs.msg import GoalStatusArray
-        from rclpy.action import ActionClient
         from rclpy.node import Node
         from rclpy.qos import qos_profile_action_status_default
 
         from .action import Mission
+        from .nodes._util import ActionClient  # rclpy's, safe to create under a spinning executor
 
         self.Mission = Mission
         self.node = Node(node_name, context=context)

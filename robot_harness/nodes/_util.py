@@ -4,11 +4,12 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from rclpy.action import ActionClient as _RclpyActionClient
 from rclpy.task import Future
 
 from ..core.errors import HarnessError, HarnessTimeout, UsageError
 
-__all__ = ["LatchedSource", "wait_future", "declare_params", "run_node", "transition_failed", "autostart"]
+__all__ = ["ActionClient", "LatchedSource", "wait_future", "declare_params", "run_node", "transition_failed", "autostart"]
 
 
 def autostart(node: Any) -> bool:
@@ -53,6 +54,27 @@ def transition_failed(node: Any, what: str, exc: BaseException) -> Any:
     else:
         node.transition_error = UsageError(message, node=node.get_name())
     return TransitionCallbackReturn.FAILURE
+
+
+class ActionClient(_RclpyActionClient):
+    """rclpy's ActionClient, safe to create while an executor spins its node in another thread.
+
+    rclpy (up to and including Kilted's wheels) adds the client to its node's waitables before it sets
+    the lock its wait-set methods take, so an executor building its wait set in that instant dies with
+    ``AttributeError: 'ActionClient' object has no attribute '_lock'`` and the node stops spinning
+    (ros2/rclpy#1589). Measured here: creating clients in a loop under a spinning executor killed it
+    in 2 of 3 five-second runs. The lock is set here before rclpy's constructor runs, and kept when
+    that constructor sets it again, so the executor and the client always share one lock. Everything
+    else is rclpy's own code; on an rclpy with the upstream fix this is a harmless no-op."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.__dict__["_lock"] = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "_lock" and "_lock" in self.__dict__:
+            return  # the lock the executor may already hold stays the client's lock
+        super().__setattr__(name, value)
 
 
 def wait_future(future: Future, timeout_s: float, what: str) -> Any:

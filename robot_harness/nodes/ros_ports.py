@@ -19,7 +19,6 @@ from typing import Any, Callable
 
 from action_msgs.msg import GoalStatus, GoalStatusArray
 from geometry_msgs.msg import PoseStamped
-from rclpy.action import ActionClient
 from rclpy.action.client import ClientGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.node import Node
@@ -34,7 +33,7 @@ from ..core.ports import BackendEvent, GoalAck, PlannerRequest
 from ..core.records import ArtifactRef, ModelResponse, Pose2D, WorldSnapshot
 from . import conversions as cv
 from ..evidence.png import encode_png
-from ._util import LatchedSource, wait_future
+from ._util import ActionClient, LatchedSource, wait_future
 
 def _nav2_type(module: str, name: str) -> Any:
     """``nav2_msgs.<module>.<name>`` (Nav2 on a robot; the test-only stand-in here, same interface), or None

@@ -144,7 +144,7 @@ from nav2_msgs.msg import WaypointStatus
 from nav2_msgs.srv import ClearEntireCostmap, GetCosts
 from nav_msgs.msg import Odometry
 from nav_msgs.msg import Path as PathMsg
-from rclpy.action import ActionClient, ActionServer, CancelResponse, GoalResponse
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.action.server import ServerGoalHandle
 from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.context import Context
@@ -163,6 +163,7 @@ from robot_harness.core.errors import HarnessError, ScenarioError, UsageError
 from robot_harness.core.nav_goals import NavGoalKind, WaypointState
 from robot_harness.core.records import Pose2D
 from robot_harness.nodes._lifecycle import HarnessLifecycleNode
+from robot_harness.nodes._util import ActionClient
 from robot_harness.nodes._util import autostart as autostart_node
 from robot_harness.nodes.executors import MultiThreadedExecutor
 from robot_harness.sim.world import (

@@ -420,9 +420,8 @@ class RosOperatorPort:
     def __init__(self, node: Any, *, journal_path: str | Path, mission_action: str = "/robot_harness/mission",
                  stop_service: str = "/supervisor/stop", timeout_s: float = 10.0, answer_timeout_s: float = 15.0,
                  max_sends: int = 3, admission_timeout_s: float = 10.0) -> None:
-        from rclpy.action import ActionClient
-
         from ..action import Mission
+        from ..nodes._util import ActionClient  # rclpy's, safe to create under a spinning executor
         from ..srv import Stop
 
         self.node = node

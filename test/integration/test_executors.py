@@ -174,3 +174,45 @@ def test_the_spinner_runs_rclpys_single_threaded_executor_unless_asked_for_event
         default.destroy()
     finally:
         rclpy.try_shutdown(context=ctx)
+
+
+def test_action_clients_created_under_a_spinning_executor_never_kill_it() -> None:
+    """rclpy adds an ActionClient to its node's waitables before setting the lock its wait-set methods
+    take; an executor building its wait set in that instant dies (ros2/rclpy#1589). rclpy's own class
+    killed it within 5 s of this loop in 2 of 3 runs; the harness's must not, in the same loop."""
+    from nav2_msgs.action import ComputePathToPose
+    from rclpy.executors import SingleThreadedExecutor
+
+    from robot_harness.nodes._util import ActionClient
+
+    ctx = rclpy.Context()
+    rclpy.init(context=ctx)
+    node = Node("action_client_race", context=ctx)
+    executor = rclpy.executors.SingleThreadedExecutor(context=ctx)
+    executor.add_node(node)
+    died: list[BaseException] = []
+
+    def spin() -> None:
+        try:
+            executor.spin()
+        except BaseException as exc:  # the executor's death is what this test looks for
+            died.append(exc)
+
+    spinner = threading.Thread(target=spin, daemon=True)
+    spinner.start()
+    clients = []
+    try:
+        deadline = time.monotonic() + 4.0
+        while time.monotonic() < deadline and not died:
+            clients.append(ActionClient(node, ComputePathToPose, "compute_path_to_pose"))
+        assert not died, f"the executor died after {len(clients)} clients: {died[0]!r}"
+        assert spinner.is_alive() and len(clients) > 50, len(clients)
+        client = clients[-1]
+        assert client._lock is client.__dict__["_lock"]  # one lock, the one set before rclpy's constructor
+    finally:
+        executor.shutdown(timeout_sec=2.0)
+        spinner.join(timeout=5.0)
+        for client in clients:
+            client.destroy()
+        node.destroy_node()
+        rclpy.try_shutdown(context=ctx)
