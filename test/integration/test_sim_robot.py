@@ -30,7 +30,6 @@ from lifecycle_msgs.srv import GetState
 from nav2_msgs.action import ComputePathToPose, NavigateToPose
 from nav2_msgs.srv import GetCosts
 from nav_msgs.msg import Odometry
-from rclpy.action import ActionClient
 from rclpy.action.client import ClientGoalHandle
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -42,6 +41,7 @@ from unique_identifier_msgs.msg import UUID
 from robot_harness.core.clock import IdGenerator, SystemClock
 from robot_harness.core.errors import ScenarioError
 from robot_harness.core.records import Pose2D
+from robot_harness.nodes._util import ActionClient  # rclpy's, safe to create under a spinning executor
 from robot_harness.nodes.executors import MultiThreadedExecutor
 from robot_harness.nodes.ros_ports import RosRobotIO
 from robot_harness.nodes.sim_robot import (
@@ -134,6 +134,14 @@ class Rig:
     nav: ActionClient
     thread: threading.Thread
     feedback: list[NavigateToPose.Feedback] = field(default_factory=list)
+    clients: dict[str, ActionClient] = field(default_factory=dict)
+
+    def action_client(self, action: Any, name: str) -> ActionClient:
+        """One client per action on the client node, kept until the teardown destroys the node: destroying
+        one while the executor spins can crash it (ros2/rclpy#1385)."""
+        if name not in self.clients:
+            self.clients[name] = ActionClient(self.client, action, name)
+        return self.clients[name]
 
     def goal(self, x: float, y: float, yaw: float = 0.0) -> ClientGoalHandle:
         """Send a goal and return its handle once the server answered."""
@@ -746,19 +754,16 @@ def stamped(x: float, y: float, frame: str = "map") -> PoseStamped:
 def compute_path(rig: Rig, x: float, y: float, *, start: tuple[float, float] | None = None, planner_id: str = "",
                  frame: str = "map") -> tuple[int, ComputePathToPose.Result]:
     """One ComputePathToPose request on ``compute_path_to_pose``: (status, result); status 0 when rejected."""
-    client = ActionClient(rig.client, ComputePathToPose, "compute_path_to_pose")
-    try:
-        assert client.wait_for_server(timeout_sec=5.0), "compute_path_to_pose server not found"
-        goal = ComputePathToPose.Goal(goal=stamped(x, y, frame), planner_id=planner_id, use_start=start is not None)
-        if start is not None:
-            goal.start = stamped(*start)
-        handle = wait_future(client.send_goal_async(goal), 5.0, "planner goal response")
-        if not handle.accepted:
-            return 0, ComputePathToPose.Result()
-        res = wait_future(handle.get_result_async(), 5.0, "planner result")
-        return res.status, res.result
-    finally:
-        client.destroy()
+    client = rig.action_client(ComputePathToPose, "compute_path_to_pose")
+    assert client.wait_for_server(timeout_sec=5.0), "compute_path_to_pose server not found"
+    goal = ComputePathToPose.Goal(goal=stamped(x, y, frame), planner_id=planner_id, use_start=start is not None)
+    if start is not None:
+        goal.start = stamped(*start)
+    handle = wait_future(client.send_goal_async(goal), 5.0, "planner goal response")
+    if not handle.accepted:
+        return 0, ComputePathToPose.Result()
+    res = wait_future(handle.get_result_async(), 5.0, "planner result")
+    return res.status, res.result
 
 
 def path_length(path: Any) -> float:

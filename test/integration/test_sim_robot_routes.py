@@ -22,11 +22,11 @@ from lifecycle_msgs.srv import GetState
 from nav2_msgs.action import BackUp, FollowWaypoints, NavigateThroughPoses, NavigateToPose, Spin, Wait
 from nav2_msgs.msg import WaypointStatus
 from nav2_msgs.srv import ClearEntireCostmap
-from rclpy.action import ActionClient
 from rclpy.action.client import ClientGoalHandle
 from rclpy.parameter import Parameter
 
 from robot_harness.core.nav_goals import NavGoalKind
+from robot_harness.nodes._util import ActionClient  # rclpy's, safe to create under a spinning executor
 from robot_harness.sim import SimConfig
 from robot_harness.sim.world import (
     BACKUP_INVALID_INPUT,
