@@ -337,16 +337,20 @@ def namespace_arg(p: argparse.ArgumentParser) -> None:
                         f"(default ${NAMESPACE_ENV}, else the root); two graphs on one ROS domain need two namespaces")
 
 
-def namespaced(args: argparse.Namespace, name: str) -> str:
-    """``name`` (absolute at the root, e.g. ``/robot_harness/mission``) under ``--namespace``; a bad namespace is
-    a usage error naming the rule it breaks."""
+def namespace_of(args: argparse.Namespace) -> str:
+    """``--namespace`` normalized (``robot1`` -> ``/robot1``, the root ""); a bad namespace is a usage error
+    naming the rule it breaks."""
     from .params import normalize_namespace
 
     try:
-        ns = normalize_namespace(getattr(args, "namespace", "") or "")
+        return normalize_namespace(getattr(args, "namespace", "") or "")
     except (TypeError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
-    return f"{ns}/{name.lstrip('/')}"
+
+
+def namespaced(args: argparse.Namespace, name: str) -> str:
+    """``name`` (absolute at the root, e.g. ``/robot_harness/mission``) under ``--namespace`` (``namespace_of``)."""
+    return f"{namespace_of(args)}/{name.lstrip('/')}"
 
 
 def _register_run_commands(sub: Any) -> None:
@@ -1206,10 +1210,10 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         _check_writable(args.report, "--report")
     console.info(f"mission: {scenario.goal}")
     progress = console.progress
-    namespaced(args, "mission")  # a bad namespace is a usage error before anything starts
+    namespace = namespace_of(args)  # a bad namespace is a usage error before anything starts
     report = run_scenario(scenario, journal_path=graph_journal(journal) if files else journal,
                           report_path=args.report, on_feedback=progress.mission, extra_overrides=planner,
-                          artifacts_dir=files, namespace=args.namespace)
+                          artifacts_dir=files, namespace=namespace)
     progress.done(f"{report['mission_id']}: {report['status']} after {progress.elapsed():.1f} s; "
                   f"journal {report['journal']}")
     console.result(report, lambda: _run_text(report, args.report, journal))
